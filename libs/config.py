@@ -1,0 +1,129 @@
+"""The one config loader: a dataclass filled from a file, then the environment, then flags.
+
+Keys are RocketMQ's (``brokerName``, ``flushDiskType``, ``fileReservedTime`` ...).
+Dataclass fields carry the snake_case form of the same name, so ``brokerName``
+and ``broker_name`` are both accepted; the file is RocketMQ's ``key=value``
+properties format (``broker.conf``). Environment variables are
+``ROCKETMESH_`` + the snake_case name upper-cased (``ROCKETMESH_BROKER_NAME``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import re
+import typing
+from pathlib import Path
+from typing import Any, Mapping, Optional, TypeVar
+
+T = TypeVar("T")
+
+ENV_PREFIX = "ROCKETMESH_"
+
+
+class ConfigError(ValueError):
+    """A config key or value that cannot be used, with the key named."""
+
+
+def snake_case(key: str) -> str:
+    """``mappedFileSizeCommitLog`` -> ``mapped_file_size_commit_log``."""
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+
+
+def camel_case(name: str) -> str:
+    """``mapped_file_size_commit_log`` -> ``mappedFileSizeCommitLog``."""
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Read a Java-style properties file (``key=value`` or ``key: value``, ``#``/``!`` comments)."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        m = re.match(r"([^=:\s]+)\s*[=:]?\s*(.*)$", line)
+        if not m:
+            raise ConfigError(f"{path}:{lineno}: cannot read {line!r}")
+        out[m.group(1)] = m.group(2).strip()
+    return out
+
+
+def _convert(name: str, tp: Any, value: Any) -> Any:
+    if isinstance(tp, str):
+        tp = eval(tp, vars(typing))  # noqa: S307 - resolves postponed annotations of our own dataclasses
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None or value == "":
+            return None
+        tp = args[0]
+    if not isinstance(value, str):
+        if isinstance(tp, type) and issubclass(tp, enum.Enum) and not isinstance(value, tp):
+            return _convert(name, tp, str(value.name if isinstance(value, enum.Enum) else value))
+        return value
+    try:
+        if tp is bool:
+            low = value.strip().lower()
+            if low in ("true", "1", "yes", "on"):
+                return True
+            if low in ("false", "0", "no", "off"):
+                return False
+            raise ValueError(value)
+        if tp is int:
+            return int(value.strip())
+        if tp is float:
+            return float(value.strip())
+        if isinstance(tp, type) and issubclass(tp, enum.Enum):
+            return tp[value.strip().upper()]
+        return value
+    except (KeyError, ValueError) as exc:
+        raise ConfigError(f"{camel_case(name)}: cannot use {value!r} ({exc.__class__.__name__})") from exc
+
+
+def load_config(
+    cls: type[T],
+    path: Optional[str | os.PathLike[str]] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
+    environ: Optional[Mapping[str, str]] = None,
+    strict: bool = False,
+) -> T:
+    """Build ``cls`` (a dataclass) from defaults, then ``path``, then the environment, then ``overrides``.
+
+    Unknown keys in the file are ignored (RocketMQ does the same) unless ``strict``;
+    unknown override keys always raise, since they come from code or flags.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    values: dict[str, Any] = {}
+
+    def put(key: str, value: Any, source: str, must_exist: bool) -> None:
+        name = snake_case(key) if key not in fields else key
+        if name not in fields:
+            if must_exist:
+                raise ConfigError(f"unknown config key {key!r} ({source})")
+            return
+        values[name] = _convert(name, fields[name].type, value)
+
+    if path is not None:
+        for k, v in read_properties(path).items():
+            put(k, v, str(path), strict)
+    env = os.environ if environ is None else environ
+    for name in fields:
+        var = ENV_PREFIX + name.upper()
+        if var in env:
+            put(name, env[var], var, True)
+    for k, v in (overrides or {}).items():
+        if v is not None:
+            put(k, v, "override", True)
+    return cls(**values)
+
+
+def to_properties(cfg: Any) -> dict[str, Any]:
+    """The config as RocketMQ-named keys, for printing and for registering with namesrv."""
+    out = {}
+    for f in dataclasses.fields(cfg):
+        v = getattr(cfg, f.name)
+        out[camel_case(f.name)] = v.name if isinstance(v, enum.Enum) else v
+    return out

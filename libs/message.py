@@ -1,0 +1,190 @@
+"""The message model shared by the SDK, the broker and the services.
+
+Names follow RocketMQ's: a ``Message`` is what a producer sends, a ``MessageExt``
+is a stored message as read back (with its queue, offsets, hosts and times),
+and ``MessageConst`` holds the reserved property keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntFlag
+from typing import Optional
+
+
+class MessageConst:
+    """Reserved property keys (RocketMQ's MessageConst)."""
+
+    KEYS = "KEYS"
+    TAGS = "TAGS"
+    WAIT_STORE_MSG_OK = "WAIT"
+    DELAY_TIME_LEVEL = "DELAY"
+    RETRY_TOPIC = "RETRY_TOPIC"
+    REAL_TOPIC = "REAL_TOPIC"
+    REAL_QUEUE_ID = "REAL_QID"
+    TRANSACTION_PREPARED = "TRAN_MSG"
+    PRODUCER_GROUP = "PGROUP"
+    MIN_OFFSET = "MIN_OFFSET"
+    MAX_OFFSET = "MAX_OFFSET"
+    ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+    RECONSUME_TIME = "RECONSUME_TIME"
+    MSG_REGION = "MSG_REGION"
+    UNIQ_CLIENT_MESSAGE_ID_KEYIDX = "UNIQ_KEY"
+    MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+    CONSUME_START_TIME = "CONSUME_START_TIME"
+    TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+    CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    SHARDING_KEY = "SHARDING_KEY"
+    TRACE_CONTEXT = "traceparent"
+    # Timer messages (RocketMQ 5 names).
+    TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+    TIMER_DELAY_MS = "TIMER_DELAY_MS"
+
+    KEY_SEPARATOR = " "
+
+
+class SysFlag(IntFlag):
+    """Bits of the commitlog record's SYSFLAG field (RocketMQ's MessageSysFlag)."""
+
+    NONE = 0
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+
+    @staticmethod
+    def transaction_value(flag: int) -> int:
+        return flag & 0xC
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MessageQueue:
+    """One queue of a topic on one broker."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}:{self.queue_id}"
+
+
+@dataclass(slots=True)
+class Message:
+    """A message as a producer builds it.
+
+    ``tags`` and ``keys`` live in ``properties`` under TAGS and KEYS, as in
+    RocketMQ; the attributes are conveniences over them. ``keys`` may be one
+    string (space separated keys) or a list of strings.
+    """
+
+    topic: str
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    flag: int = 0
+
+    def __init__(
+        self,
+        topic: str,
+        body: bytes | bytearray | memoryview | str = b"",
+        tags: Optional[str] = None,
+        keys: Optional[str | list[str]] = None,
+        properties: Optional[dict[str, str]] = None,
+        flag: int = 0,
+        delay_level: int = 0,
+    ) -> None:
+        self.topic = topic
+        self.body = body.encode() if isinstance(body, str) else bytes(body)
+        self.properties = dict(properties) if properties else {}
+        self.flag = flag
+        if tags:
+            self.properties[MessageConst.TAGS] = tags
+        if keys:
+            self.keys = keys  # type: ignore[assignment]
+        if delay_level:
+            self.delay_level = delay_level
+
+    @property
+    def tags(self) -> Optional[str]:
+        return self.properties.get(MessageConst.TAGS)
+
+    @tags.setter
+    def tags(self, value: Optional[str]) -> None:
+        self._set(MessageConst.TAGS, value)
+
+    @property
+    def keys(self) -> Optional[str]:
+        return self.properties.get(MessageConst.KEYS)
+
+    @keys.setter
+    def keys(self, value: Optional[str | list[str]]) -> None:
+        if isinstance(value, (list, tuple)):
+            value = MessageConst.KEY_SEPARATOR.join(value)
+        self._set(MessageConst.KEYS, value)
+
+    @property
+    def delay_level(self) -> int:
+        return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0"))
+
+    @delay_level.setter
+    def delay_level(self, level: int) -> None:
+        self._set(MessageConst.DELAY_TIME_LEVEL, str(int(level)) if level else None)
+
+    def put_user_property(self, name: str, value: str) -> None:
+        """Set a user property (the name must not be a reserved one)."""
+        self.properties[name] = str(value)
+
+    def get_property(self, name: str) -> Optional[str]:
+        return self.properties.get(name)
+
+    def _set(self, name: str, value: Optional[str]) -> None:
+        if value is None or value == "":
+            self.properties.pop(name, None)
+        else:
+            self.properties[name] = value
+
+
+@dataclass(slots=True)
+class MessageExt:
+    """A stored message as read back from a broker's commitlog."""
+
+    topic: str
+    body: bytes
+    properties: dict[str, str]
+    flag: int
+    queue_id: int
+    queue_offset: int
+    commitlog_offset: int
+    store_size: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body_crc: int
+    msg_id: str
+
+    @property
+    def tags(self) -> Optional[str]:
+        return self.properties.get(MessageConst.TAGS)
+
+    @property
+    def keys(self) -> Optional[str]:
+        return self.properties.get(MessageConst.KEYS)
+
+    @property
+    def unique_key(self) -> Optional[str]:
+        """The client-side unique id (UNIQ_KEY), which RocketMQ shows as the msgId."""
+        return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+
+    @property
+    def delay_level(self) -> int:
+        return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0"))
+
+    def get_property(self, name: str) -> Optional[str]:
+        return self.properties.get(name)

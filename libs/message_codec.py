@@ -1,0 +1,226 @@
+"""Byte layouts of messages: the commitlog record, properties, message ids, batches.
+
+The commitlog record is RocketMQ 4.x's (big-endian)::
+
+    TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8 |
+    PHYSICALOFFSET 8 | SYSFLAG 4 | BORNTIMESTAMP 8 | BORNHOST 8 (ipv4 + port) |
+    STORETIMESTAMP 8 | STOREHOST 8 | RECONSUMETIMES 4 | PREPARED_TX_OFFSET 8 |
+    BODYLEN 4 | BODY | TOPICLEN 1 | TOPIC | PROPLEN 2 | PROPERTIES
+
+The broker writes it; a pull response carries such records back to consumers,
+so both sides decode it with this module.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import zlib
+from functools import lru_cache
+from typing import Iterator, Optional
+
+from rocketmesh.message import Message, MessageConst, MessageExt
+
+MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
+BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
+
+#: Fixed part of a record, up to and including BODYLEN.
+RECORD_HEADER = struct.Struct(">iiiiiqqiq8sq8siqi")
+RECORD_HEADER_SIZE = RECORD_HEADER.size  # 88
+#: Offsets of fields inside a record, for readers that need one field.
+POS_QUEUE_ID = 12
+POS_QUEUE_OFFSET = 20
+POS_PHYSICAL_OFFSET = 28
+POS_SYSFLAG = 36
+POS_STORE_TIMESTAMP = 56
+#: A blank record ends a mapped file: TOTALSIZE + MAGICCODE.
+BLANK_RECORD = struct.Struct(">ii")
+END_FILE_MIN_BLANK_LENGTH = 8
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+
+_HOST = struct.Struct(">4si")
+_MSG_ID = struct.Struct(">4siq")
+_INT = struct.Struct(">i")
+
+
+class CorruptRecord(ValueError):
+    """A record whose bytes do not hold together (bad magic, size or CRC)."""
+
+
+def body_crc(body: bytes) -> int:
+    """RocketMQ's body CRC: CRC32 masked to a non-negative Java int."""
+    return zlib.crc32(body) & 0x7FFFFFFF
+
+
+def record_size(body_len: int, topic_len: int, props_len: int) -> int:
+    """Total size of a commitlog record with these variable parts."""
+    return RECORD_HEADER_SIZE + body_len + 1 + topic_len + 2 + props_len
+
+
+def encode_properties(props: dict[str, str]) -> bytes:
+    """``name\\x01value\\x02`` for each property, as RocketMQ's messageProperties2String."""
+    if not props:
+        return b""
+    return "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
+
+
+def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
+    """Inverse of :func:`encode_properties`; tolerant of a missing final separator."""
+    if not raw:
+        return {}
+    out: dict[str, str] = {}
+    for item in bytes(raw).decode().split(PROPERTY_SEPARATOR):
+        if item:
+            name, _, value = item.partition(NAME_VALUE_SEPARATOR)
+            out[name] = value
+    return out
+
+
+def encode_host(ip: str, port: int) -> bytes:
+    """8-byte host field: IPv4 address then port."""
+    return _HOST.pack(socket.inet_aton(ip), port)
+
+
+def decode_host(raw: bytes) -> str:
+    ip, port = _HOST.unpack(raw)
+    return f"{socket.inet_ntoa(ip)}:{port}"
+
+
+def encode_message_id(host: bytes, commitlog_offset: int) -> str:
+    """RocketMQ's offset message id: store host (ip, port) + commitlog offset, 32 hex chars."""
+    return (host + commitlog_offset.to_bytes(8, "big", signed=True)).hex().upper()
+
+
+def decode_message_id(msg_id: str) -> tuple[str, int, int]:
+    """Split an offset message id into (store ip, store port, commitlog offset).
+
+    Raises ValueError for anything that is not 32 hex characters.
+    """
+    if len(msg_id) != 32:
+        raise ValueError(f"message id must be 32 hex characters, got {len(msg_id)}: {msg_id!r}")
+    ip, port, offset = _MSG_ID.unpack(bytes.fromhex(msg_id))
+    return socket.inet_ntoa(ip), port, offset
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (a signed 32-bit int), over UTF-16 code units."""
+    h = 0
+    for unit in _utf16_units(s):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def _utf16_units(s: str) -> Iterator[int]:
+    for ch in s:
+        c = ord(ch)
+        if c < 0x10000:
+            yield c
+        else:
+            c -= 0x10000
+            yield 0xD800 + (c >> 10)
+            yield 0xDC00 + (c & 0x3FF)
+
+
+@lru_cache(maxsize=65536)
+def tags_hash_code(tags: Optional[str]) -> int:
+    """The consume-queue tag code of a tag: Java's String.hashCode, 0 for none."""
+    if not tags:
+        return 0
+    return java_string_hash(tags)
+
+
+def decode_record(buf: bytes | memoryview, pos: int = 0, check_crc: bool = False) -> MessageExt:
+    """Decode one commitlog record starting at ``pos``.
+
+    Raises :class:`CorruptRecord` if the magic code, sizes or (when asked) the body CRC are wrong.
+    """
+    try:
+        (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host,
+         store_ts, store_host, reconsume, prepared, body_len) = RECORD_HEADER.unpack_from(buf, pos)
+    except struct.error as exc:
+        raise CorruptRecord(f"truncated record header at {pos}") from exc
+    if magic != MESSAGE_MAGIC_CODE:
+        raise CorruptRecord(f"bad magic code {magic:#x} at {pos}")
+    p = pos + RECORD_HEADER_SIZE
+    end = pos + total
+    if body_len < 0 or p + body_len + 3 > end or end > len(buf):
+        raise CorruptRecord(f"bad body length {body_len} in record of {total} bytes at {pos}")
+    body = bytes(buf[p:p + body_len])
+    if check_crc and body_crc(body) != crc:
+        raise CorruptRecord(f"body CRC mismatch at {pos}")
+    p += body_len
+    topic_len = buf[p]
+    topic = bytes(buf[p + 1:p + 1 + topic_len]).decode()
+    p += 1 + topic_len
+    (props_len,) = struct.unpack_from(">H", buf, p)
+    props = decode_properties(buf[p + 2:p + 2 + props_len])
+    if p + 2 + props_len != end:
+        raise CorruptRecord(f"record at {pos} declares {total} bytes but holds {p + 2 + props_len - pos}")
+    return MessageExt(
+        topic=topic, body=body, properties=props, flag=flag, queue_id=queue_id,
+        queue_offset=queue_offset, commitlog_offset=phys, store_size=total, sys_flag=sys_flag,
+        born_timestamp=born_ts, born_host=decode_host(born_host), store_timestamp=store_ts,
+        store_host=decode_host(store_host), reconsume_times=reconsume,
+        prepared_transaction_offset=prepared, body_crc=crc,
+        msg_id=encode_message_id(store_host, phys),
+    )
+
+
+def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
+    """Decode back-to-back records, as a pull response carries them."""
+    out = []
+    pos = 0
+    n = len(buf)
+    while pos + RECORD_HEADER_SIZE <= n:
+        msg = decode_record(buf, pos)
+        out.append(msg)
+        pos += msg.store_size
+    return out
+
+
+# --- Batches (SEND_BATCH_MESSAGE body), RocketMQ's MessageDecoder.encodeMessages layout ---
+#   TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | FLAG 4 | BODYLEN 4 | BODY | PROPLEN 2 | PROPERTIES
+_BATCH_ITEM = struct.Struct(">iiiii")
+
+
+def encode_batch(messages: list[Message]) -> bytes:
+    """Encode messages of one topic into a batch body."""
+    parts = []
+    for m in messages:
+        props = encode_properties(m.properties)
+        total = _BATCH_ITEM.size + len(m.body) + 2 + len(props)
+        parts.append(_BATCH_ITEM.pack(total, 0, body_crc(m.body), m.flag, len(m.body)))
+        parts.append(m.body)
+        parts.append(struct.pack(">H", len(props)))
+        parts.append(props)
+    return b"".join(parts)
+
+
+def decode_batch(topic: str, buf: bytes | memoryview) -> list[Message]:
+    """Decode a batch body; raises CorruptRecord when it does not parse."""
+    out = []
+    pos = 0
+    n = len(buf)
+    while pos < n:
+        try:
+            total, _magic, _crc, flag, body_len = _BATCH_ITEM.unpack_from(buf, pos)
+            p = pos + _BATCH_ITEM.size
+            body = bytes(buf[p:p + body_len])
+            p += body_len
+            (props_len,) = struct.unpack_from(">H", buf, p)
+            props = decode_properties(buf[p + 2:p + 2 + props_len])
+        except (struct.error, UnicodeDecodeError) as exc:
+            raise CorruptRecord(f"bad batch item at {pos}") from exc
+        if total <= 0 or len(body) != body_len or p + 2 + props_len != pos + total:
+            raise CorruptRecord(f"bad batch item at {pos}")
+        msg = Message(topic, body, properties=props, flag=flag)
+        out.append(msg)
+        pos += total
+    return out
+
+
+# Re-exported for readers that only need one field.
+read_int = _INT.unpack_from
+KEY_SEPARATOR = MessageConst.KEY_SEPARATOR

@@ -1,0 +1,1 @@
+"""The commitlog broker service and its store engine."""

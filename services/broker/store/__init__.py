@@ -1,0 +1,1 @@
+"""The broker's store engine: CommitLog, ConsumeQueue, IndexFile, flush, recovery, expiry."""

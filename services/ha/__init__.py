@@ -1,0 +1,1 @@
+"""Master to slave commitlog replication (built by the HA issue)."""

@@ -1,0 +1,1 @@
+"""Delay-level scheduler for SCHEDULE_TOPIC_XXXX (built by the scheduler issue)."""

@@ -1,0 +1,1 @@
+"""Transaction check-back service (built by the transactions issue)."""
