@@ -1,1 +1,19 @@
 """The broker's store engine: CommitLog, ConsumeQueue, IndexFile, flush, recovery, expiry."""
+
+from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig, parse_delay_levels
+from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
+from rocketmesh.broker.store.message_store import MessageFilter, MessageStore, StoreLockedError
+from rocketmesh.broker.store.results import (
+    AppendResult,
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+__all__ = [
+    "AppendResult", "BrokerRole", "FlushDiskType", "GetMessageResult", "GetMessageStatus",
+    "MessageExtBrokerInner", "MessageFilter", "MessageStore", "MessageStoreConfig", "PutMessageResult",
+    "PutMessageStatus", "QueryMessageResult", "StoreLockedError", "parse_delay_levels",
+]

@@ -1,0 +1,47 @@
+"""Typed failures of the remoting layer."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+
+class RemotingError(Exception):
+    """Base of every remoting failure."""
+
+
+class RemotingTimeoutError(RemotingError, TimeoutError):
+    """A request was sent but no response came back within its timeout."""
+
+
+class RemotingConnectError(RemotingError):
+    """The address is unusable, or no connection to it came up before the request timed out."""
+
+
+class RemotingSendRequestError(RemotingError):
+    """A request could not be handed to the wire (too large, client closed, send failed)."""
+
+
+class ProtocolError(RemotingError):
+    """Frames that are not a well-formed command.
+
+    ``opaque`` and ``flag`` are set when the header was readable far enough to
+    know them, so a server can still answer the sender with an error response.
+    """
+
+    def __init__(self, message: str, opaque: Optional[int] = None, flag: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.opaque = opaque
+        self.flag = flag
+
+
+class RequestError(Exception):
+    """Raised by a request handler to answer with ``code`` and ``remark``.
+
+    The server turns it into a response without logging a traceback, which
+    suits bad input from a peer (a missing ext field, an unknown topic).
+    """
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark

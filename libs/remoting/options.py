@@ -1,0 +1,44 @@
+"""Socket settings shared by RemotingServer and RemotingClient."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import zmq
+
+from rocketmesh.remoting.command import MAX_HEADER_SIZE
+
+#: RocketMQ's default maxMessageSize (4 MiB) plus room for a header.
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024 + MAX_HEADER_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class SocketOptions:
+    """ZeroMQ options for our sockets.
+
+    ``max_message_size`` bounds every inbound frame (ZMQ_MAXMSGSIZE): a peer
+    that sends a larger one is disconnected by ZeroMQ. The client also refuses
+    to send a larger frame. ``-1`` means no limit.
+    ``hwm`` is the per-peer queue bound in messages, both ways; it must exceed
+    the number of requests a caller keeps in flight.
+    """
+
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_header_size: int = MAX_HEADER_SIZE
+    hwm: int = 100_000
+    linger_ms: int = 200
+    reconnect_ivl_ms: int = 100
+    reconnect_ivl_max_ms: int = 2_000
+    #: ZMTP heartbeats, so that a vanished peer is noticed without TCP's help.
+    heartbeat_ivl_ms: int = 5_000
+    heartbeat_timeout_ms: int = 15_000
+
+    def apply(self, sock: zmq.Socket) -> None:
+        """Set the options common to both ends on ``sock``."""
+        sock.setsockopt(zmq.LINGER, self.linger_ms)
+        sock.setsockopt(zmq.SNDHWM, self.hwm)
+        sock.setsockopt(zmq.RCVHWM, self.hwm)
+        sock.setsockopt(zmq.MAXMSGSIZE, self.max_message_size)
+        sock.setsockopt(zmq.HEARTBEAT_IVL, self.heartbeat_ivl_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TIMEOUT, self.heartbeat_timeout_ms)
+        sock.setsockopt(zmq.HEARTBEAT_TTL, self.heartbeat_timeout_ms)

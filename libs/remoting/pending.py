@@ -1,0 +1,90 @@
+"""Requests awaiting their response, with deadlines.
+
+Owned by one I/O thread. Entries are found by ``opaque``; a heap of
+``(deadline, opaque)`` lets the periodic scan find expired ones without
+walking the whole table. Heap slots of requests already answered are skipped
+when they surface, and the heap is rebuilt when such slots pile up.
+"""
+
+from __future__ import annotations
+
+import heapq
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from rocketmesh.remoting.command import RemotingCommand
+
+
+@dataclass(slots=True, eq=False)
+class PendingRequest:
+    """One request in flight: where it went, when it gives up, whom to tell."""
+
+    opaque: int
+    peer: object
+    timeout_ms: int
+    deadline: float
+    future: Optional["Future[RemotingCommand]"]
+    #: False while the request sits in a send backlog (no connection yet).
+    sent: bool = False
+
+
+def settle(future: "Future[RemotingCommand]", result: RemotingCommand | None, error: BaseException | None) -> None:
+    """Complete ``future`` unless the caller already cancelled it."""
+    try:
+        if error is None:
+            future.set_result(result)  # type: ignore[arg-type]
+        else:
+            future.set_exception(error)
+    except InvalidStateError:
+        pass
+
+
+class PendingTable:
+    """opaque -> PendingRequest, plus the deadline heap."""
+
+    __slots__ = ("_by_opaque", "_heap")
+
+    def __init__(self) -> None:
+        self._by_opaque: dict[int, PendingRequest] = {}
+        self._heap: list[tuple[float, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._by_opaque)
+
+    def add(self, entry: PendingRequest) -> None:
+        """Track ``entry`` until it is popped or expires."""
+        self._by_opaque[entry.opaque] = entry
+        heapq.heappush(self._heap, (entry.deadline, entry.opaque))
+
+    def pop(self, opaque: int) -> Optional[PendingRequest]:
+        """Remove and return the entry for ``opaque`` (None when unknown or already expired)."""
+        return self._by_opaque.pop(opaque, None)
+
+    def __contains__(self, opaque: int) -> bool:
+        return opaque in self._by_opaque
+
+    def next_deadline(self) -> Optional[float]:
+        """The earliest deadline still in the heap (may belong to an answered request)."""
+        return self._heap[0][0] if self._heap else None
+
+    def expire(self, now: float, on_expired: Callable[[PendingRequest], None]) -> None:
+        """Remove every entry whose deadline is ``<= now`` and call ``on_expired`` on it."""
+        heap = self._heap
+        by_opaque = self._by_opaque
+        while heap and heap[0][0] <= now:
+            _, opaque = heapq.heappop(heap)
+            entry = by_opaque.get(opaque)
+            if entry is not None and entry.deadline <= now:
+                del by_opaque[opaque]
+                on_expired(entry)
+        if len(heap) > 4 * len(by_opaque) + 1024:
+            self._heap = [(e.deadline, e.opaque) for e in by_opaque.values()]
+            heapq.heapify(self._heap)
+
+    def drain(self) -> list[PendingRequest]:
+        """Remove and return every entry (on shutdown)."""
+        entries = list(self._by_opaque.values())
+        self._by_opaque.clear()
+        self._heap.clear()
+        return entries

@@ -1,0 +1,483 @@
+"""RemotingServer: a ROUTER socket that dispatches commands to registered handlers.
+
+Threads: one I/O thread owns the socket. It reads requests, runs cheap
+handlers inline and hands the others to the executor they were registered
+with. Responses from other threads (executor workers, a long-poll waker, a
+push) come back to the I/O thread through a Mailbox; nothing but the I/O
+thread touches the socket.
+
+Frames on the socket are ``[identity, header, body]``: ZeroMQ's ROUTER puts
+the connection's identity first, the rest is the codec's ``[header, body]``.
+A RemotingClient's sync-call connections have identities
+``<client identity> NUL <n>``; the client identity (what ``push`` wants) is
+the part before the NUL, while responses go back on the connection the
+request came from.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+import zmq
+
+from rocketmesh.log import get_logger
+from rocketmesh.remoting.addr import join_addr
+from rocketmesh.remoting.codes import ResponseCode, code_name
+from rocketmesh.remoting.command import (
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    RemotingCommand,
+    decode,
+    response_to,
+)
+from rocketmesh.remoting.errors import (
+    ProtocolError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+    RequestError,
+)
+from rocketmesh.remoting.mailbox import Mailbox
+from rocketmesh.remoting.options import SocketOptions
+from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
+
+Handler = Callable[[RemotingCommand, "RequestContext"], Optional[RemotingCommand]]
+
+#: Messages read per socket wake-up before the loop looks at its mailbox again.
+_RECV_BATCH = 512
+#: How often expired pushes are looked for, in seconds.
+_SCAN_INTERVAL = 0.1
+#: Peer descriptions remembered before the cache starts over.
+_MAX_PEERS = 65_536
+
+
+@dataclass(slots=True, eq=False)
+class RequestContext:
+    """Where a request came from, and how to answer it later.
+
+    ``identity`` is the client's ZeroMQ identity (use it with
+    ``RemotingServer.push``), ``remote`` a printable ``identity@ip``,
+    ``enqueued_at`` the ``time.monotonic()`` at which the request was read.
+    """
+
+    server: "RemotingServer"
+    identity: bytes
+    remote: str
+    request: RemotingCommand
+    enqueued_at: float
+    #: The identity of the connection the request came on; the response goes there.
+    route: bytes = b""
+    # One token; whoever pops it sends the response. list.pop is atomic, so a
+    # response races safely between, say, a long-poll waker and its timeout.
+    _token: list = field(default_factory=lambda: [True])
+
+    @property
+    def waited_ms(self) -> float:
+        """Milliseconds since the request was read off the socket."""
+        return (time.monotonic() - self.enqueued_at) * 1000.0
+
+    @property
+    def responded(self) -> bool:
+        """True once a response was sent (or the request was oneway and answered with None)."""
+        return not self._token
+
+    def respond(self, response: RemotingCommand) -> bool:
+        """Send ``response`` to the requester, from any thread.
+
+        Opaque and the response bit are filled in here. Returns False (and
+        sends nothing) when a response already went out or the request was
+        oneway.
+        """
+        try:
+            self._token.pop()
+        except IndexError:
+            return False
+        req = self.request
+        if req.flag & ONEWAY_FLAG:
+            return False
+        response.opaque = req.opaque
+        response.flag |= RESPONSE_FLAG
+        self.server._send_response(self.route, response)
+        return True
+
+
+@dataclass(slots=True, eq=False)
+class _Processor:
+    handler: Handler
+    executor: Optional[Executor]
+    queue_capacity: int
+    inflight: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class RemotingServer:
+    """A ROUTER socket on ``bind_addr`` ("host:port", port 0 picks a free one).
+
+    Register handlers with ``register`` (before or after ``start``), then
+    ``start()``; ``stop()`` shuts it down. ``port`` and ``address`` tell the
+    port actually bound once started.
+    """
+
+    def __init__(
+        self,
+        bind_addr: str,
+        name: str,
+        *,
+        options: Optional[SocketOptions] = None,
+        context: Optional[zmq.Context] = None,
+    ) -> None:
+        host, _, port = bind_addr.rpartition(":")
+        if not host or not port.isdigit():
+            raise RemotingError(f"bad bind address {bind_addr!r}: expected host:port")
+        self._bind_host = host.strip("[]")
+        self._bind_port = int(port)
+        self.name = name
+        self.options = options or SocketOptions()
+        self._ctx = context or zmq.Context.instance()
+        self._log = get_logger("remoting", server=name)
+        self._processors: dict[int, _Processor] = {}
+        self._default_handler: Optional[Handler] = None
+        self._mailbox: Mailbox[tuple[bytes, list, Optional[PendingRequest]]] = Mailbox()
+        self._pending = PendingTable()
+        self._opaque = itertools.count(1)
+        self._peers: dict[bytes, tuple[bytes, str]] = {}
+        self._sock: Optional[zmq.Socket] = None
+        self._thread: Optional[threading.Thread] = None
+        self._io_ident = -1
+        self._accepting = False
+        self._stop_deadline: Optional[float] = None
+        self._stopped = threading.Event()
+        self._port = 0
+        self._malformed_logged_at = 0.0
+        self._malformed_suppressed = 0
+
+    # -- set-up ---------------------------------------------------------
+
+    def register(
+        self,
+        code: int,
+        handler: Handler,
+        executor: Optional[Executor] = None,
+        queue_capacity: int = 0,
+    ) -> None:
+        """Route requests with ``code`` to ``handler(cmd, ctx) -> RemotingCommand | None``.
+
+        Without ``executor`` the handler runs on the I/O thread and must be
+        cheap. With one it runs there, and when ``queue_capacity`` (> 0)
+        requests of this code are already queued or running, a new one is
+        answered SYSTEM_BUSY at once. A handler returning None answers later
+        through ``ctx.respond``; one raising RequestError answers with its
+        code; any other exception answers SYSTEM_ERROR with its text.
+        """
+        self._processors[int(code)] = _Processor(handler, executor, queue_capacity)
+
+    def register_default(self, handler: Handler) -> None:
+        """Handle every code nothing is registered for (inline, on the I/O thread)."""
+        self._default_handler = handler
+
+    @property
+    def port(self) -> int:
+        """The bound TCP port (after ``start``)."""
+        return self._port
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as bound (after ``start``)."""
+        return join_addr(self._bind_host, self._port)
+
+    def start(self) -> "RemotingServer":
+        """Bind and start the I/O thread; raises RemotingError when the address cannot be bound."""
+        if self._thread is not None:
+            raise RemotingError("server already started")
+        sock = self._ctx.socket(zmq.ROUTER)
+        self.options.apply(sock)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
+        # A client that reconnects under the identity it had (after a restart)
+        # takes its identity over instead of being refused.
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        host = "*" if self._bind_host in ("", "*", "0.0.0.0") else self._bind_host
+        port = "*" if self._bind_port == 0 else str(self._bind_port)
+        if ":" in host:
+            sock.setsockopt(zmq.IPV6, 1)
+            host = f"[{host}]"
+        try:
+            sock.bind(f"tcp://{host}:{port}")
+        except zmq.ZMQError as exc:
+            sock.close(0)
+            raise RemotingError(f"cannot bind {self._bind_host}:{self._bind_port}: {exc}") from exc
+        endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._port = int(endpoint.rsplit(":", 1)[1])
+        self._sock = sock
+        self._accepting = True
+        self._thread = threading.Thread(target=self._run, name=f"{self.name}-remoting-io", daemon=True)
+        self._thread.start()
+        self._log.info("remoting server listening", address=self.address)
+        return self
+
+    def stop(self, grace_s: float = 2.0) -> None:
+        """Stop reading requests, give executor handlers ``grace_s`` to answer, then close.
+
+        Requests still queued in ZeroMQ and answers still owed after the grace
+        period are dropped (their senders time out). Joins the I/O thread.
+        """
+        if self._thread is None or self._stop_deadline is not None:
+            return
+        self._stop_deadline = time.monotonic() + grace_s
+        self._accepting = False
+        self._mailbox.wake()
+        self._thread.join(grace_s + 2.0)
+        if self._thread.is_alive():
+            self._log.warning("remoting I/O thread did not stop in time")
+        else:
+            self._mailbox.close()
+
+    # -- pushes to clients ------------------------------------------------
+
+    def push(self, identity: bytes, cmd: RemotingCommand) -> None:
+        """Send ``cmd`` as a oneway request to the client with ``identity`` (any thread).
+
+        Best effort: a client that is gone is skipped (and logged at debug).
+        """
+        cmd.opaque = next(self._opaque)
+        cmd.flag = (cmd.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
+        frames = cmd.encode()
+        self._mailbox.put((identity, frames, None))
+
+    def invoke_client(
+        self, identity: bytes, cmd: RemotingCommand, timeout_ms: int = 3000
+    ) -> "Future[RemotingCommand]":
+        """Send ``cmd`` to the client with ``identity`` and get its response as a Future.
+
+        The future fails with RemotingTimeoutError after ``timeout_ms`` and
+        with RemotingSendRequestError when the client is not connected.
+        """
+        cmd.opaque = next(self._opaque)
+        cmd.flag &= ~(ONEWAY_FLAG | RESPONSE_FLAG)
+        frames = cmd.encode()
+        fut: Future[RemotingCommand] = Future()
+        entry = PendingRequest(cmd.opaque, identity, timeout_ms, time.monotonic() + timeout_ms / 1000.0, fut)
+        self._mailbox.put((identity, frames, entry))
+        return fut
+
+    # -- I/O thread -------------------------------------------------------
+
+    def _send_response(self, identity: bytes, response: RemotingCommand) -> None:
+        try:
+            frames = response.encode()
+        except ProtocolError as exc:
+            frames = RemotingCommand(
+                ResponseCode.SYSTEM_ERROR, response.opaque, RESPONSE_FLAG, f"cannot encode response: {exc}"
+            ).encode()
+        if threading.get_ident() == self._io_ident:
+            self._send(identity, frames, None)
+        else:
+            self._mailbox.put((identity, frames, None))
+
+    def _send(self, identity: bytes, frames: list, entry: Optional[PendingRequest]) -> None:
+        sock = self._sock
+        if sock is None or sock.closed:
+            return
+        try:
+            sock.send_multipart([identity, *frames], zmq.NOBLOCK)
+        except zmq.Again:
+            self._log.warning("peer queue full, message dropped", peer=self._describe(identity))
+            if entry is not None:
+                settle(entry.future, None, RemotingSendRequestError(f"queue to {self._describe(identity)} is full"))  # type: ignore[arg-type]
+            return
+        except zmq.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                self._log.warning("send failed", peer=self._describe(identity), error=str(exc))
+            if entry is not None:
+                settle(
+                    entry.future,  # type: ignore[arg-type]
+                    None,
+                    RemotingSendRequestError(f"client {self._describe(identity)} is not connected"),
+                )
+            return
+        if entry is not None:
+            entry.sent = True
+            self._pending.add(entry)
+
+    def _run(self) -> None:
+        self._io_ident = threading.get_ident()
+        sock = self._sock
+        assert sock is not None
+        mbfd = self._mailbox.fd
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(mbfd, zmq.POLLIN)
+        reading = True
+        next_scan = time.monotonic() + _SCAN_INTERVAL
+        try:
+            while True:
+                if not self._accepting:
+                    if reading:
+                        poller.unregister(sock)
+                        reading = False
+                    if self._draining_done():
+                        break
+                for obj, _ in poller.poll(100):
+                    if obj is sock:
+                        self._drain_socket(sock)
+                    else:
+                        self._drain_mailbox()
+                now = time.monotonic()
+                if now >= next_scan:
+                    next_scan = now + _SCAN_INTERVAL
+                    self._pending.expire(now, self._expire_push)
+        except Exception:  # pragma: no cover - a bug here must not go unseen
+            self._log.exception("remoting I/O loop crashed")
+        finally:
+            self._drain_mailbox()
+            for entry in self._pending.drain():
+                settle(entry.future, None, RemotingSendRequestError("server stopped"))  # type: ignore[arg-type]
+            sock.close(self.options.linger_ms)
+            self._stopped.set()
+            self._log.info("remoting server stopped", address=self.address)
+
+    def _draining_done(self) -> bool:
+        if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
+            return True
+        return not any(p.inflight for p in list(self._processors.values())) and not len(self._mailbox)
+
+    def _drain_mailbox(self) -> None:
+        send = self._send
+        for identity, frames, entry in self._mailbox.drain():
+            send(identity, frames, entry)
+
+    def _drain_socket(self, sock: zmq.Socket) -> None:
+        recv = sock.recv
+        recv_multipart = sock.recv_multipart
+        peers = self._peers
+        processors = self._processors
+        for _ in range(_RECV_BATCH):
+            try:
+                first = recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            frames = recv_multipart(zmq.NOBLOCK) if first.more else []
+            route = first.bytes
+            peer = peers.get(route)
+            if peer is None:
+                peer = self._learn_peer(route, first)
+            try:
+                cmd = decode(frames, self.options.max_header_size)
+            except ProtocolError as exc:
+                self._on_malformed(route, peer[1], exc)
+                continue
+            if cmd.flag & RESPONSE_FLAG:
+                entry = self._pending.pop(cmd.opaque)
+                if entry is not None:
+                    settle(entry.future, cmd, None)  # type: ignore[arg-type]
+                continue
+            ctx = RequestContext(self, peer[0], peer[1], cmd, time.monotonic(), route)
+            proc = processors.get(cmd.code)
+            if proc is None:
+                self._no_processor(cmd, ctx)
+            elif proc.executor is None:
+                self._invoke(proc, cmd, ctx)
+            else:
+                self._submit(proc, cmd, ctx)
+
+    def _no_processor(self, cmd: RemotingCommand, ctx: RequestContext) -> None:
+        if self._default_handler is not None:
+            self._invoke(_Processor(self._default_handler, None, 0), cmd, ctx)
+            return
+        ctx.respond(
+            response_to(
+                cmd,
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                f"request code {code_name(cmd.code, False)} is not supported by {self.name}",
+            )
+        )
+
+    def _submit(self, proc: _Processor, cmd: RemotingCommand, ctx: RequestContext) -> None:
+        with proc.lock:
+            if proc.queue_capacity and proc.inflight >= proc.queue_capacity:
+                busy = True
+            else:
+                busy = False
+                proc.inflight += 1
+        if busy:
+            ctx.respond(
+                response_to(
+                    cmd,
+                    ResponseCode.SYSTEM_BUSY,
+                    f"system busy: {proc.queue_capacity} {code_name(cmd.code, False)} requests queued, try later",
+                )
+            )
+            return
+        try:
+            proc.executor.submit(self._invoke, proc, cmd, ctx)  # type: ignore[union-attr]
+        except RuntimeError as exc:  # executor shut down
+            with proc.lock:
+                proc.inflight -= 1
+            ctx.respond(response_to(cmd, ResponseCode.SYSTEM_BUSY, f"not accepting requests: {exc}"))
+
+    def _invoke(self, proc: _Processor, cmd: RemotingCommand, ctx: RequestContext) -> None:
+        try:
+            try:
+                response = proc.handler(cmd, ctx)
+            except RequestError as exc:
+                response = response_to(cmd, exc.code, exc.remark)
+            except Exception as exc:
+                self._log.exception("request handler failed", code=code_name(cmd.code, False), peer=ctx.remote)
+                response = response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
+            if response is not None:
+                ctx.respond(response)
+        finally:
+            # After the response is queued, so that a stopping server waits for it.
+            if proc.executor is not None:
+                with proc.lock:
+                    proc.inflight -= 1
+
+    def _expire_push(self, entry: PendingRequest) -> None:
+        settle(
+            entry.future,  # type: ignore[arg-type]
+            None,
+            RemotingTimeoutError(
+                f"no response from client {self._describe(entry.peer)} within {entry.timeout_ms} ms"  # type: ignore[arg-type]
+            ),
+        )
+
+    def _learn_peer(self, route: bytes, frame: zmq.Frame) -> tuple[bytes, str]:
+        try:
+            ip = frame.get("Peer-Address")
+        except zmq.ZMQError:
+            ip = "?"
+        identity = route.partition(b"\x00")[0] or route
+        peer = (identity, f"{self._describe(identity)}@{ip}")
+        if len(self._peers) >= _MAX_PEERS:
+            self._peers.clear()
+        self._peers[route] = peer
+        return peer
+
+    @staticmethod
+    def _describe(identity: object) -> str:
+        if isinstance(identity, bytes):
+            text = identity.decode("ascii", "replace")
+            return text if text.isprintable() and "\ufffd" not in text else identity.hex()
+        return str(identity)
+
+    def _on_malformed(self, identity: bytes, remote: str, exc: ProtocolError) -> None:
+        now = time.monotonic()
+        if now - self._malformed_logged_at >= 1.0:
+            self._log.warning(
+                "malformed message",
+                peer=remote,
+                error=str(exc),
+                suppressed=self._malformed_suppressed,
+            )
+            self._malformed_logged_at = now
+            self._malformed_suppressed = 0
+        else:
+            self._malformed_suppressed += 1
+        if exc.opaque is None or (exc.flag or 0) & (RESPONSE_FLAG | ONEWAY_FLAG):
+            return
+        response = RemotingCommand(ResponseCode.SYSTEM_ERROR, exc.opaque, RESPONSE_FLAG, f"malformed request: {exc}")
+        self._send(identity, response.encode(), None)

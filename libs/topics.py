@@ -1,0 +1,49 @@
+"""Reserved topic names and prefixes (RocketMQ's TopicValidator / MixAll)."""
+
+from __future__ import annotations
+
+import re
+
+DEFAULT_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
+DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
+SYSTEM_TOPIC_PREFIX = "rmq_sys_"
+
+#: Topics users may not send to (RocketMQ's TopicValidator.SYSTEM_TOPIC_SET).
+SYSTEM_TOPICS = frozenset({
+    DEFAULT_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
+})
+
+TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_GROUP_TOPIC_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_GROUP_TOPIC_PREFIX + group
+
+
+def validate_topic_name(topic: str) -> str | None:
+    """None when ``topic`` is a legal name, else why not (RocketMQ's rules)."""
+    if not topic or not topic.strip():
+        return "the topic name is blank"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"the topic name is longer than {TOPIC_MAX_LENGTH} characters"
+    if not TOPIC_NAME_PATTERN.match(topic):
+        return f"the topic name {topic!r} contains characters outside {TOPIC_NAME_PATTERN.pattern}"
+    return None

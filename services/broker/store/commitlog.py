@@ -1,0 +1,297 @@
+"""CommitLog: every topic's messages in one append-only log of fixed-size mapped files.
+
+Records use RocketMQ's layout (see ``rocketmesh.message_codec``). A message that
+does not fit in the rest of a file is preceded by a blank record filling the
+file (TOTALSIZE = the rest, MAGICCODE = BLANK_MAGIC_CODE) and goes to the next.
+Queue offsets are assigned here, under the put lock, so they follow commitlog order.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+import zlib
+from typing import Callable, Optional
+
+from rocketmesh.log import get_logger
+from rocketmesh.message import SysFlag
+from rocketmesh.message_codec import (
+    BLANK_MAGIC_CODE,
+    BLANK_RECORD,
+    END_FILE_MIN_BLANK_LENGTH,
+    MESSAGE_MAGIC_CODE,
+    RECORD_HEADER,
+    RECORD_HEADER_SIZE,
+    body_crc,
+    encode_host,
+)
+from rocketmesh.broker.store.config import MessageStoreConfig
+from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
+from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
+from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
+
+log = get_logger("broker", component="commitlog")
+
+_SHORT = struct.Struct(">H")
+#: The header fields dispatch needs (TOTALSIZE, MAGICCODE, BODYCRC, QUEUEID, QUEUEOFFSET,
+#: PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, BODYLEN), skipping the rest.
+_DISPATCH_FIELDS = struct.Struct(">iiii4xqqi8x8xq8x4x8xi")
+_MAX_PROPERTIES = 32767
+_NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
+
+
+#: One parsed record, as the dispatcher and recovery see it (a plain tuple: this is the hot path):
+#: (topic bytes, queue id, commitlog offset, size, queue offset, store timestamp, sys flag, properties bytes)
+DispatchRecord = tuple[bytes, int, int, int, int, int, int, bytes]
+
+
+def is_dispatchable(sys_flag: int) -> bool:
+    """Prepared and rolled-back transactional records get no consume-queue entry."""
+    return (sys_flag & 0xC) not in _NOT_DISPATCHED
+
+
+class CommitLog:
+    """Append, read and recover the commitlog. Owned by :class:`MessageStore`."""
+
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.queue = MappedFileQueue(config.store_path_commit_log, config.mapped_file_size_commit_log,
+                                     preallocate=True)
+        self.file_size = config.mapped_file_size_commit_log
+        host, _, port = config.store_host.rpartition(":")
+        self.store_host = encode_host(host or "127.0.0.1", int(port or 0))
+        self._store_host_hex = self.store_host.hex().upper()
+        self.put_lock = threading.Lock()
+        #: "topic-queueId" -> next queue offset (RocketMQ's topicQueueTable).
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.begin_time_in_lock = 0.0
+        #: Called (outside the lock) with the end offset of every put; the sync flush waits there.
+        self.after_append: Optional[Callable[[int], PutMessageStatus]] = None
+
+    # --- writing ---
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Append one message; returns where it went, or why it was refused."""
+        return self.put_messages([msg])
+
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
+        """Append messages under one lock (a batch); each gets its own queue offset."""
+        max_size = self.config.max_message_size
+        prepared = []
+        for m in msgs:
+            body = m.body
+            if len(body) > max_size:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=(
+                    f"message body of {len(body)} bytes exceeds maxMessageSize {max_size}"))
+            props = m.properties
+            if len(props) > _MAX_PROPERTIES:
+                return PutMessageResult(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, remark=(
+                    f"properties of {len(props)} bytes exceed {_MAX_PROPERTIES}"))
+            topic_b = m.topic.encode()
+            if not 0 < len(topic_b) <= 127:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                        remark=f"topic length {len(topic_b)} not in 1..127")
+            tail = b"".join((body, bytes((len(topic_b),)), topic_b, _SHORT.pack(len(props)), props))
+            total = RECORD_HEADER_SIZE + len(tail)
+            if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
+                return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=(
+                    f"record of {total} bytes does not fit in a commitlog file of {self.file_size}"))
+            prepared.append((m, tail, total, zlib.crc32(body) & 0x7FFFFFFF))
+
+        appended: list[AppendResult] = []
+        host_hex = self._store_host_hex
+        store_host = self.store_host
+        table = self.topic_queue_table
+        pack = RECORD_HEADER.pack
+        file_size = self.file_size
+        with self.put_lock:
+            self.begin_time_in_lock = time.monotonic()
+            now_ms = time.time_ns() // 1_000_000
+            f = self.queue.get_last_mapped_file()
+            pos = start = f.wrote_position
+            chunks: list[bytes] = []
+            for m, tail, total, crc in prepared:
+                if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
+                    chunks.append(BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE))
+                    self._write(f, start, chunks, file_size)
+                    f = self.queue.get_last_mapped_file()
+                    pos = start = 0
+                    chunks = []
+                phys = f.file_from_offset + pos
+                sys_flag = m.sys_flag
+                if (sys_flag & 0xC) in _NOT_DISPATCHED:
+                    queue_offset = 0
+                else:
+                    key = (m.topic, m.queue_id)
+                    queue_offset = table.get(key, 0)
+                    table[key] = queue_offset + 1
+                chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
+                                   phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
+                                   m.reconsume_times, m.prepared_transaction_offset, len(m.body)))
+                chunks.append(tail)
+                pos += total
+                appended.append(AppendResult(phys, total, f"{host_hex}{phys:016X}", now_ms, queue_offset))
+            self._write(f, start, chunks, pos)
+            f.store_timestamp = now_ms
+            self.begin_time_in_lock = 0.0
+        status = PutMessageStatus.PUT_OK
+        if self.after_append is not None:
+            last = appended[-1]
+            status = self.after_append(last.wrote_offset + last.wrote_bytes)
+        return PutMessageResult(status, appended)
+
+    @staticmethod
+    def _write(f: MappedFile, start: int, chunks: list[bytes], end: int) -> None:
+        """Copy records into the mapping at ``start`` (one copy per batch), then publish the new end.
+
+        ``end`` may pass the copied bytes: a blank record's 8 bytes cover the rest
+        of the file, which is still zero.
+        """
+        data = b"".join(chunks)
+        f.mm[start:start + len(data)] = data
+        f.wrote_position = end
+
+    @property
+    def lock_held_ms(self) -> float:
+        """How long the current holder has had the put lock (0 when free): the OS_PAGECACHE_BUSY signal."""
+        t = self.begin_time_in_lock
+        return (time.monotonic() - t) * 1000 if t else 0.0
+
+    # --- reading ---
+
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    def read(self, offset: int, size: int) -> bytes:
+        """``size`` bytes of the record at ``offset``, or b"" when deleted or not written."""
+        f = self.queue.find_file(offset)
+        if f is None:
+            return b""
+        return f.read(offset - f.file_from_offset, size)
+
+    def read_record(self, offset: int) -> bytes:
+        """The whole record starting at ``offset`` (size read from its TOTALSIZE), or b""."""
+        f = self.queue.find_file(offset)
+        if f is None:
+            return b""
+        rel = offset - f.file_from_offset
+        if rel + 8 > f.wrote_position:
+            return b""
+        total, magic = BLANK_RECORD.unpack_from(f.mm, rel)
+        if magic != MESSAGE_MAGIC_CODE or total <= 0:
+            return b""
+        return f.read(rel, total)
+
+    def store_timestamp_at(self, offset: int) -> int:
+        """STORETIMESTAMP of the record at ``offset``, -1 if it is gone."""
+        f = self.queue.find_file(offset)
+        if f is None:
+            return -1
+        rel = offset - f.file_from_offset
+        if rel + RECORD_HEADER_SIZE > f.wrote_position:
+            return -1
+        return struct.unpack_from(">q", f.mm, rel + 56)[0]
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    def read_records(self, start: int, check_crc: bool = False,
+                     max_records: int = 4096) -> tuple[list[DispatchRecord], int, bool]:
+        """Parse records from ``start`` (a record boundary) within one file.
+
+        Returns (records, next offset, clean): ``next offset`` is where the next
+        call should start (past a blank record, that is the next file); ``clean``
+        is False when a record did not hold together (bad magic, size, offset or,
+        with ``check_crc``, body CRC) - recovery cuts the log there.
+        """
+        f = self.queue.find_file(start)
+        if f is None:
+            return [], start, True
+        mm = f.mm
+        base = f.file_from_offset
+        rel = start - base
+        limit = f.wrote_position
+        file_size = self.file_size
+        unpack = _DISPATCH_FIELDS.unpack_from
+        short = _SHORT.unpack_from
+        out: list[DispatchRecord] = []
+        append = out.append
+        clean = True
+        while rel + 8 <= limit and len(out) < max_records:
+            total, magic, crc, queue_id, queue_offset, phys, sys_flag, store_ts, body_len = \
+                unpack(mm, rel) if rel + RECORD_HEADER_SIZE <= limit else (
+                    *BLANK_RECORD.unpack_from(mm, rel), 0, 0, 0, 0, 0, 0, 0)
+            if magic == BLANK_MAGIC_CODE:
+                if rel + total != file_size:
+                    clean = False
+                    break
+                rel = file_size
+                break
+            end = rel + total
+            if magic != MESSAGE_MAGIC_CODE or total < RECORD_HEADER_SIZE + 3 or end > limit \
+                    or phys != base + rel or body_len < 0:
+                clean = False
+                break
+            p = rel + RECORD_HEADER_SIZE + body_len
+            if p + 3 > end:
+                clean = False
+                break
+            if check_crc and body_crc(mm[rel + RECORD_HEADER_SIZE:p]) != crc:
+                log.warning("commitlog_crc_mismatch", offset=base + rel)
+                clean = False
+                break
+            topic_end = p + 1 + mm[p]
+            (props_len,) = short(mm, topic_end)
+            if topic_end + 2 + props_len != end:
+                clean = False
+                break
+            append((mm[p + 1:topic_end], queue_id, phys, total, queue_offset, store_ts, sys_flag,
+                    mm[topic_end + 2:end]))
+            rel = end
+        return out, base + rel, clean
+
+    # --- recovery ---
+
+    def recover(self, start: int, check_crc: bool,
+                on_records: Optional[Callable[[list[DispatchRecord]], None]] = None) -> int:
+        """Walk from ``start`` (a record boundary), truncate after the last good record.
+
+        ``on_records`` sees the good records past ``start`` in runs (the store
+        rebuilds consume queues and index from them). Returns the recovered end.
+        """
+        self.queue.load()
+        files = self.queue.files
+        if not files:
+            return 0
+        start = max(start, files[0].file_from_offset)
+        last_file_end = files[-1].file_from_offset + self.file_size
+        start = min(start, last_file_end)
+        end = start
+        while True:
+            records, nxt, clean = self.read_records(end, check_crc=check_crc)
+            if records and on_records is not None:
+                on_records(records)
+            progressed = nxt != end
+            end = nxt
+            if not clean or not progressed:
+                break
+        if end < last_file_end:
+            self.queue.truncate_dirty_files(end)
+        if self.queue.files:
+            last = self.queue.files[-1]
+            last.wrote_position = last.flushed_position = min(self.file_size, end - last.file_from_offset)
+        self.queue.flushed_where = end
+        return end
+
+    def files(self) -> list[MappedFile]:
+        return list(self.queue.files)
+
+    def shutdown(self) -> None:
+        self.queue.flush_all()
+        self.queue.shutdown()

@@ -1,0 +1,102 @@
+"""MessageStoreConfig: the store's settings under RocketMQ's key names."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from enum import Enum
+
+
+class FlushDiskType(Enum):
+    """When a put is acknowledged relative to fsync."""
+
+    SYNC_FLUSH = "SYNC_FLUSH"
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+
+
+class BrokerRole(Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+@dataclass
+class MessageStoreConfig:
+    """The store's settings. Field names are RocketMQ's keys in snake_case.
+
+    Sizes are bytes, intervals milliseconds, ``file_reserved_time`` hours
+    (fractions allowed, which RocketMQ does not), ``delete_when`` one or more
+    hours of the day separated by ``;`` ("04" is 4 am).
+    """
+
+    store_path_root_dir: str = os.path.join(os.path.expanduser("~"), "store")
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    #: 300,000 entries of 20 bytes.
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    flush_interval_commit_log: int = 500
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval: int = 10_000
+    flush_interval_consume_queue: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000
+    sync_flush_timeout: int = 5000
+    max_message_size: int = 4 * 1024 * 1024
+    file_reserved_time: float = 72
+    delete_when: str = "04"
+    disk_max_used_space_ratio: int = 75
+    #: Past this disk use (percent) even unexpired commitlog files go, oldest first.
+    disk_space_clean_forcibly_ratio: int = 85
+    clean_resource_interval: int = 10_000
+    delete_commit_log_files_interval: int = 100
+    delete_consume_queue_files_interval: int = 100
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
+    max_msgs_num_batch: int = 64
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    #: ip:port written into each record's STOREHOST (the broker's address).
+    store_host: str = "127.0.0.1:10911"
+
+    @property
+    def store_path_commit_log(self) -> str:
+        return os.path.join(self.store_path_root_dir, "commitlog")
+
+    @property
+    def store_path_consume_queue(self) -> str:
+        return os.path.join(self.store_path_root_dir, "consumequeue")
+
+    @property
+    def store_path_index(self) -> str:
+        return os.path.join(self.store_path_root_dir, "index")
+
+    @property
+    def checkpoint_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "checkpoint")
+
+    @property
+    def abort_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "abort")
+
+    @property
+    def lock_path(self) -> str:
+        return os.path.join(self.store_path_root_dir, "lock")
+
+
+_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_delay_levels(spec: str) -> list[int]:
+    """``"1s 5s 10s ..."`` -> delays in ms, level 1 first. Raises ValueError on a bad item."""
+    out = []
+    for item in spec.split():
+        unit = item[-1:].lower()
+        if unit not in _UNITS_MS or not item[:-1].isdigit():
+            raise ValueError(f"messageDelayLevel item {item!r}: expected a number and one of s m h d")
+        out.append(int(item[:-1]) * _UNITS_MS[unit])
+    if not out:
+        raise ValueError("messageDelayLevel is empty")
+    return out

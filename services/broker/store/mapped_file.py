@@ -1,0 +1,354 @@
+"""Fixed-size memory-mapped files named by their 20-digit start offset, and queues of them.
+
+Both the commitlog and each consume queue are a ``MappedFileQueue``: a directory
+of equal-sized files ``00000000000000000000``, ``00000000001073741824`` ... each
+covering ``[file_from_offset, file_from_offset + file_size)`` of one logical
+byte space.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+import time
+from typing import Callable, Optional
+
+from rocketmesh.log import get_logger
+
+log = get_logger("broker", component="store")
+
+_ZERO_CHUNK = 16 * 1024 * 1024
+#: Map a new file with its pages already in place, so appends take no page faults.
+_MAP_POPULATE = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def allocate(fd: int, size: int) -> None:
+    """Size a new file, reserving its blocks.
+
+    Reserved blocks make the first write to each page several times cheaper than
+    on a sparse file (no block allocation inside the page fault), which is most
+    of a put's cost otherwise. Filesystems without fallocate get a sparse file.
+    """
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except OSError:
+        os.ftruncate(fd, size)
+
+
+def offset_to_file_name(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One mapped file: a write position, a flush position, reads by relative position.
+
+    Writers hold the owner's lock; ``wrote_position`` is published after the bytes
+    are in place, so readers that stay below it never see a partial record.
+    """
+
+    __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
+                 "wrote_position", "flushed_position", "store_timestamp", "_available")
+
+    def __init__(self, path: str, file_size: int, populate: bool = False) -> None:
+        self.path = path
+        self.file_name = os.path.basename(path)
+        self.file_from_offset = int(self.file_name)
+        self.file_size = file_size
+        exists = os.path.exists(path)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if not exists or os.fstat(self.fd).st_size != file_size:
+                allocate(self.fd, file_size)
+            flags = mmap.MAP_SHARED | (_MAP_POPULATE if populate else 0)
+            self.mm = mmap.mmap(self.fd, file_size, flags, mmap.PROT_READ | mmap.PROT_WRITE)
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.wrote_position = 0
+        self.flushed_position = 0
+        #: Store time of the last message written here (commitlog only), for expiry.
+        self.store_timestamp = 0
+        self._available = True
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    @property
+    def available(self) -> bool:
+        return self._available
+
+    @property
+    def last_modified(self) -> float:
+        """mtime in seconds; the age used for expiry."""
+        try:
+            return os.stat(self.path).st_mtime
+        except FileNotFoundError:
+            return 0.0
+
+    def read(self, pos: int, size: int) -> bytes:
+        """Bytes at relative ``pos``; empty if the range is not written yet."""
+        if pos < 0 or pos + size > self.wrote_position:
+            return b""
+        return self.mm[pos:pos + size]
+
+    def flush(self) -> int:
+        """fsync the file up to what is written now; returns the flushed position."""
+        wrote = self.wrote_position
+        if wrote > self.flushed_position and self._available:
+            # fdatasync releases the GIL (mmap.flush would not), so puts carry on during it.
+            os.fdatasync(self.fd)
+            self.flushed_position = wrote
+        return self.flushed_position
+
+    def zero_from(self, pos: int, end: Optional[int] = None) -> None:
+        """Zero ``[pos, end)`` so stale bytes past a truncation can never be read as records."""
+        end = self.file_size if end is None else end
+        while pos < end:
+            n = min(_ZERO_CHUNK, end - pos)
+            self.mm[pos:pos + n] = bytes(n)
+            pos += n
+
+    def close(self) -> None:
+        if self._available:
+            self._available = False
+            try:
+                self.mm.close()
+            except BufferError:
+                # A reader still holds a view; the mapping goes when it is dropped.
+                pass
+            os.close(self.fd)
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.file_name}, wrote={self.wrote_position})"
+
+
+class MappedFileQueue:
+    """A directory of equal-sized mapped files covering one logical byte space."""
+
+    def __init__(self, store_path: str, file_size: int, preallocate: bool = False) -> None:
+        self.store_path = store_path
+        self.file_size = file_size
+        #: Prepare the next file in the background (RocketMQ's AllocateMappedFileService).
+        self.preallocate = preallocate
+        self._next: Optional[tuple[int, threading.Thread, list[MappedFile]]] = None
+        self.files: list[MappedFile] = []
+        #: Logical offset up to which data is fsynced.
+        self.flushed_where = 0
+        self._lock = threading.Lock()
+
+    # --- loading and creating ---
+
+    def load(self) -> None:
+        """Map the files already in the directory (positions are set by recovery)."""
+        if not os.path.isdir(self.store_path):
+            return
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit() and len(n) == 20)
+        for name in names:
+            path = os.path.join(self.store_path, name)
+            size = os.path.getsize(path)
+            if size != self.file_size:
+                raise ValueError(
+                    f"{path} is {size} bytes, config says {self.file_size}: "
+                    "mappedFileSize changed over existing data")
+            f = MappedFile(path, self.file_size)
+            f.wrote_position = f.flushed_position = self.file_size
+            self.files.append(f)
+
+    def last_file(self) -> Optional[MappedFile]:
+        return self.files[-1] if self.files else None
+
+    def first_file(self) -> Optional[MappedFile]:
+        return self.files[0] if self.files else None
+
+    def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
+        """The file to append to, creating the next one if there is none or the last is full."""
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_full:
+            return last
+        if last is None:
+            create_offset = start_offset - start_offset % self.file_size
+        else:
+            create_offset = last.file_from_offset + self.file_size
+        os.makedirs(self.store_path, exist_ok=True)
+        f = self._take_prepared(create_offset)
+        if f is None:
+            f = MappedFile(os.path.join(self.store_path, offset_to_file_name(create_offset)), self.file_size,
+                           populate=self.preallocate)
+        with self._lock:
+            self.files.append(f)
+        if self.preallocate:
+            self._prepare(create_offset + self.file_size)
+        return f
+
+    def _prepare(self, offset: int) -> None:
+        """Create and map the file at ``offset`` on a background thread (mmap runs without the GIL)."""
+        out: list[MappedFile] = []
+        path = os.path.join(self.store_path, offset_to_file_name(offset))
+
+        def create() -> None:
+            try:
+                out.append(MappedFile(path, self.file_size, populate=True))
+            except OSError as exc:
+                log.warning("preallocate_failed", file=path, error=str(exc))
+
+        t = threading.Thread(target=create, name="AllocateMappedFileService", daemon=True)
+        t.start()
+        self._next = (offset, t, out)
+
+    def _take_prepared(self, offset: int) -> Optional[MappedFile]:
+        nxt, self._next = self._next, None
+        if nxt is None:
+            return None
+        at, thread, out = nxt
+        thread.join()
+        if at == offset and out:
+            return out[0]
+        for f in out:
+            f.destroy()
+        return None
+
+    def discard_prepared(self) -> None:
+        """Drop a prepared next file (shutdown, truncation)."""
+        nxt, self._next = self._next, None
+        if nxt is not None:
+            nxt[1].join()
+            for f in nxt[2]:
+                f.destroy()
+
+    def find_file(self, offset: int) -> Optional[MappedFile]:
+        """The file holding logical ``offset``, or None when it is deleted or not written yet."""
+        files = self.files
+        if not files:
+            return None
+        first = files[0]
+        idx = (offset - first.file_from_offset) // self.file_size
+        if idx < 0 or idx >= len(files):
+            return None
+        f = files[idx]
+        if f.file_from_offset <= offset < f.file_from_offset + self.file_size:
+            return f
+        for f in files:  # only after a hole; not expected
+            if f.file_from_offset <= offset < f.file_from_offset + self.file_size:
+                return f
+        return None
+
+    # --- offsets ---
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """Logical offset just past the last written byte."""
+        last = self.files[-1] if self.files else None
+        return last.file_from_offset + last.wrote_position if last else 0
+
+    # --- flushing ---
+
+    def flush(self, least_pages: int = 0) -> bool:
+        """fsync from ``flushed_where`` on if at least ``least_pages`` 4 KiB pages are dirty.
+
+        Returns True when something was flushed.
+        """
+        f = self.find_file(self.flushed_where)
+        if f is None:
+            f = self.files[0] if self.files and self.flushed_where < self.files[0].file_from_offset else None
+            if f is None:
+                return False
+        flushed_rel = self.flushed_where - f.file_from_offset
+        dirty = f.wrote_position - flushed_rel
+        if dirty <= 0 or (least_pages > 0 and dirty < least_pages * 4096 and not f.is_full):
+            return False
+        pos = f.flush()
+        self.flushed_where = f.file_from_offset + pos
+        return True
+
+    def flush_all(self) -> None:
+        while self.flush(0):
+            pass
+
+    # --- truncation and deletion ---
+
+    def truncate_dirty_files(self, offset: int) -> None:
+        """Drop everything at or past logical ``offset``: zero the tail of its file, delete later files."""
+        self.discard_prepared()
+        keep = []
+        for f in self.files:
+            end = f.file_from_offset + self.file_size
+            if end <= offset:
+                keep.append(f)
+            elif f.file_from_offset <= offset:
+                rel = offset - f.file_from_offset
+                f.zero_from(rel)
+                f.wrote_position = f.flushed_position = rel
+                keep.append(f)
+            else:
+                log.warning("truncate_delete_file", file=f.path)
+                f.destroy()
+        with self._lock:
+            self.files = keep
+        self.flushed_where = min(self.flushed_where, offset)
+
+    def delete_files(self, victims: list[MappedFile]) -> int:
+        """Remove ``victims`` (a prefix of the queue) and delete them from disk."""
+        if not victims:
+            return 0
+        gone = {id(f) for f in victims}
+        with self._lock:
+            self.files = [f for f in self.files if id(f) not in gone]
+        for f in victims:
+            f.destroy()
+        return len(victims)
+
+    def delete_expired_by_time(self, expired_ms: float, interval_ms: int, max_files: int,
+                               force: bool = False) -> int:
+        """Delete files older than ``expired_ms`` (all but the last), or any when ``force``."""
+        now = time.time()
+        deleted = 0
+        for f in list(self.files[:-1]):
+            if deleted >= max_files:
+                break
+            if force or (now - f.last_modified) * 1000 >= expired_ms:
+                self.delete_files([f])
+                deleted += 1
+                if interval_ms > 0:
+                    time.sleep(interval_ms / 1000)
+            else:
+                break
+        return deleted
+
+    def delete_while(self, expired: Callable[[MappedFile], bool]) -> int:
+        """Delete leading files (never the last) for which ``expired(file)`` holds."""
+        victims = []
+        for f in self.files[:-1]:
+            if not expired(f):
+                break
+            victims.append(f)
+        return self.delete_files(victims)
+
+    def shutdown(self) -> None:
+        self.discard_prepared()
+        for f in self.files:
+            f.close()
+
+    def destroy(self) -> None:
+        """Delete every file and the directory itself."""
+        self.discard_prepared()
+        for f in self.files:
+            f.destroy()
+        self.files = []
+        try:
+            os.rmdir(self.store_path)
+        except OSError:
+            pass

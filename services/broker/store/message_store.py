@@ -1,0 +1,538 @@
+"""MessageStore: the broker's store engine, RocketMQ's DefaultMessageStore.
+
+Owns the commitlog, the consume queues, the index, the dispatcher, the flush
+and clean services and the checkpoint. The broker calls it in-process; nothing
+else opens these files (a lock file guards the directory).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import threading
+import time
+from functools import lru_cache
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Optional, Protocol
+
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageConst, MessageExt, SysFlag
+from rocketmesh.message_codec import decode_record, tags_hash_code
+from rocketmesh.topics import SCHEDULE_TOPIC
+from rocketmesh.broker.store.checkpoint import StoreCheckpoint
+from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
+from rocketmesh.broker.store.commitlog import CommitLog, DispatchRecord
+from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig, parse_delay_levels
+from rocketmesh.broker.store.consume_queue import BLANK_SIZE, ConsumeQueue
+from rocketmesh.broker.store.dispatcher import ReputMessageService
+from rocketmesh.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rocketmesh.broker.store.index_file import IndexService
+from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
+from rocketmesh.broker.store.results import (
+    GetMessageResult,
+    GetMessageStatus,
+    PutMessageResult,
+    PutMessageStatus,
+    QueryMessageResult,
+)
+
+log = get_logger("broker", component="store")
+
+#: A put that found the lock held this long answers OS_PAGECACHE_BUSY (osPageCacheBusyTimeOutMills).
+OS_PAGECACHE_BUSY_MS = 1000
+#: At most this many consume-queue entries are scanned per get when filtering.
+MAX_FILTER_ENTRIES = 16000 // 20
+
+
+class StoreLockedError(RuntimeError):
+    """Another process has this store directory open."""
+
+
+class MessageFilter(Protocol):
+    """Filters a pull: first on the consume queue's tag code, then on the stored record."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool: ...
+
+
+#: Called after messages are dispatched, once per queue and run: (topic, queue_id, new max offset).
+ArrivingListener = Callable[[str, int, int], None]
+
+_SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
+#: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
+find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]*)").findall
+_NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
+
+
+@lru_cache(maxsize=65536)
+def _tags_code(tags: bytes) -> int:
+    return tags_hash_code(tags.decode())
+
+
+@dataclass
+class StoreStats:
+    """Counters for runtime info (put/get totals; TPS is derived by the broker)."""
+
+    put_message_times_total: int = 0
+    put_message_size_total: int = 0
+    put_message_failed_times: int = 0
+    get_message_times_total_found: int = 0
+    get_message_times_total_miss: int = 0
+    get_message_transferred_msg_count: int = 0
+    started_at: float = field(default_factory=time.time)
+
+
+class MessageStore:
+    """The store engine. ``load()`` recovers, ``start()`` starts the background services."""
+
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.delay_levels = parse_delay_levels(config.message_delay_level)
+        os.makedirs(config.store_path_root_dir, exist_ok=True)
+        self._lock_fd = os.open(config.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._lock_fd)
+            raise StoreLockedError(f"store {config.store_path_root_dir} is in use by another process") from None
+        self.commitlog = CommitLog(config)
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.index_service = IndexService(config.store_path_index, config.max_hash_slot_num,
+                                          config.max_index_num)
+        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: The same queues keyed by topic bytes, for the dispatcher.
+        self._queues_by_name: dict[tuple[bytes, int], ConsumeQueue] = {}
+        self._queues_lock = threading.Lock()
+        self.listeners: list[ArrivingListener] = []
+        self.stats = StoreStats()
+        self.reput: Optional[ReputMessageService] = None
+        self.group_commit: Optional[GroupCommitService] = None
+        self.flush_commitlog: Optional[FlushRealTimeService] = None
+        self.flush_logics: Optional[FlushConsumeQueueService] = None
+        self.cleaner = CleanService(self)
+        self.last_exit_ok = True
+        self._running = False
+        self._writable = False
+        self._shutdown = False
+
+    # --- life cycle ---
+
+    def load(self) -> None:
+        """Recover: commitlog tail by CRC after a crash, then queues and index past the checkpoint."""
+        cfg = self.config
+        self.last_exit_ok = not os.path.exists(cfg.abort_path)
+        self._load_consume_queues()
+        self.index_service.load()
+        cp = self.checkpoint
+        start = cp.dispatched_phy_offset
+        t0 = time.monotonic()
+        if self.last_exit_ok:
+            end = self.commitlog.recover(start, check_crc=False, on_records=self._dispatch)
+        else:
+            # Walk the whole file holding the checkpoint with CRC checks: a torn or
+            # corrupt record is cut there, and everything after it with it.
+            file_start = start - start % cfg.mapped_file_size_commit_log
+            end = self.commitlog.recover(
+                file_start, check_crc=True,
+                on_records=lambda recs: self._dispatch([r for r in recs if r[2] >= start]))
+        for cq in self.consume_queues():
+            cq.truncate_dirty(end)
+        self.index_service.truncate_dirty(end)
+        self._rebuild_topic_queue_table()
+        self.reput = ReputMessageService(self.commitlog, self._dispatch, end)
+        log.info("store_recovered", clean_shutdown=self.last_exit_ok, commitlog_min=self.commitlog.min_offset,
+                 commitlog_max=end, queues=len(self._queues), seconds=round(time.monotonic() - t0, 3))
+
+    def start(self) -> None:
+        """Start dispatcher, flush and clean services; mark the store as running (abort file)."""
+        cfg = self.config
+        if self.reput is None:
+            self.load()
+        with open(cfg.abort_path, "w"):
+            pass
+        self.reput.start()
+        self.checkpoint.physic_flushed_offset = self.commitlog.queue.flushed_where
+        if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
+            self.group_commit = GroupCommitService(self.commitlog.queue, cfg.sync_flush_timeout)
+            self.group_commit.start()
+            self.commitlog.after_append = self.group_commit.wait_flushed
+        else:
+            self.flush_commitlog = FlushRealTimeService(
+                self.commitlog.queue, cfg.flush_interval_commit_log, cfg.flush_commit_log_least_pages,
+                cfg.flush_commit_log_thorough_interval, self._on_commitlog_flushed)
+            self.flush_commitlog.start()
+        self.flush_logics = FlushConsumeQueueService(cfg.flush_interval_consume_queue, self._flush_logics,
+                                                     self.checkpoint)
+        self.flush_logics.start()
+        self.cleaner.start()
+        self._running = True
+        self._writable = cfg.broker_role is not BrokerRole.SLAVE
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint, remove the abort file: the next start is cheap."""
+        if self._shutdown:
+            return
+        self._shutdown = True
+        self._running = self._writable = False
+        self.cleaner.stop()
+        if self.reput is not None:
+            self.reput.stop()
+        if self.group_commit is not None:
+            self.group_commit.stop()
+        if self.flush_commitlog is not None:
+            self.flush_commitlog.stop()
+        self.commitlog.queue.flush_all()
+        dispatched = self._flush_logics()
+        if self.flush_logics is not None:
+            self.flush_logics.stop()
+        cp = self.checkpoint
+        cp.dispatched_phy_offset = dispatched
+        cp.physic_flushed_offset = self.commitlog.queue.flushed_where
+        cp.shutdown()
+        self.commitlog.shutdown()
+        for cq in self.consume_queues():
+            cq.shutdown()
+        self.index_service.shutdown()
+        if os.path.exists(self.config.abort_path):
+            os.unlink(self.config.abort_path)
+        os.close(self._lock_fd)
+        log.info("store_shutdown", commitlog_max=self.commitlog.max_offset)
+
+    # --- writing ---
+
+    def _check_writable(self) -> Optional[PutMessageResult]:
+        if self._writable and not self.commitlog.begin_time_in_lock:
+            return None
+        if not self._running:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not take writes")
+        if self.commitlog.lock_held_ms > OS_PAGECACHE_BUSY_MS:
+            return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="commitlog put lock held too long")
+        return None
+
+    def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
+        """Store one message. The status says whether and how durably it was stored."""
+        return self.put_messages([msg])
+
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
+        """Store a batch under one lock (each message gets its own queue offset)."""
+        refused = self._check_writable()
+        if refused is None:
+            try:
+                result = self.commitlog.put_messages(msgs)
+            except OSError as exc:
+                log.error("put_failed", error=str(exc))
+                result = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+        else:
+            result = refused
+        st = self.stats
+        if result.appended:
+            st.put_message_times_total += len(result.appended)
+            for a in result.appended:
+                st.put_message_size_total += a.wrote_bytes
+        else:
+            st.put_message_failed_times += 1
+        return result
+
+    # --- dispatch ---
+
+    def _dispatch(self, records: list[DispatchRecord]) -> None:
+        """Build consume queue and index entries for a run of records, then wake listeners.
+
+        The hot path of the store: one tuple per record, properties split with
+        bytes operations, listeners told once per queue per run.
+        """
+        queues = self._queues_by_name
+        touched: dict[ConsumeQueue, int] = {}
+        index_items = []
+        delay_levels = self.delay_levels
+        for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
+            tags_code = 0
+            if props:
+                keys = uniq = delay = None
+                for name, value in find_props(props):
+                    if name == b"TAGS":
+                        tags_code = _tags_code(value)
+                    elif name == b"UNIQ_KEY":
+                        uniq = value
+                    elif name == b"KEYS":
+                        keys = value
+                    else:
+                        delay = value
+                if topic == _SCHEDULE_TOPIC_B:
+                    # The tag field of a delay-level queue holds the delivery time.
+                    level = min(max(int(delay or 1), 1), len(delay_levels))
+                    tags_code = ts + delay_levels[level - 1]
+                if keys or uniq:
+                    index_items.append((topic, keys, uniq, phys, ts))
+            if (sys_flag & 0xC) not in _NOT_DISPATCHED:
+                cq = queues.get((topic, queue_id)) or self.find_consume_queue(topic.decode(), queue_id)
+                cq.put(phys, size, tags_code, queue_offset)
+                touched[cq] = queue_offset + 1
+        if index_items and self.config.message_index_enable:
+            self.index_service.build_index(index_items)
+        if self.listeners:
+            for cq, max_offset in touched.items():
+                for listener in self.listeners:
+                    try:
+                        listener(cq.topic, cq.queue_id, max_offset)
+                    except Exception:  # noqa: BLE001 - a listener must not stop dispatch
+                        log.exception("arriving_listener_failed", topic=cq.topic)
+
+    def register_arriving_listener(self, listener: ArrivingListener) -> None:
+        """Called for every message after its consume queue entry exists (long-poll wake-up)."""
+        self.listeners.append(listener)
+
+    def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
+        """Block until everything put so far is in the consume queues and index."""
+        return self.reput is not None and self.reput.wait_caught_up(timeout_s)
+
+    @property
+    def dispatch_behind_bytes(self) -> int:
+        return self.reput.behind if self.reput is not None else 0
+
+    # --- consume queues ---
+
+    def _load_consume_queues(self) -> None:
+        root = self.config.store_path_consume_queue
+        if not os.path.isdir(root):
+            return
+        for topic in os.listdir(root):
+            tdir = os.path.join(root, topic)
+            if not os.path.isdir(tdir):
+                continue
+            for qid in os.listdir(tdir):
+                if qid.isdigit():
+                    cq = ConsumeQueue(topic, int(qid), root, self.config.mapped_file_size_consume_queue)
+                    cq.load()
+                    cq.recover()
+                    self._queues[(topic, int(qid))] = cq
+                    self._queues_by_name[(topic.encode(), int(qid))] = cq
+
+    def _rebuild_topic_queue_table(self) -> None:
+        table = self.commitlog.topic_queue_table
+        table.clear()
+        for key, cq in self._queues.items():
+            table[key] = cq.max_offset
+
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        """The consume queue of ``topic``/``queue_id``, created when first needed."""
+        key = (topic, queue_id)
+        cq = self._queues.get(key)
+        if cq is None:
+            with self._queues_lock:
+                cq = self._queues.get(key)
+                if cq is None:
+                    cq = ConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
+                                      self.config.mapped_file_size_consume_queue)
+                    self._queues[key] = cq
+                    self._queues_by_name[(topic.encode(), queue_id)] = cq
+        return cq
+
+    def consume_queues(self) -> list[ConsumeQueue]:
+        return list(self._queues.values())
+
+    def _flush_logics(self) -> int:
+        """fsync queues and index; returns the commitlog offset they are complete up to."""
+        dispatched = self.reput.reput_from_offset if self.reput is not None else 0
+        for cq in self.consume_queues():
+            cq.flush_all()
+        self.index_service.flush()
+        return dispatched
+
+    def _on_commitlog_flushed(self, offset: int) -> None:
+        self.checkpoint.physic_flushed_offset = offset
+        self.checkpoint.physic_msg_timestamp = int(time.time() * 1000)
+
+    # --- reading ---
+
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.max_offset if cq else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        return cq.min_offset if cq else 0
+
+    def get_commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.get(offset) if cq else None
+        return entry[0] if entry else 0
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
+        """First queue offset whose message was stored at or after ``timestamp`` (ms)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return 0
+        return cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.get(offset) if cq else None
+        if not entry or entry[1] == BLANK_SIZE:
+            return -1
+        return self.commitlog.store_timestamp_at(entry[0])
+
+    def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
+
+    def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                    message_filter: Optional[MessageFilter] = None) -> GetMessageResult:
+        """Read up to ``max_msg_nums`` records of one queue from ``offset`` (RocketMQ's getMessage)."""
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            return self._count(GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0))
+        min_off, max_off = cq.min_offset, cq.max_offset
+        if max_off == 0:
+            return self._count(GetMessageResult(GetMessageStatus.NO_MESSAGE_IN_QUEUE, 0, min_off, max_off))
+        if offset < min_off:
+            return self._count(GetMessageResult(GetMessageStatus.OFFSET_TOO_SMALL, min_off, min_off, max_off))
+        if offset == max_off:
+            return self._count(GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_off, max_off))
+        if offset > max_off:
+            nxt = min_off if min_off == 0 else max_off
+            return self._count(GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, nxt, min_off, max_off))
+
+        cfg = self.config
+        max_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        records: list[bytes] = []
+        queue_offsets: list[int] = []
+        total_bytes = 0
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
+        commitlog = self.commitlog
+        cl_min = commitlog.min_offset
+        scan_limit = max(MAX_FILTER_ENTRIES, max_msg_nums)
+        scanned = 0
+        idx = offset
+        next_offset = offset
+        last_phys = 0
+        done = False
+        while not done and idx < max_off and scanned < scan_limit:
+            seen = False
+            for i, phys, size, tags in cq.iter_from(idx, scan_limit - scanned):
+                seen = True
+                scanned += 1
+                next_offset = i + 1
+                if size == BLANK_SIZE:
+                    continue
+                if phys < cl_min:
+                    status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                    continue
+                rec = commitlog.read(phys, size)
+                if not rec:
+                    status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                    continue
+                if message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
+                    continue
+                records.append(rec)
+                queue_offsets.append(i)
+                total_bytes += size
+                last_phys = phys
+                if len(records) >= max_msg_nums or total_bytes >= max_bytes:
+                    done = True
+                    break
+            if not seen:
+                # The file holding ``idx`` is gone: skip to the next one.
+                status = GetMessageStatus.OFFSET_FOUND_NULL
+                next_offset = cq.roll_next_file(idx)
+                break
+            idx = next_offset
+        if records:
+            status = GetMessageStatus.FOUND
+        behind = commitlog.max_offset - last_phys if records else 0
+        result = GetMessageResult(status, next_offset, min_off, max_off, records, queue_offsets, behind)
+        self.stats.get_message_transferred_msg_count += len(records)
+        return self._count(result)
+
+    def _count(self, result: GetMessageResult) -> GetMessageResult:
+        if result.status is GetMessageStatus.FOUND:
+            self.stats.get_message_times_total_found += 1
+        else:
+            self.stats.get_message_times_total_miss += 1
+        return result
+
+    def look_message_by_offset(self, commitlog_offset: int) -> Optional[MessageExt]:
+        """The message stored at ``commitlog_offset`` (the offset inside a message id), or None."""
+        rec = self.commitlog.read_record(commitlog_offset)
+        if not rec:
+            return None
+        try:
+            return decode_record(rec)
+        except ValueError:
+            return None
+
+    def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
+                      end: Optional[int] = None) -> QueryMessageResult:
+        """Messages of ``topic`` indexed under ``key`` (a KEYS entry or UNIQ_KEY), stored within [begin, end]."""
+        end = end if end is not None else int(time.time() * 1000) + 1000
+        offsets = self.index_service.query_offsets(topic, key, max_num * 2 + 8, begin, end)
+        records = []
+        for phys in offsets:
+            if phys < self.commitlog.min_offset:
+                continue
+            rec = self.commitlog.read_record(phys)
+            if not rec:
+                continue
+            try:
+                msg = decode_record(rec)
+            except ValueError:
+                continue
+            keys = (msg.keys or "").split(MessageConst.KEY_SEPARATOR)
+            if msg.topic == topic and (key in keys or msg.unique_key == key) and begin <= msg.store_timestamp <= end:
+                records.append(rec)
+                if len(records) >= max_num:
+                    break
+        ts, phy = self.index_service.last_update()
+        return QueryMessageResult(records, ts, phy)
+
+    # --- administration ---
+
+    def delete_topics(self, topics: Iterable[str]) -> int:
+        """Drop the consume queues of ``topics`` (their commitlog records expire as usual)."""
+        topics = set(topics)
+        victims = []
+        with self._queues_lock:
+            for key in [k for k in self._queues if k[0] in topics]:
+                victims.append(self._queues.pop(key))
+                self._queues_by_name.pop((key[0].encode(), key[1]), None)
+                self.commitlog.topic_queue_table.pop(key, None)
+        for cq in victims:
+            cq.queue.shutdown()
+            cq.destroy()
+        return len(victims)
+
+    def topics(self) -> set[str]:
+        return {t for t, _ in self._queues}
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for t, q in self._queues if t == topic)
+
+    def delete_expired_files_now(self) -> None:
+        """Ask the clean service to delete expired files on its next turn, whatever the hour."""
+        self.cleaner.request_delete_now()
+
+    def runtime_info(self) -> dict[str, object]:
+        """Figures for GET_BROKER_RUNTIME_INFO."""
+        st = self.stats
+        return {
+            "putMessageTimesTotal": st.put_message_times_total,
+            "putMessageSizeTotal": st.put_message_size_total,
+            "putMessageFailedTimes": st.put_message_failed_times,
+            "getMessageTimesTotalFound": st.get_message_times_total_found,
+            "getMessageTimesTotalMiss": st.get_message_times_total_miss,
+            "getMessageTransferedMsgCount": st.get_message_transferred_msg_count,
+            "commitLogMinOffset": self.commitlog.min_offset,
+            "commitLogMaxOffset": self.commitlog.max_offset,
+            "dispatchBehindBytes": self.dispatch_behind_bytes,
+            "commitLogDiskRatio": round(disk_used_ratio(self.config.store_path_root_dir), 4),
+            "flushDiskType": self.config.flush_disk_type.value,
+            "bootTimestamp": int(st.started_at * 1000),
+        }
