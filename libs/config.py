@@ -52,8 +52,6 @@ def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
 
 
 def _convert(name: str, tp: Any, value: Any) -> Any:
-    if isinstance(tp, str):
-        tp = eval(tp, vars(typing))  # noqa: S307 - resolves postponed annotations of our own dataclasses
     origin = typing.get_origin(tp)
     if origin is typing.Union:
         args = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -96,6 +94,7 @@ def load_config(
     unknown override keys always raise, since they come from code or flags.
     """
     fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
 
     def put(key: str, value: Any, source: str, must_exist: bool) -> None:
@@ -104,7 +103,7 @@ def load_config(
             if must_exist:
                 raise ConfigError(f"unknown config key {key!r} ({source})")
             return
-        values[name] = _convert(name, fields[name].type, value)
+        values[name] = _convert(name, hints[name], value)
 
     if path is not None:
         for k, v in read_properties(path).items():

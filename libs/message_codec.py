@@ -213,7 +213,7 @@ def decode_batch(topic: str, buf: bytes | memoryview) -> list[Message]:
             props = decode_properties(buf[p + 2:p + 2 + props_len])
         except (struct.error, UnicodeDecodeError) as exc:
             raise CorruptRecord(f"bad batch item at {pos}") from exc
-        if total <= 0 or len(body) != body_len or p + 2 + props_len != pos + total:
+        if total <= 0 or pos + total > n or len(body) != body_len or p + 2 + props_len != pos + total:
             raise CorruptRecord(f"bad batch item at {pos}")
         msg = Message(topic, body, properties=props, flag=flag)
         out.append(msg)
