@@ -75,8 +75,12 @@ class CommitLog:
         """Append one message; returns where it went, or why it was refused."""
         return self.put_messages([msg])
 
-    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
-        """Append messages under one lock (a batch); each gets its own queue offset."""
+    def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
+        """Append messages under one lock (a batch); each gets its own queue offset.
+
+        Under SYNC_FLUSH the call waits for the fsync unless ``wait_flush`` is
+        False; then the caller waits with :meth:`MessageStore.wait_flushed`.
+        """
         max_size = self.config.max_message_size
         prepared = []
         for m in msgs:
@@ -136,7 +140,7 @@ class CommitLog:
             f.store_timestamp = now_ms
             self.begin_time_in_lock = 0.0
         status = PutMessageStatus.PUT_OK
-        if self.after_append is not None:
+        if wait_flush and self.after_append is not None:
             last = appended[-1]
             status = self.after_append(last.wrote_offset + last.wrote_bytes)
         return PutMessageResult(status, appended)

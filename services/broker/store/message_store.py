@@ -217,12 +217,17 @@ class MessageStore:
         """Store one message. The status says whether and how durably it was stored."""
         return self.put_messages([msg])
 
-    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
-        """Store a batch under one lock (each message gets its own queue offset)."""
+    def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
+        """Store a batch under one lock (each message gets its own queue offset).
+
+        ``wait_flush=False`` returns as soon as the records are written; under
+        SYNC_FLUSH the caller then owes a :meth:`wait_flushed` before it may
+        report them as PUT_OK (the broker does this once for many sends).
+        """
         refused = self._check_writable()
         if refused is None:
             try:
-                result = self.commitlog.put_messages(msgs)
+                result = self.commitlog.put_messages(msgs, wait_flush)
             except OSError as exc:
                 log.error("put_failed", error=str(exc))
                 result = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
@@ -236,6 +241,13 @@ class MessageStore:
         else:
             st.put_message_failed_times += 1
         return result
+
+    def wait_flushed(self, offset: int) -> PutMessageStatus:
+        """Under SYNC_FLUSH, wait until the commitlog is on disk up to ``offset`` (PUT_OK or
+        FLUSH_DISK_TIMEOUT); under ASYNC_FLUSH, PUT_OK at once."""
+        if self.group_commit is None:
+            return PutMessageStatus.PUT_OK
+        return self.group_commit.wait_flushed(offset)
 
     # --- dispatch ---
 

@@ -1,0 +1,172 @@
+"""Admin and query requests: topics, offsets, messages by id and key, runtime info, heartbeats."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+import orjson
+
+from rocketmesh.log import get_logger
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.headers import (
+    CreateTopicRequestHeader,
+    HeaderError,
+    QueryMessageRequestHeader,
+    QueueOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicRequestHeader,
+    UnregisterClientRequestHeader,
+    ViewMessageRequestHeader,
+    from_ext,
+)
+from rocketmesh.topics import SYSTEM_TOPICS, validate_topic_name
+from rocketmesh.broker.topic_config import TopicConfig
+
+if TYPE_CHECKING:
+    from rocketmesh.broker.controller import BrokerController
+
+log = get_logger("broker", component="admin")
+
+
+def _ok(req: RemotingCommand, ext: Optional[dict] = None, body: bytes = b"") -> RemotingCommand:
+    return response_to(req, ResponseCode.SUCCESS, None, ext, body)
+
+
+class AdminProcessor:
+    """RocketMQ's AdminBrokerProcessor, QueryMessageProcessor and ClientManageProcessor, for what the
+    mesh core needs; each handler is registered for its request code by :meth:`register`."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.topics = broker.topics
+
+    def register(self, server, executor) -> None:
+        handlers = {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: (self.update_and_create_topic, executor),
+            RequestCode.DELETE_TOPIC_IN_BROKER: (self.delete_topic, executor),
+            RequestCode.GET_ALL_TOPIC_CONFIG: (self.get_all_topic_config, None),
+            RequestCode.VIEW_MESSAGE_BY_ID: (self.view_message_by_id, executor),
+            RequestCode.QUERY_MESSAGE: (self.query_message, executor),
+            RequestCode.GET_MAX_OFFSET: (self.get_max_offset, None),
+            RequestCode.GET_MIN_OFFSET: (self.get_min_offset, None),
+            RequestCode.GET_EARLIEST_MSG_STORETIME: (self.get_earliest_msg_storetime, None),
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: (self.search_offset_by_timestamp, executor),
+            RequestCode.GET_TOPIC_STATS_INFO: (self.get_topic_stats_info, None),
+            RequestCode.GET_BROKER_RUNTIME_INFO: (self.get_broker_runtime_info, None),
+            RequestCode.HEARTBEAT: (self.heartbeat, None),
+            RequestCode.UNREGISTER_CLIENT: (self.unregister_client, None),
+        }
+        for code, (fn, ex) in handlers.items():
+            server.register(code, self._guarded(fn), ex)
+
+    @staticmethod
+    def _guarded(fn):
+        """Turn a bad header into SYSTEM_ERROR naming the field (RocketMQ's answer), not a traceback."""
+        def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+            try:
+                return fn(req, ctx)
+            except HeaderError as exc:
+                return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
+        handler.__name__ = fn.__name__
+        return handler
+
+    # --- topics ---
+
+    def update_and_create_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(CreateTopicRequestHeader, req.ext)
+        why = validate_topic_name(h.topic)
+        if why is not None:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"the specified topic is illegal: {why}")
+        if h.topic in SYSTEM_TOPICS:
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               f"the topic[{h.topic}] is conflict with system reserved words")
+        if not (0 < h.read_queue_nums <= 1024 and 0 < h.write_queue_nums <= 1024):
+            return response_to(req, ResponseCode.SYSTEM_ERROR, "queue numbers must be within 1..1024")
+        self.topics.update(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
+                                       h.topic_filter_type, h.topic_sys_flag, h.order))
+        return _ok(req)
+
+    def delete_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(TopicRequestHeader, req.ext)
+        if h.topic in SYSTEM_TOPICS:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic")
+        self.topics.delete(h.topic)
+        self.store.delete_topics([h.topic])
+        return _ok(req)
+
+    def get_all_topic_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return _ok(req, body=orjson.dumps(self.topics.snapshot()))
+
+    # --- messages ---
+
+    def view_message_by_id(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(ViewMessageRequestHeader, req.ext)
+        record = self.store.commitlog.read_record(h.offset) if h.offset >= self.store.commitlog.min_offset else b""
+        if not record:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset {h.offset}")
+        return _ok(req, body=record)
+
+    def query_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(QueryMessageRequestHeader, req.ext)
+        max_num = max(1, min(h.max_num, 64 * 1024))
+        result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        ext = {"indexLastUpdateTimestamp": result.index_last_update_timestamp,
+               "indexLastUpdatePhyoffset": result.index_last_update_phy_offset}
+        if not result.records:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND,
+                               "can not find message, maybe time range not correct", ext)
+        return _ok(req, ext, b"".join(result.records))
+
+    # --- offsets ---
+
+    def get_max_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(QueueOffsetRequestHeader, req.ext)
+        return _ok(req, {"offset": self.store.get_max_offset_in_queue(h.topic, h.queue_id)})
+
+    def get_min_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(QueueOffsetRequestHeader, req.ext)
+        return _ok(req, {"offset": self.store.get_min_offset_in_queue(h.topic, h.queue_id)})
+
+    def get_earliest_msg_storetime(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(QueueOffsetRequestHeader, req.ext)
+        return _ok(req, {"timestamp": self.store.get_earliest_message_time(h.topic, h.queue_id)})
+
+    def search_offset_by_timestamp(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(SearchOffsetRequestHeader, req.ext)
+        return _ok(req, {"offset": self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)})
+
+    def get_topic_stats_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(TopicRequestHeader, req.ext)
+        cfg = self.topics.get(h.topic)
+        if cfg is None:
+            return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        table = []
+        for qid in range(cfg.write_queue_nums):
+            max_off = self.store.get_max_offset_in_queue(h.topic, qid)
+            last = self.store.get_message_store_timestamp(h.topic, qid, max_off - 1) if max_off > 0 else 0
+            table.append({"brokerName": self.broker.config.broker_name, "queueId": qid,
+                          "minOffset": self.store.get_min_offset_in_queue(h.topic, qid), "maxOffset": max_off,
+                          "lastUpdateTimestamp": max(last, 0)})
+        return _ok(req, body=orjson.dumps({"offsetTable": table}))
+
+    def get_broker_runtime_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return _ok(req, body=orjson.dumps({"table": self.broker.runtime_info()}))
+
+    # --- clients ---
+
+    def heartbeat(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        try:
+            data = orjson.loads(req.body)
+            if not isinstance(data, dict):
+                raise ValueError("heartbeat body is not a JSON object")
+            self.broker.clients.heartbeat(data, ctx.identity, ctx.remote)
+        except (ValueError, TypeError, KeyError) as exc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
+        return _ok(req)
+
+    def unregister_client(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(UnregisterClientRequestHeader, req.ext)
+        self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
+        return _ok(req)
+

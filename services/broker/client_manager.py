@@ -1,0 +1,132 @@
+"""The client tables: producers and consumers that heartbeat this broker, by group."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from rocketmesh.log import get_logger
+
+log = get_logger("broker", component="client_manager")
+
+
+@dataclass
+class ClientChannel:
+    """One connected client instance: its id, how to reach it, when it was last heard."""
+
+    client_id: str
+    identity: bytes
+    remote: str
+    last_update: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class ConsumerGroupInfo:
+    """A consumer group as its heartbeats describe it."""
+
+    group: str
+    consume_type: str = "CONSUME_PASSIVELY"
+    message_model: str = "CLUSTERING"
+    consume_from_where: str = "CONSUME_FROM_LAST_OFFSET"
+    subscriptions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    channels: dict[str, ClientChannel] = field(default_factory=dict)
+    last_update: float = field(default_factory=time.monotonic)
+
+
+class ClientManager:
+    """Producer and consumer tables, with RocketMQ's 120 s expiry of silent clients."""
+
+    def __init__(self, expired_ms: int) -> None:
+        self.expired_s = expired_ms / 1000
+        self.producers: dict[str, dict[str, ClientChannel]] = {}
+        self.consumers: dict[str, ConsumerGroupInfo] = {}
+        self._lock = threading.Lock()
+        #: Called with a group whose member list changed (NOTIFY_CONSUMER_IDS_CHANGED).
+        self.on_consumer_ids_changed: Optional[Callable[[str], None]] = None
+
+    def heartbeat(self, data: dict[str, Any], identity: bytes, remote: str) -> None:
+        """Record a HEARTBEAT body (RocketMQ's HeartbeatData)."""
+        client_id = data.get("clientID")
+        if not isinstance(client_id, str) or not client_id:
+            raise ValueError("heartbeat without clientID")
+        now = time.monotonic()
+        changed = []
+        with self._lock:
+            for p in data.get("producerDataSet") or []:
+                group = p.get("groupName")
+                if isinstance(group, str) and group:
+                    self.producers.setdefault(group, {})[client_id] = ClientChannel(client_id, identity, remote, now)
+            for c in data.get("consumerDataSet") or []:
+                group = c.get("groupName")
+                if not isinstance(group, str) or not group:
+                    continue
+                info = self.consumers.get(group)
+                if info is None:
+                    info = self.consumers[group] = ConsumerGroupInfo(group)
+                info.consume_type = c.get("consumeType", info.consume_type)
+                info.message_model = c.get("messageModel", info.message_model)
+                info.consume_from_where = c.get("consumeFromWhere", info.consume_from_where)
+                subs = c.get("subscriptionDataSet") or []
+                info.subscriptions = {s["topic"]: s for s in subs if isinstance(s, dict) and "topic" in s}
+                if client_id not in info.channels:
+                    changed.append(group)
+                info.channels[client_id] = ClientChannel(client_id, identity, remote, now)
+                info.last_update = now
+        for group in changed:
+            self._notify(group)
+
+    def unregister(self, client_id: str, producer_group: Optional[str], consumer_group: Optional[str]) -> None:
+        with self._lock:
+            if producer_group and producer_group in self.producers:
+                self.producers[producer_group].pop(client_id, None)
+            removed = False
+            if consumer_group and consumer_group in self.consumers:
+                removed = self.consumers[consumer_group].channels.pop(client_id, None) is not None
+        if removed and consumer_group:
+            self._notify(consumer_group)
+
+    def scan_expired(self) -> int:
+        """Drop clients silent longer than channelExpiredTimeout; returns how many went."""
+        deadline = time.monotonic() - self.expired_s
+        gone = 0
+        changed = []
+        with self._lock:
+            for group, chans in self.producers.items():
+                for cid in [c for c, ch in chans.items() if ch.last_update < deadline]:
+                    del chans[cid]
+                    gone += 1
+                    log.info("producer_expired", group=group, client_id=cid)
+            for group, info in self.consumers.items():
+                stale = [c for c, ch in info.channels.items() if ch.last_update < deadline]
+                for cid in stale:
+                    del info.channels[cid]
+                    gone += 1
+                    log.info("consumer_expired", group=group, client_id=cid)
+                if stale:
+                    changed.append(group)
+        for group in changed:
+            self._notify(group)
+        return gone
+
+    def producer_channels(self, group: str) -> list[ClientChannel]:
+        with self._lock:
+            return list(self.producers.get(group, {}).values())
+
+    def consumer_ids(self, group: str) -> list[str]:
+        with self._lock:
+            info = self.consumers.get(group)
+            return sorted(info.channels) if info else []
+
+    def counts(self) -> tuple[int, int]:
+        with self._lock:
+            return (sum(len(c) for c in self.producers.values()),
+                    sum(len(i.channels) for i in self.consumers.values()))
+
+    def _notify(self, group: str) -> None:
+        if self.on_consumer_ids_changed is not None:
+            try:
+                self.on_consumer_ids_changed(group)
+            except Exception:  # noqa: BLE001 - a failed notify must not break heartbeats
+                log.exception("notify_consumer_ids_changed_failed", group=group)

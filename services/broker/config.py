@@ -1,0 +1,70 @@
+"""BrokerConfig: the broker's own settings (the store's are MessageStoreConfig), RocketMQ's key names."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from rocketmesh.config import ConfigError, load_config, snake_case
+from rocketmesh.broker.store import MessageStoreConfig
+
+#: RocketMQ's PermName bits.
+PERM_PRIORITY = 0x8
+PERM_READ = 0x4
+PERM_WRITE = 0x2
+PERM_INHERIT = 0x1
+
+
+@dataclass
+class BrokerConfig:
+    """Broker settings; a broker.conf may mix these with MessageStoreConfig keys, as RocketMQ's does."""
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = "broker-a"
+    #: 0 is the master, anything else a slave.
+    broker_id: int = 0
+    #: The address clients and namesrv are given (RocketMQ's brokerIP1).
+    broker_ip1: str = "127.0.0.1"
+    listen_address: str = "0.0.0.0"
+    listen_port: int = 10911
+    ha_listen_port: int = 10912
+    #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
+    namesrv_addr: str = ""
+    broker_permission: int = PERM_READ | PERM_WRITE
+    auto_create_topic_enable: bool = True
+    default_topic_queue_nums: int = 8
+    #: How often the broker re-registers with every namesrv (ms).
+    register_name_server_period: int = 30_000
+    register_broker_timeout_mills: int = 6000
+    #: A send that waited longer than this in the broker's queue is answered SYSTEM_BUSY.
+    wait_time_mills_in_send_queue: int = 200
+    send_thread_pool_queue_capacity: int = 10_000
+    #: Clients silent for this long are dropped from the client tables (ms).
+    channel_expired_timeout: int = 120_000
+    client_scan_interval: int = 10_000
+    #: RocketMQ's pull / admin thread pools; sends go through one ordered send worker.
+    admin_broker_thread_pool_nums: int = 4
+
+
+def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str, Any]] = None,
+                       environ: Optional[dict[str, str]] = None) -> tuple[BrokerConfig, MessageStoreConfig]:
+    """Both configs from one broker.conf (+ environment, + flags); each takes the keys it knows."""
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    broker_keys, store_keys = {}, {}
+    broker_fields = {f.name for f in dataclasses.fields(BrokerConfig)}
+    store_fields = {f.name for f in dataclasses.fields(MessageStoreConfig)}
+    for k, v in overrides.items():
+        name = snake_case(k)
+        if name in broker_fields:
+            broker_keys[k] = v
+        elif name in store_fields:
+            store_keys[k] = v
+        else:
+            raise ConfigError(f"unknown config key {k!r}")
+    broker = load_config(BrokerConfig, path, broker_keys, environ)
+    if "storeHost" not in store_keys and "store_host" not in store_keys:
+        store_keys["store_host"] = f"{broker.broker_ip1}:{broker.listen_port}"
+    store = load_config(MessageStoreConfig, path, store_keys, environ)
+    return broker, store

@@ -1,0 +1,164 @@
+"""BrokerController: one broker process — store, remoting server, processors, background services."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+from rocketmesh import __version__
+from rocketmesh.log import get_logger
+from rocketmesh.remoting import (
+    RemotingClient,
+    RemotingCommand,
+    RemotingServer,
+    RequestCode,
+    RequestContext,
+    ResponseCode,
+    parse_addr_list,
+    response_to,
+)
+from rocketmesh.service_thread import ServiceThread
+from rocketmesh.broker.admin import AdminProcessor
+from rocketmesh.broker.client_manager import ClientManager
+from rocketmesh.broker.config import BrokerConfig
+from rocketmesh.broker.registration import NamesrvRegistration
+from rocketmesh.broker.send import SendMessageProcessor
+from rocketmesh.broker.stats import RateSampler
+from rocketmesh.broker.store import MessageStore, MessageStoreConfig
+from rocketmesh.broker.topic_config import TopicConfigManager
+
+
+class _ClientScanner(ServiceThread):
+    def __init__(self, clients: ClientManager, interval_ms: int) -> None:
+        super().__init__("ClientHousekeeping", interval_ms / 1000)
+        self.clients = clients
+
+    def run_once(self) -> None:
+        self.clients.scan_expired()
+
+
+class BrokerController:
+    """Builds and runs a broker: ``start()`` until ``shutdown()``."""
+
+    def __init__(self, config: BrokerConfig, store_config: MessageStoreConfig) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.log = get_logger("broker", broker=config.broker_name, cluster=config.broker_cluster_name)
+        self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}",
+                                     name=f"broker-{config.broker_name}")
+        self.client = RemotingClient()
+        self.namesrvs = parse_addr_list(config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
+        self.store: Optional[MessageStore] = None
+        self.topics: Optional[TopicConfigManager] = None
+        self.clients = ClientManager(config.channel_expired_timeout)
+        self.executor = ThreadPoolExecutor(config.admin_broker_thread_pool_nums, thread_name_prefix="broker-admin")
+        self.send: Optional[SendMessageProcessor] = None
+        self.registration: Optional[NamesrvRegistration] = None
+        self.sampler: Optional[RateSampler] = None
+        self.scanner = _ClientScanner(self.clients, config.client_scan_interval)
+        self.started_at = time.time()
+        self._stopped = threading.Event()
+
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.config.broker_ip1}:{self.server.port}"
+
+    def start(self) -> None:
+        """Bind, recover the store, serve, register with the name servers."""
+        cfg = self.config
+        # Until the store is ready every request is told to come back, never left hanging.
+        self.server.register_default(self._starting)
+        self.server.start()
+        self.store_config.store_host = self.broker_addr
+        self.store = MessageStore(self.store_config)
+        self.store.load()
+        self.topics = TopicConfigManager(
+            os.path.join(self.store_config.store_path_root_dir, "config", "topics.json"),
+            cfg.broker_cluster_name, cfg.broker_name, cfg.auto_create_topic_enable,
+            cfg.default_topic_queue_nums, len(self.store.delay_levels))
+        self.topics.load()
+        self.store.start()
+        self.send = SendMessageProcessor(self)
+        self.send.start()
+        self.server.register(RequestCode.SEND_MESSAGE, self.send.enqueue)
+        self.server.register(RequestCode.SEND_MESSAGE_V2, self.send.enqueue)
+        self.server.register(RequestCode.SEND_BATCH_MESSAGE, self.send.enqueue)
+        AdminProcessor(self).register(self.server, self.executor)
+        self.server.register_default(self._not_supported)
+        self.sampler = RateSampler(self._counters)
+        self.sampler.start()
+        self.scanner.start()
+        self.registration = NamesrvRegistration(
+            self.client, self.namesrvs, cfg.register_name_server_period, cfg.register_broker_timeout_mills,
+            self._registration_ext, self.topics.snapshot)
+        self.topics.on_change = self.registration.wakeup
+        self.registration.start()
+        self.log.info("broker_started", address=self.broker_addr, namesrv=self.namesrvs,
+                      store=self.store_config.store_path_root_dir,
+                      flush_disk_type=self.store_config.flush_disk_type.value)
+
+    def _starting(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return response_to(req, ResponseCode.SYSTEM_BUSY, "broker is starting, try again shortly")
+
+    def _not_supported(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return response_to(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                           f"request code {req.code} is not supported by this broker")
+
+    def _registration_ext(self) -> dict[str, Any]:
+        c = self.config
+        return {"clusterName": c.broker_cluster_name, "brokerName": c.broker_name, "brokerId": c.broker_id,
+                "brokerAddr": self.broker_addr, "haServerAddr": f"{c.broker_ip1}:{c.ha_listen_port}"}
+
+    def _counters(self) -> dict[str, int]:
+        st = self.store.stats
+        return {"put": st.put_message_times_total, "get": st.get_message_transferred_msg_count}
+
+    def runtime_info(self) -> dict[str, Any]:
+        """GET_BROKER_RUNTIME_INFO: RocketMQ's names, rates as "10s 60s 600s" where it has them."""
+        info: dict[str, Any] = dict(self.store.runtime_info())
+        s = self.sampler
+        put = [s.rate("put", w) for w in (10, 60, 600)]
+        get = [s.rate("get", w) for w in (10, 60, 600)]
+        producers, consumers = self.clients.counts()
+        info.update({
+            "brokerVersionDesc": f"rocketmesh {__version__}",
+            "brokerName": self.config.broker_name,
+            "clusterName": self.config.broker_cluster_name,
+            "brokerAddr": self.broker_addr,
+            "putTps": " ".join(f"{r:.2f}" for r in put),
+            "getTransferedTps": " ".join(f"{r:.2f}" for r in get),
+            "runtime": f"{time.time() - self.started_at:.0f}s",
+            "producerCount": producers,
+            "consumerCount": consumers,
+            "sendThreadPoolQueueSize": len(self.send._queue) if self.send else 0,
+            "sendBusyRejections": self.send.busy_rejections if self.send else 0,
+            "topicCount": len(self.topics.table),
+        })
+        return info
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+    def shutdown(self) -> None:
+        """Stop taking requests, answer what is queued, flush, unregister."""
+        if self._stopped.is_set():
+            return
+        self.log.info("broker_stopping")
+        if self.registration is not None:
+            self.registration.stop(2)
+            self.registration.unregister_all()
+        self.server.stop(grace_s=2.0)
+        if self.send is not None:
+            self.send.stop()
+        for svc in (self.sampler, self.scanner):
+            if svc is not None:
+                svc.stop(2)
+        self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.store is not None:
+            self.store.shutdown()
+        self.client.close()
+        self.log.info("broker_stopped")
+        self._stopped.set()

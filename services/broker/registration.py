@@ -1,0 +1,75 @@
+"""Registration with every name server: on start, every registerNameServerPeriod, on topic changes."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future
+from typing import Callable
+
+import orjson
+
+from rocketmesh.log import get_logger
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.service_thread import ServiceThread
+
+log = get_logger("broker", component="registration")
+
+
+class NamesrvRegistration(ServiceThread):
+    """RocketMQ's BrokerOuterAPI.registerBrokerAll, run on a timer and on demand.
+
+    Every namesrv gets the registration in parallel; one that is down is
+    logged and retried on the next turn, it never holds the others up.
+    """
+
+    def __init__(self, client: RemotingClient, namesrvs: list[str], period_ms: int, timeout_ms: int,
+                 ext: Callable[[], dict], body: Callable[[], dict]) -> None:
+        super().__init__("NamesrvRegistration", period_ms / 1000)
+        self.client = client
+        self.namesrvs = namesrvs
+        self.timeout_ms = timeout_ms
+        self.ext = ext
+        self.body = body
+        self.registered = threading.Event()
+        #: namesrv -> (haServerAddr, masterAddr) from its last answer.
+        self.answers: dict[str, dict] = {}
+
+    def run_once(self) -> None:
+        self.register_all()
+
+    def register_all(self) -> int:
+        """Register with every namesrv; returns how many accepted."""
+        if not self.namesrvs:
+            return 0
+        body = orjson.dumps(self.body())
+        ext = self.ext()
+        futures: list[tuple[str, Future]] = []
+        for addr in self.namesrvs:
+            futures.append((addr, self.client.invoke_async(
+                addr, request(RequestCode.REGISTER_BROKER, dict(ext), body), self.timeout_ms)))
+        ok = 0
+        for addr, fut in futures:
+            try:
+                resp = fut.result(self.timeout_ms / 1000 + 1)
+            except Exception as exc:  # noqa: BLE001 - one namesrv down must not stop the rest
+                log.warning("register_broker_failed", namesrv=addr, error=str(exc))
+                continue
+            if resp.code == ResponseCode.SUCCESS:
+                ok += 1
+                self.answers[addr] = resp.ext
+            else:
+                log.warning("register_broker_refused", namesrv=addr, code=resp.code, remark=resp.remark)
+        if ok:
+            self.registered.set()
+        return ok
+
+    def unregister_all(self) -> None:
+        ext = self.ext()
+        keep = {k: ext[k] for k in ("clusterName", "brokerAddr", "brokerName", "brokerId")}
+        futures = [(a, self.client.invoke_async(a, request(RequestCode.UNREGISTER_BROKER, dict(keep)), 3000))
+                   for a in self.namesrvs]
+        for addr, fut in futures:
+            try:
+                fut.result(4)
+            except Exception as exc:  # noqa: BLE001
+                log.warning("unregister_broker_failed", namesrv=addr, error=str(exc))

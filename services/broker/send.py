@@ -1,0 +1,279 @@
+"""SEND_MESSAGE and SEND_BATCH_MESSAGE: checks, auto-creation, delay rewrite, the ordered send worker.
+
+Requests are queued by the remoting I/O thread and handled by one worker
+thread in arrival order (RocketMQ's single send thread). The worker drains
+what is queued, answers SYSTEM_BUSY for requests that waited longer than
+``waitTimeMillsInSendQueue``, stores the rest, and under SYNC_FLUSH waits for
+one fsync covering all of them before answering: concurrent producers share
+a disk flush.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+import threading
+import time
+from typing import TYPE_CHECKING, Optional
+
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageConst, SysFlag
+from rocketmesh.message_codec import (
+    CorruptRecord,
+    decode_batch,
+    decode_properties,
+    encode_host,
+    encode_properties,
+)
+from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
+from rocketmesh.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    validate_topic_name,
+)
+from rocketmesh.broker.config import PERM_WRITE
+from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rocketmesh.broker.controller import BrokerController
+
+log = get_logger("broker", component="send")
+
+#: Put statuses that mean "stored", with the response code each is answered with.
+_STORED_CODES = {
+    PutMessageStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+_FAILED_CODES = {
+    PutMessageStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutMessageStatus.OS_PAGECACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+    PutMessageStatus.CREATE_MAPEDFILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+_MAX_DRAIN = 1024
+
+
+class SendError(Exception):
+    """A send refused before it reached the store, with the response code to answer."""
+
+    def __init__(self, code: ResponseCode, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+class SendMessageProcessor:
+    """Validates sends, turns them into store puts, answers with where they went."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.topics = broker.topics
+        self.config = broker.config
+        self.store_config = broker.store_config
+        self.max_delay_level = len(self.store.delay_levels)
+        self._queue: collections.deque[tuple[RemotingCommand, RequestContext]] = collections.deque()
+        self._wake = threading.Event()
+        self._running = False
+        self._thread: Optional[threading.Thread] = None
+        self.busy_rejections = 0
+
+    # --- queueing (remoting I/O thread) ---
+
+    def enqueue(self, cmd: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+        """Inline handler: queue the send for the worker, or refuse it when the queue is full."""
+        if len(self._queue) >= self.config.send_thread_pool_queue_capacity:
+            self.busy_rejections += 1
+            return response_to(cmd, ResponseCode.SYSTEM_BUSY,
+                               "[TOO_MANY_REQUESTS]broker busy, the send queue is full, try another broker")
+        self._queue.append((cmd, ctx))
+        self._wake.set()
+        return None
+
+    def start(self) -> None:
+        self._running = True
+        self._thread = threading.Thread(target=self._run, name="SendMessageWorker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._running = False
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        queue = self._queue
+        while self._running or queue:
+            if not queue:
+                self._wake.wait(0.1)
+                self._wake.clear()
+                continue
+            batch = [queue.popleft() for _ in range(min(len(queue), _MAX_DRAIN))]
+            try:
+                self._handle(batch)
+            except Exception:  # noqa: BLE001 - answer everyone rather than leave them to time out
+                log.exception("send_batch_failed")
+                for cmd, ctx in batch:
+                    ctx.respond(response_to(cmd, ResponseCode.SYSTEM_ERROR, "broker failed to handle the send"))
+
+    def _handle(self, batch: list[tuple[RemotingCommand, RequestContext]]) -> None:
+        limit_ms = self.config.wait_time_mills_in_send_queue
+        now = time.monotonic()
+        stored: list[tuple[RemotingCommand, RequestContext, PutMessageResult]] = []
+        max_end = 0
+        for cmd, ctx in batch:
+            if (now - ctx.enqueued_at) * 1000 > limit_ms:
+                self.busy_rejections += 1
+                ctx.respond(response_to(cmd, ResponseCode.SYSTEM_BUSY, (
+                    f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
+                    f"{(now - ctx.enqueued_at) * 1000:.0f}ms, size of queue: {len(self._queue)}")))
+                continue
+            try:
+                msgs = self._build(cmd, ctx)
+            except SendError as exc:
+                ctx.respond(response_to(cmd, exc.code, exc.remark))
+                continue
+            result = self.store.put_messages(msgs, wait_flush=False)
+            if result.status.stored:
+                last = result.appended[-1]
+                max_end = max(max_end, last.wrote_offset + last.wrote_bytes)
+                stored.append((cmd, ctx, result))
+            else:
+                code = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+                ctx.respond(response_to(cmd, code, f"[{result.status.value}] {result.remark}".strip()))
+        if not stored:
+            return
+        flush_status = self.store.wait_flushed(max_end)
+        for cmd, ctx, result in stored:
+            status = result.status if flush_status is PutMessageStatus.PUT_OK else flush_status
+            first = result.appended[0]
+            ext = {"msgId": first.msg_id if len(result.appended) == 1 else
+                   ",".join(a.msg_id for a in result.appended),
+                   "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
+            ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
+
+    # --- validation and building store messages ---
+
+    def _build(self, cmd: RemotingCommand, ctx: RequestContext) -> list[MessageExtBrokerInner]:
+        """Check one send request and turn it into the messages to store (SendError if refused)."""
+        ext = cmd.ext
+        try:
+            topic = ext["topic"]
+            queue_id = ext["queueId"]
+            born = ext.get("bornTimestamp") or int(time.time() * 1000)
+            props = ext.get("properties") or ""
+            flag = ext.get("flag") or 0
+            sys_flag = ext.get("sysFlag") or 0
+            reconsume = ext.get("reconsumeTimes") or 0
+            if not (isinstance(topic, str) and isinstance(queue_id, int) and isinstance(props, str)
+                    and isinstance(born, int) and isinstance(flag, int) and isinstance(sys_flag, int)
+                    and isinstance(reconsume, int)):
+                raise TypeError
+        except (KeyError, TypeError):
+            raise SendError(ResponseCode.SYSTEM_ERROR,
+                            "bad send header: topic (string), queueId (int) and typed optional fields expected")
+        if not self.config.broker_permission & PERM_WRITE:
+            raise SendError(ResponseCode.NO_PERMISSION,
+                            f"the broker[{self.config.broker_name}] sending message is forbidden")
+        why = validate_topic_name(topic)
+        if why is not None:
+            raise SendError(ResponseCode.SYSTEM_ERROR, f"the specified topic is illegal: {why}")
+        if topic in SYSTEM_TOPICS:
+            raise SendError(ResponseCode.NO_PERMISSION, f"sending message to topic[{topic}] is forbidden")
+        if sys_flag & 0xC == SysFlag.TRANSACTION_PREPARED:
+            raise SendError(ResponseCode.NO_PERMISSION,
+                            f"the broker[{self.config.broker_name}] does not take transactional messages")
+        cfg = self.topics.get(topic)
+        if cfg is None:
+            cfg = self._auto_create(topic, ext)
+        if not cfg.writable:
+            raise SendError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        if queue_id < 0:
+            queue_id = random.randrange(cfg.write_queue_nums)
+            ext["queueId"] = queue_id
+        elif queue_id >= max(cfg.read_queue_nums, cfg.write_queue_nums):
+            raise SendError(ResponseCode.SYSTEM_ERROR, (
+                f"request queueId[{queue_id}] is illegal, topic {topic} has {cfg.write_queue_nums} "
+                f"write queues, producer: {ctx.remote}"))
+        born_host = self._born_host(ctx)
+        max_size = self.store_config.max_message_size
+        if ext.get("batch"):
+            try:
+                items = decode_batch(topic, cmd.body)
+            except CorruptRecord as exc:
+                raise SendError(ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}") from None
+            if not items:
+                raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            out = []
+            for m in items:
+                if MessageConst.DELAY_TIME_LEVEL in m.properties:
+                    raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold delayed messages")
+                self._check_body(len(m.body), max_size)
+                out.append(MessageExtBrokerInner(topic, m.body, queue_id, m.flag, encode_properties(m.properties),
+                                                 sys_flag, born, born_host, reconsume))
+            return out
+        body = cmd.body
+        self._check_body(len(body), max_size)
+        raw_props = props.encode()
+        topic_out, queue_out = topic, queue_id
+        if "DELAY\x01" in props:
+            topic_out, queue_out, raw_props = self._delay_rewrite(topic, queue_id, props)
+        return [MessageExtBrokerInner(topic_out, body, queue_out, flag, raw_props, sys_flag, born, born_host,
+                                      reconsume)]
+
+    @staticmethod
+    def _check_body(size: int, max_size: int) -> None:
+        if size == 0:
+            raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the message body is empty")
+        if size > max_size:
+            raise SendError(ResponseCode.MESSAGE_ILLEGAL,
+                            f"the message body size {size} exceeds maxMessageSize {max_size}")
+
+    def _auto_create(self, topic: str, ext: dict):
+        if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            raise SendError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        default_topic = ext.get("defaultTopic")
+        queue_nums = ext.get("defaultTopicQueueNums") or self.config.default_topic_queue_nums
+        cfg = None
+        if self.config.auto_create_topic_enable and isinstance(default_topic, str) and isinstance(queue_nums, int):
+            cfg = self.topics.create_in_send(topic, default_topic, queue_nums)
+        if cfg is None:
+            raise SendError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
+        return cfg
+
+    def _delay_rewrite(self, topic: str, queue_id: int, props: str) -> tuple[str, int, bytes]:
+        """A delayed message goes to SCHEDULE_TOPIC_XXXX, queue level-1, its real address in properties."""
+        pm = decode_properties(props.encode())
+        try:
+            level = int(pm.get(MessageConst.DELAY_TIME_LEVEL, "0"))
+        except ValueError:
+            raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the DELAY property must be an integer level") from None
+        if level <= 0:
+            return topic, queue_id, props.encode()
+        level = min(level, self.max_delay_level)
+        pm[MessageConst.DELAY_TIME_LEVEL] = str(level)
+        pm[MessageConst.REAL_TOPIC] = topic
+        pm[MessageConst.REAL_QUEUE_ID] = str(queue_id)
+        return SCHEDULE_TOPIC, level - 1, encode_properties(pm)
+
+    _host_cache: dict[str, bytes] = {}
+
+    def _born_host(self, ctx: RequestContext) -> bytes:
+        remote = ctx.remote
+        host = self._host_cache.get(remote)
+        if host is None:
+            ip = remote.rpartition("@")[2].rpartition(":")[0] or "127.0.0.1"
+            try:
+                host = encode_host(ip, 0)
+            except OSError:
+                host = encode_host("127.0.0.1", 0)
+            if len(self._host_cache) < 65536:
+                self._host_cache[remote] = host
+        return host
+

@@ -1,0 +1,176 @@
+"""Topic configs: what topics this broker serves, persisted in config/topics.json."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Optional
+
+import orjson
+
+from rocketmesh.log import get_logger
+from rocketmesh.topics import (
+    BENCHMARK_TOPIC,
+    DEFAULT_TOPIC,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+)
+from rocketmesh.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE
+
+log = get_logger("broker", component="topic_config")
+
+
+@dataclass
+class TopicConfig:
+    """RocketMQ's TopicConfig; field names in JSON are its camelCase ones."""
+
+    topic_name: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
+                "writeQueueNums": self.write_queue_nums, "perm": self.perm,
+                "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
+                "order": self.order}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TopicConfig":
+        return cls(d["topicName"], int(d.get("readQueueNums", 8)), int(d.get("writeQueueNums", 8)),
+                   int(d.get("perm", 6)), d.get("topicFilterType", "SINGLE_TAG"),
+                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)))
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+
+@dataclass
+class DataVersion:
+    """Bumped on every change, so namesrv can tell a changed table from a heartbeat."""
+
+    timestamp: int = field(default_factory=lambda: int(time.time() * 1000))
+    counter: int = 0
+
+    def next(self) -> None:
+        self.timestamp = int(time.time() * 1000)
+        self.counter += 1
+
+
+class TopicConfigManager:
+    """The topic table: built-in system topics, user topics, auto-created ones; saved atomically."""
+
+    def __init__(self, path: str, cluster_name: str, broker_name: str, auto_create: bool,
+                 default_queue_nums: int, delay_levels: int) -> None:
+        self.path = path
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self._lock = threading.Lock()
+        #: Called after the table changed (the broker re-registers with namesrv).
+        self.on_change: Optional[Callable[[], None]] = None
+        rw = PERM_READ | PERM_WRITE
+        self._system(SELF_TEST_TOPIC, 1, 1, rw)
+        if auto_create:
+            self._system(DEFAULT_TOPIC, default_queue_nums, default_queue_nums, rw | PERM_INHERIT)
+        self._system(BENCHMARK_TOPIC, 1024, 1024, rw)
+        self._system(cluster_name, 16, 16, rw | (PERM_INHERIT if auto_create else 0))
+        self._system(broker_name, 1, 1, rw | (PERM_INHERIT if auto_create else 0))
+        self._system(OFFSET_MOVED_EVENT, 1, 1, rw)
+        self._system(SCHEDULE_TOPIC, delay_levels, delay_levels, rw)
+
+    def _system(self, name: str, read: int, write: int, perm: int) -> None:
+        self.table[name] = TopicConfig(name, read, write, perm)
+
+    def load(self) -> None:
+        if not os.path.exists(self.path):
+            return
+        with open(self.path, "rb") as f:
+            data = orjson.loads(f.read())
+        for name, d in data.get("topicConfigTable", {}).items():
+            self.table[name] = TopicConfig.from_json(d)
+        dv = data.get("dataVersion") or {}
+        self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+
+    def persist(self) -> None:
+        """Write-then-rename, so a crash leaves the old file or the new one, never half of one."""
+        with self._lock:
+            payload = orjson.dumps(self.snapshot(), option=orjson.OPT_INDENT_2)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        tmp = self.path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+
+    def snapshot(self) -> dict[str, Any]:
+        """The table as RocketMQ's TopicConfigSerializeWrapper JSON."""
+        return {"topicConfigTable": {n: c.to_json() for n, c in self.table.items()},
+                "dataVersion": asdict(self.data_version)}
+
+    def get(self, topic: str) -> Optional[TopicConfig]:
+        return self.table.get(topic)
+
+    def update(self, cfg: TopicConfig) -> None:
+        with self._lock:
+            self.table[cfg.topic_name] = cfg
+            self.data_version.next()
+        log.info("topic_updated", topic=cfg.topic_name, read=cfg.read_queue_nums, write=cfg.write_queue_nums,
+                 perm=cfg.perm)
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        with self._lock:
+            existed = self.table.pop(topic, None) is not None
+            if existed:
+                self.data_version.next()
+        if existed:
+            log.info("topic_deleted", topic=topic)
+            self._changed()
+        return existed
+
+    def create_in_send(self, topic: str, default_topic: str, queue_nums: int,
+                       topic_sys_flag: int = 0) -> Optional[TopicConfig]:
+        """Auto-create ``topic`` from ``default_topic`` (which must carry PERM_INHERIT), as RocketMQ does."""
+        with self._lock:
+            existing = self.table.get(topic)
+            if existing is not None:
+                return existing
+            base = self.table.get(default_topic)
+            if base is None or not base.perm & PERM_INHERIT:
+                return None
+            n = max(1, min(queue_nums, base.write_queue_nums))
+            cfg = TopicConfig(topic, n, n, base.perm & ~PERM_INHERIT, topic_sys_flag=topic_sys_flag)
+            self.table[topic] = cfg
+            self.data_version.next()
+        log.info("topic_auto_created", topic=topic, queues=cfg.write_queue_nums, default_topic=default_topic)
+        self._changed()
+        return cfg
+
+    def create_system_topic(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
+        """Create a topic the broker itself needs (retry, dead-letter ...) if absent."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        cfg = TopicConfig(topic, queue_nums, queue_nums, perm)
+        self.update(cfg)
+        return cfg
+
+    def _changed(self) -> None:
+        try:
+            self.persist()
+        except OSError:
+            log.exception("topic_persist_failed", path=self.path)
+        if self.on_change is not None:
+            self.on_change()
