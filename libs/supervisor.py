@@ -1,0 +1,151 @@
+"""Process supervision for ``rocketmesh up``: start services as child processes, watch, stop.
+
+Services are started as ``python -m rocketmesh.<service>``; nothing here imports
+a service. Each child's output goes to a log file under the data directory;
+a child is ready when it prints its ``listening on`` line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+_READY = re.compile(r"listening on (\S+)")
+
+
+class ServiceStartError(RuntimeError):
+    """A child did not come up; the message carries the tail of its log."""
+
+
+@dataclass
+class ChildSpec:
+    """How to run one service."""
+
+    name: str
+    module: str
+    args: list[str]
+    log_path: str
+    env: dict[str, str] = field(default_factory=dict)
+    ready_timeout_s: float = 60.0
+
+
+@dataclass
+class Child:
+    spec: ChildSpec
+    proc: subprocess.Popen
+    address: str = ""
+    restarts: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+class Supervisor:
+    """Starts children in order, restarts a crashed one (bounded), stops all in reverse order."""
+
+    def __init__(self, max_restarts: int = 5, on_event: Optional[Callable[[str], None]] = None) -> None:
+        self.children: list[Child] = []
+        self.max_restarts = max_restarts
+        self.on_event = on_event or (lambda line: print(line, flush=True))
+        self._stopping = threading.Event()
+
+    def start(self, spec: ChildSpec) -> Child:
+        """Start ``spec`` and wait for its ready line; raises ServiceStartError with its log tail."""
+        child = Child(spec, self._spawn(spec))
+        child.address = self._wait_ready(child)
+        self.children.append(child)
+        return child
+
+    def _spawn(self, spec: ChildSpec) -> subprocess.Popen:
+        os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
+        log = open(spec.log_path, "ab")
+        env = {**os.environ, **spec.env}
+        try:
+            return subprocess.Popen([sys.executable, "-m", spec.module, *spec.args], stdout=log,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                    start_new_session=True)
+        finally:
+            log.close()
+
+    def _wait_ready(self, child: Child) -> str:
+        spec = child.spec
+        deadline = time.monotonic() + spec.ready_timeout_s
+        offset = 0
+        while time.monotonic() < deadline:
+            try:
+                with open(spec.log_path, "rb") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except OSError:
+                data = b""
+            for line in data.decode(errors="replace").splitlines():
+                m = _READY.search(line)
+                if m and not line.lstrip().startswith("{"):
+                    return m.group(1)
+            if child.proc.poll() is not None:
+                raise ServiceStartError(
+                    f"{spec.name} exited with {child.proc.returncode} before it was ready; "
+                    f"its log ({spec.log_path}) ends:\n{_tail(spec.log_path)}")
+            time.sleep(0.05)
+        self._terminate(child.proc, 5)
+        raise ServiceStartError(f"{spec.name} was not ready within {spec.ready_timeout_s:.0f}s; "
+                                f"its log ({spec.log_path}) ends:\n{_tail(spec.log_path)}")
+
+    def watch(self, poll_s: float = 0.5) -> None:
+        """Until :meth:`stop`: restart a child that died, up to ``max_restarts`` times each."""
+        while not self._stopping.wait(poll_s):
+            for child in self.children:
+                code = child.proc.poll()
+                if code is None or self._stopping.is_set():
+                    continue
+                if child.restarts >= self.max_restarts:
+                    self.on_event(f"{child.spec.name} exited with {code} and has been restarted "
+                                  f"{child.restarts} times; giving up on the mesh")
+                    self._stopping.set()
+                    break
+                child.restarts += 1
+                delay = min(30.0, 2.0 ** child.restarts)
+                self.on_event(f"{child.spec.name} exited with {code}; restarting in {delay:.0f}s "
+                              f"(see {child.spec.log_path})")
+                if self._stopping.wait(delay):
+                    break
+                child.proc = self._spawn(child.spec)
+                try:
+                    child.address = self._wait_ready(child)
+                    self.on_event(f"{child.spec.name} is back on {child.address}")
+                except ServiceStartError as exc:
+                    self.on_event(str(exc))
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM each child, newest first, waiting for each; SIGKILL what does not stop in time."""
+        self._stopping.set()
+        for child in reversed(self.children):
+            self._terminate(child.proc, timeout_s)
+
+    @staticmethod
+    def _terminate(proc: subprocess.Popen, timeout_s: float) -> None:
+        if proc.poll() is not None:
+            return
+        try:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        except ProcessLookupError:
+            pass
