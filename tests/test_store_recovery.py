@@ -134,3 +134,23 @@ def test_corrupt_tail_after_crash_is_truncated_not_served(tmp_path):
         assert [decode_record(x).body for x in store.query_message("TopicTest", "after").records] == [b"after"]
     finally:
         store.shutdown()
+
+
+def test_dispatch_worker_killed_is_restarted_and_catches_up(tmp_path):
+    store = open_store(tmp_path)
+    try:
+        for i in range(30):
+            store.put_message(msg(body=b"before%d" % i, keys=f"b{i}"))
+        assert store.wait_dispatched(10)
+        os.kill(store.link.pid, signal.SIGKILL)
+        for i in range(30):
+            store.put_message(msg(body=b"after%d" % i, keys=f"a{i}"))
+        assert store.wait_dispatched(30)
+        assert store.link.restarts == 1
+        got = store.get_message("g", "TopicTest", 0, 0, 64)
+        assert [decode_record(r).body for r in got.records] == \
+            [b"before%d" % i for i in range(30)] + [b"after%d" % i for i in range(30)]
+        assert len(store.query_message("TopicTest", "a29").records) == 1
+        assert check_queues_agree_with_commitlog(store) == 60
+    finally:
+        store.shutdown()

@@ -75,7 +75,4 @@ class CleanService(ServiceThread):
         return deleted
 
     def clean_logics(self) -> None:
-        min_phy = self.store.commitlog.min_offset
-        for cq in self.store.consume_queues():
-            cq.delete_expired(min_phy)
-        self.store.index_service.delete_expired(min_phy)
+        self.store.clean_logics()

@@ -68,6 +68,8 @@ class CommitLog:
         self.begin_time_in_lock = 0.0
         #: Called (outside the lock) with the end offset of every put; the sync flush waits there.
         self.after_append: Optional[Callable[[int], PutMessageStatus]] = None
+        #: Told the new written end after every put, under the lock (the dispatch worker follows it).
+        self.publish: Callable[[int], None] = lambda end: None
 
     # --- writing ---
 
@@ -138,6 +140,7 @@ class CommitLog:
                 appended.append(AppendResult(phys, total, f"{host_hex}{phys:016X}", now_ms, queue_offset))
             self._write(f, start, chunks, pos)
             f.store_timestamp = now_ms
+            self.publish(f.file_from_offset + pos)
             self.begin_time_in_lock = 0.0
         status = PutMessageStatus.PUT_OK
         if wait_flush and self.after_append is not None:

@@ -39,8 +39,8 @@ class ConsumeQueue:
 
     # --- loading and recovery ---
 
-    def load(self) -> None:
-        self.queue.load()
+    def load(self, following: bool = False) -> None:
+        self.queue.load(following)
 
     def recover(self) -> None:
         """Find the last valid entry (walking the last file) and drop what follows it."""

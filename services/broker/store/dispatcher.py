@@ -1,88 +1,159 @@
-"""ReputMessageService: builds consume queues and index from the commitlog, then tells listeners."""
+"""The dispatcher's state: consume queues and index files built from commitlog records.
+
+RocketMQ's ReputMessageService with its CommitLogDispatcherBuildConsumeQueue and
+CommitLogDispatcherBuildIndex. It runs in the dispatch worker process (see
+``dispatch_worker``), which owns every consume queue and index file for writing.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import threading
-from typing import Callable
+from functools import lru_cache
 
 from rocketmesh.log import get_logger
-from rocketmesh.broker.store.commitlog import CommitLog, DispatchRecord
+from rocketmesh.message import SysFlag
+from rocketmesh.message_codec import tags_hash_code
+from rocketmesh.topics import SCHEDULE_TOPIC
+from rocketmesh.broker.store.commitlog import DispatchRecord
+from rocketmesh.broker.store.config import MessageStoreConfig, parse_delay_levels
+from rocketmesh.broker.store.consume_queue import ConsumeQueue
+from rocketmesh.broker.store.index_file import IndexService
 
 log = get_logger("broker", component="dispatcher")
 
+_SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
+_NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
+#: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
+find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]*)").findall
 
-class ReputMessageService:
-    """A thread that follows the commitlog's written end from ``reput_from_offset``.
+#: (topic, queue id, new max offset) for each queue a run of records touched.
+Arrived = list[tuple[str, int, int]]
 
-    Records are handed to ``dispatch`` (consume queue + index) in runs of up to a
-    few thousand; the thread idles 1 ms when caught up, as RocketMQ's does.
-    """
 
-    def __init__(self, commitlog: CommitLog, dispatch: Callable[[list[DispatchRecord]], None],
-                 reput_from_offset: int) -> None:
-        self.commitlog = commitlog
-        self.dispatch = dispatch
-        self.reput_from_offset = reput_from_offset
-        self._running = False
-        self._wake = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._caught_up = threading.Condition()
+@lru_cache(maxsize=65536)
+def _tags_code(tags: bytes) -> int:
+    return tags_hash_code(tags.decode())
 
-    @property
-    def behind(self) -> int:
-        """Commitlog bytes written but not dispatched yet."""
-        return self.commitlog.max_offset - self.reput_from_offset
 
-    def start(self) -> None:
-        self._running = True
-        self._thread = threading.Thread(target=self._run, name="ReputMessageService", daemon=True)
-        self._thread.start()
+def load_consume_queues(config: MessageStoreConfig, recover: bool) -> dict[tuple[str, int], ConsumeQueue]:
+    """Open every consume queue under ``consumequeue/`` (finding each one's end when ``recover``)."""
+    out: dict[tuple[str, int], ConsumeQueue] = {}
+    root = config.store_path_consume_queue
+    if not os.path.isdir(root):
+        return out
+    for topic in os.listdir(root):
+        tdir = os.path.join(root, topic)
+        if not os.path.isdir(tdir):
+            continue
+        for qid in os.listdir(tdir):
+            if qid.isdigit():
+                cq = ConsumeQueue(topic, int(qid), root, config.mapped_file_size_consume_queue)
+                cq.load()
+                if recover:
+                    cq.recover()
+                out[(topic, int(qid))] = cq
+    return out
 
-    def do_reput(self) -> bool:
-        """Dispatch everything written so far; True if anything was dispatched."""
-        start = self.reput_from_offset
-        if start < self.commitlog.min_offset:
-            log.warning("reput_offset_below_commitlog", reput=start, min=self.commitlog.min_offset)
-            start = self.reput_from_offset = self.commitlog.min_offset
-        offset = start
-        while True:
-            records, nxt, clean = self.commitlog.read_records(offset)
-            if records:
-                self.dispatch(records)
-            if nxt == offset:
-                if not clean:
-                    log.error("reput_bad_record", offset=offset)
-                break
-            offset = self.reput_from_offset = nxt
-        return offset != start
 
-    def _run(self) -> None:
-        while self._running:
-            try:
-                progressed = self.do_reput()
-            except Exception:  # noqa: BLE001 - logged; the next turn retries from the same offset
-                log.exception("reput_failed", offset=self.reput_from_offset)
-                progressed = False
-            if not progressed:
-                with self._caught_up:
-                    self._caught_up.notify_all()
-                self._wake.wait(0.001)
-                self._wake.clear()
+class Dispatcher:
+    """Builds consume queue and index entries; the hot path of the store."""
 
-    def wait_caught_up(self, timeout_s: float = 10.0) -> bool:
-        """Block until everything written before this call is dispatched."""
-        target = self.commitlog.max_offset
-        with self._caught_up:
-            return self._caught_up.wait_for(lambda: self.reput_from_offset >= target or not self._running,
-                                            timeout_s) and self.reput_from_offset >= target
+    def __init__(self, config: MessageStoreConfig) -> None:
+        self.config = config
+        self.delay_levels = parse_delay_levels(config.message_delay_level)
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._by_name: dict[tuple[bytes, int], ConsumeQueue] = {}
+        self.index = IndexService(config.store_path_index, config.max_hash_slot_num, config.max_index_num)
+        self._lock = threading.Lock()
 
-    def wakeup(self) -> None:
-        self._wake.set()
+    def load(self) -> None:
+        self.queues = load_consume_queues(self.config, recover=True)
+        self._by_name = {(t.encode(), q): cq for (t, q), cq in self.queues.items()}
+        self.index.load()
 
-    def stop(self) -> None:
-        """Dispatch what is left, then stop the thread."""
-        self._running = False
-        self._wake.set()
-        if self._thread is not None:
-            self._thread.join(10)
-        self.do_reput()
+    def truncate_dirty(self, end: int) -> None:
+        """Drop queue and index entries at or past commitlog offset ``end`` (a truncated commitlog)."""
+        for cq in self.queues.values():
+            cq.truncate_dirty(end)
+        self.index.truncate_dirty(end)
+
+    def queue(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            with self._lock:
+                cq = self.queues.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
+                                      self.config.mapped_file_size_consume_queue)
+                    self.queues[(topic, queue_id)] = cq
+                    self._by_name[(topic.encode(), queue_id)] = cq
+        return cq
+
+    def dispatch(self, records: list[DispatchRecord]) -> Arrived:
+        """Build entries for a run of records; returns the new max offset of each queue touched."""
+        queues = self._by_name
+        touched: dict[ConsumeQueue, int] = {}
+        index_items = []
+        delay_levels = self.delay_levels
+        for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
+            tags_code = 0
+            if props:
+                keys = uniq = delay = None
+                for name, value in find_props(props):
+                    if name == b"TAGS":
+                        tags_code = _tags_code(value)
+                    elif name == b"UNIQ_KEY":
+                        uniq = value
+                    elif name == b"KEYS":
+                        keys = value
+                    else:
+                        delay = value
+                if topic == _SCHEDULE_TOPIC_B:
+                    # The tag field of a delay-level queue holds the delivery time.
+                    level = min(max(int(delay or 1), 1), len(delay_levels))
+                    tags_code = ts + delay_levels[level - 1]
+                if keys or uniq:
+                    index_items.append((topic, keys, uniq, phys, ts))
+            if (sys_flag & 0xC) not in _NOT_DISPATCHED:
+                cq = queues.get((topic, queue_id)) or self.queue(topic.decode(), queue_id)
+                cq.put(phys, size, tags_code, queue_offset)
+                touched[cq] = queue_offset + 1
+        if index_items and self.config.message_index_enable:
+            self.index.build_index(index_items)
+        return [(cq.topic, cq.queue_id, max_offset) for cq, max_offset in touched.items()]
+
+    def flush(self) -> None:
+        for cq in list(self.queues.values()):
+            cq.flush_all()
+        self.index.flush()
+
+    def delete_expired(self, commitlog_min_offset: int) -> dict[tuple[str, int], int]:
+        """Delete queue and index files below the commitlog's start; returns each queue's min offset."""
+        for cq in list(self.queues.values()):
+            cq.delete_expired(commitlog_min_offset)
+        self.index.delete_expired(commitlog_min_offset)
+        return self.min_offsets()
+
+    def min_offsets(self) -> dict[tuple[str, int], int]:
+        return {k: cq.min_logic_offset for k, cq in self.queues.items()}
+
+    def max_offsets(self) -> dict[tuple[str, int], int]:
+        return {k: cq.max_offset for k, cq in self.queues.items()}
+
+    def delete_topics(self, topics: set[str]) -> None:
+        with self._lock:
+            victims = [k for k in self.queues if k[0] in topics]
+            gone = [self.queues.pop(k) for k in victims]
+            for k in victims:
+                self._by_name.pop((k[0].encode(), k[1]), None)
+        for cq in gone:
+            cq.queue.shutdown()
+            cq.destroy()
+
+    def shutdown(self) -> None:
+        for cq in self.queues.values():
+            cq.shutdown()
+        self.index.shutdown()
+

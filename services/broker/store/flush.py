@@ -1,14 +1,14 @@
-"""Flush services: group commit for SYNC_FLUSH, a periodic flusher for ASYNC_FLUSH,
-and the consume queue / index flusher that advances the checkpoint."""
+"""Commitlog flush services: group commit for SYNC_FLUSH, a periodic flusher for ASYNC_FLUSH.
+
+(Consume queues and index are flushed by the dispatch worker, which owns them.)"""
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from rocketmesh.service_thread import ServiceThread
-from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.mapped_file import MappedFileQueue
 from rocketmesh.broker.store.results import PutMessageStatus
 
@@ -20,8 +20,12 @@ class GroupCommitService:
     GIL) more puts append and queue up, and the next fdatasync covers them all.
     """
 
-    def __init__(self, queue: MappedFileQueue, timeout_ms: int) -> None:
+    def __init__(self, queue: MappedFileQueue, timeout_ms: int,
+                 on_flushed: Optional[Callable[[int], None]] = None) -> None:
         self.queue = queue
+        #: Told the flushed offset at most once a second (the checkpoint).
+        self.on_flushed = on_flushed
+        self._last_report = 0.0
         self.timeout_s = timeout_ms / 1000
         self._cond = threading.Condition()
         self._requested = 0
@@ -62,6 +66,10 @@ class GroupCommitService:
             self.flush_count += 1
             with self._cond:
                 self._cond.notify_all()
+            now = time.monotonic()
+            if self.on_flushed is not None and now - self._last_report >= 1.0:
+                self._last_report = now
+                self.on_flushed(self.queue.flushed_where)
 
     def stop(self) -> None:
         self.queue.flush_all()
@@ -97,23 +105,3 @@ class FlushRealTimeService(ServiceThread):
     def on_stop(self) -> None:
         self.queue.flush_all()
         self.on_flushed(self.queue.flushed_where)
-
-
-class FlushConsumeQueueService(ServiceThread):
-    """Flush consume queues and index, then record how far they reach in the checkpoint."""
-
-    def __init__(self, interval_ms: int, flush_logics: Callable[[], int], checkpoint: StoreCheckpoint) -> None:
-        super().__init__("FlushConsumeQueueService", interval_ms / 1000)
-        self.flush_logics = flush_logics
-        self.checkpoint = checkpoint
-
-    def run_once(self) -> None:
-        dispatched = self.flush_logics()
-        cp = self.checkpoint
-        if dispatched != cp.dispatched_phy_offset:
-            cp.dispatched_phy_offset = dispatched
-            cp.logics_msg_timestamp = cp.index_msg_timestamp = int(time.time() * 1000)
-            cp.flush()
-
-    def on_stop(self) -> None:
-        self.run_once()

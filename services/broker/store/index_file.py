@@ -48,26 +48,27 @@ class IndexFile:
     """One mapped index file."""
 
     def __init__(self, path: str, hash_slot_num: int, index_num: int,
-                 end_phy_offset: int = 0, end_timestamp: int = 0) -> None:
+                 end_phy_offset: int = 0, end_timestamp: int = 0, read_only: bool = False) -> None:
         self.path = path
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.file_size = HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
         exists = os.path.exists(path)
-        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.fd = os.open(path, os.O_RDWR | (0 if read_only else os.O_CREAT), 0o644)
         if not exists or os.fstat(self.fd).st_size != self.file_size:
+            if read_only:
+                os.close(self.fd)
+                raise ValueError(f"{path} is not a complete index file yet")
             allocate(self.fd, self.file_size)
         # A new file is mapped populated: slot writes land all over it, and page
         # faults there would cost more than the index work itself.
         self.mm = mmap.mmap(self.fd, self.file_size,
                             mmap.MAP_SHARED | (0 if exists else getattr(mmap, "MAP_POPULATE", 0)))
         if exists:
-            (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
-             self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
-            if self.index_count <= 0:
-                self.index_count = 1
+            self.reload_header()
             self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
-            self._repair_tail()
+            if not read_only:
+                self._repair_tail()
         else:
             self.begin_timestamp = 0
             self.end_timestamp = end_timestamp
@@ -77,6 +78,13 @@ class IndexFile:
             self.index_count = 1
             self._write_header()
         self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+
+    def reload_header(self) -> None:
+        """Read the header again (the file is being written by another process)."""
+        (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
+         self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
+        if self.index_count <= 0:
+            self.index_count = 1
 
     @property
     def is_full(self) -> bool:
@@ -153,13 +161,15 @@ class IndexFile:
         (cur,) = SLOT.unpack_from(self.mm, HEADER_SIZE + (h % self.hash_slot_num) * SLOT_SIZE)
         out: list[int] = []
         seen = 0
-        while 0 < cur < self.index_count and len(out) < max_num and seen < self.index_num:
+        # Entries are written before the slot that points at them, so a slot may lead
+        # to an entry the header does not count yet (its writer is mid-run): follow it.
+        while 0 < cur < self.index_num and len(out) < max_num and seen < self.index_num:
             seen += 1
             eh, phy, diff, prev = ENTRY.unpack_from(self.mm, self._entries_base + cur * ENTRY_SIZE)
             ts = self.begin_timestamp + diff * 1000
             if eh == h and begin <= ts <= end:
                 out.append(phy)
-            if prev <= 0 or prev >= cur:
+            if eh == 0 and phy == 0 or prev <= 0 or prev >= cur:
                 break
             cur = prev
         return out
@@ -203,6 +213,28 @@ class IndexService:
             if name.isdigit():
                 self.files.append(IndexFile(os.path.join(self.store_path, name),
                                             self.hash_slot_num, self.index_num))
+
+    def refresh(self) -> None:
+        """Reader side: open files the writer created, forget deleted ones, re-read headers."""
+        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit()) if os.path.isdir(
+            self.store_path) else []
+        with self._lock:
+            have = {os.path.basename(f.path): f for f in self.files}
+            files = []
+            for name in names:
+                f = have.pop(name, None)
+                if f is None:
+                    try:
+                        f = IndexFile(os.path.join(self.store_path, name), self.hash_slot_num, self.index_num,
+                                      read_only=True)
+                    except (OSError, ValueError):
+                        continue
+                else:
+                    f.reload_header()
+                files.append(f)
+            self.files = files
+        for f in have.values():
+            f.close()
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """After recovery cut the commitlog at ``phy_offset``: forget entries past it.

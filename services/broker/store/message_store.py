@@ -1,32 +1,30 @@
 """MessageStore: the broker's store engine, RocketMQ's DefaultMessageStore.
 
-Owns the commitlog, the consume queues, the index, the dispatcher, the flush
-and clean services and the checkpoint. The broker calls it in-process; nothing
-else opens these files (a lock file guards the directory).
+Owns the commitlog, the flush and clean services and the checkpoint, and runs
+the dispatcher (consume queues and index) as a worker process of its own, so
+appending and dispatching use both cores. The broker calls the store
+in-process; nothing else opens these files (a lock file guards the directory).
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import re
 import threading
 import time
-from functools import lru_cache
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Optional, Protocol
 
 from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt, SysFlag
-from rocketmesh.message_codec import decode_record, tags_hash_code
-from rocketmesh.topics import SCHEDULE_TOPIC
+from rocketmesh.message import MessageConst, MessageExt
+from rocketmesh.message_codec import decode_record
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
-from rocketmesh.broker.store.commitlog import CommitLog, DispatchRecord
+from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig, parse_delay_levels
-from rocketmesh.broker.store.consume_queue import BLANK_SIZE, ConsumeQueue
-from rocketmesh.broker.store.dispatcher import ReputMessageService
-from rocketmesh.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rocketmesh.broker.store.consume_queue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rocketmesh.broker.store.dispatch_link import DispatchLink
+from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
 from rocketmesh.broker.store.index_file import IndexService
 from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
 from rocketmesh.broker.store.results import (
@@ -60,15 +58,6 @@ class MessageFilter(Protocol):
 #: Called after messages are dispatched, once per queue and run: (topic, queue_id, new max offset).
 ArrivingListener = Callable[[str, int, int], None]
 
-_SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
-#: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
-find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]*)").findall
-_NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
-
-
-@lru_cache(maxsize=65536)
-def _tags_code(tags: bytes) -> int:
-    return tags_hash_code(tags.decode())
 
 
 @dataclass
@@ -99,20 +88,23 @@ class MessageStore:
             raise StoreLockedError(f"store {config.store_path_root_dir} is in use by another process") from None
         self.commitlog = CommitLog(config)
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        #: Read side of the index files the dispatch worker writes.
         self.index_service = IndexService(config.store_path_index, config.max_hash_slot_num,
                                           config.max_index_num)
+        #: Read side of the consume queues; their ends follow the worker's reports.
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
-        #: The same queues keyed by topic bytes, for the dispatcher.
-        self._queues_by_name: dict[tuple[bytes, int], ConsumeQueue] = {}
         self._queues_lock = threading.Lock()
         self.listeners: list[ArrivingListener] = []
         self.stats = StoreStats()
-        self.reput: Optional[ReputMessageService] = None
+        self.link: Optional[DispatchLink] = None
+        #: Commitlog offset the dispatch worker has built queues and index up to.
+        self.dispatched_offset = 0
+        self._dispatched_cond = threading.Condition()
         self.group_commit: Optional[GroupCommitService] = None
         self.flush_commitlog: Optional[FlushRealTimeService] = None
-        self.flush_logics: Optional[FlushConsumeQueueService] = None
         self.cleaner = CleanService(self)
         self.last_exit_ok = True
+        self._loaded = False
         self._running = False
         self._writable = False
         self._shutdown = False
@@ -120,42 +112,48 @@ class MessageStore:
     # --- life cycle ---
 
     def load(self) -> None:
-        """Recover: commitlog tail by CRC after a crash, then queues and index past the checkpoint."""
+        """Recover: the commitlog tail (by CRC after a crash), then queues and index past the checkpoint.
+
+        The commitlog is walked here; the dispatch worker process then cuts queue and
+        index entries past its end and rebuilds what the checkpoint does not cover.
+        """
         cfg = self.config
         self.last_exit_ok = not os.path.exists(cfg.abort_path)
-        self._load_consume_queues()
-        self.index_service.load()
-        cp = self.checkpoint
-        start = cp.dispatched_phy_offset
+        start = self.checkpoint.dispatched_phy_offset
         t0 = time.monotonic()
         if self.last_exit_ok:
-            end = self.commitlog.recover(start, check_crc=False, on_records=self._dispatch)
+            end = self.commitlog.recover(start, check_crc=False)
         else:
-            # Walk the whole file holding the checkpoint with CRC checks: a torn or
-            # corrupt record is cut there, and everything after it with it.
-            file_start = start - start % cfg.mapped_file_size_commit_log
-            end = self.commitlog.recover(
-                file_start, check_crc=True,
-                on_records=lambda recs: self._dispatch([r for r in recs if r[2] >= start]))
-        for cq in self.consume_queues():
-            cq.truncate_dirty(end)
-        self.index_service.truncate_dirty(end)
-        self._rebuild_topic_queue_table()
-        self.reput = ReputMessageService(self.commitlog, self._dispatch, end)
+            # After a crash, walk with CRC checks from the start of the file holding the
+            # older of the two checkpointed offsets, and over at least the last two files:
+            # a torn or corrupt record is cut there, and everything after it with it.
+            size = cfg.mapped_file_size_commit_log
+            cp = self.checkpoint
+            walk = min(start, cp.physic_flushed_offset or start)
+            names = sorted(n for n in os.listdir(cfg.store_path_commit_log) if n.isdigit()) \
+                if os.path.isdir(cfg.store_path_commit_log) else []
+            if len(names) >= 2:
+                walk = min(walk, int(names[-2]))
+            end = self.commitlog.recover(walk - walk % size, check_crc=True)
+        self.link = DispatchLink(cfg, self._on_arrived, self._on_ready)
+        self.commitlog.publish = self.link.publish
+        self._on_ready(self.link.start(end))
+        self._loaded = True
         log.info("store_recovered", clean_shutdown=self.last_exit_ok, commitlog_min=self.commitlog.min_offset,
-                 commitlog_max=end, queues=len(self._queues), seconds=round(time.monotonic() - t0, 3))
+                 commitlog_max=end, queues=len(self._queues), dispatch_worker=self.link.pid,
+                 seconds=round(time.monotonic() - t0, 3))
 
     def start(self) -> None:
-        """Start dispatcher, flush and clean services; mark the store as running (abort file)."""
+        """Start flush and clean services; mark the store as running (abort file)."""
         cfg = self.config
-        if self.reput is None:
+        if not self._loaded:
             self.load()
         with open(cfg.abort_path, "w"):
             pass
-        self.reput.start()
         self.checkpoint.physic_flushed_offset = self.commitlog.queue.flushed_where
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
-            self.group_commit = GroupCommitService(self.commitlog.queue, cfg.sync_flush_timeout)
+            self.group_commit = GroupCommitService(self.commitlog.queue, cfg.sync_flush_timeout,
+                                                   self._on_commitlog_flushed)
             self.group_commit.start()
             self.commitlog.after_append = self.group_commit.wait_flushed
         else:
@@ -163,42 +161,39 @@ class MessageStore:
                 self.commitlog.queue, cfg.flush_interval_commit_log, cfg.flush_commit_log_least_pages,
                 cfg.flush_commit_log_thorough_interval, self._on_commitlog_flushed)
             self.flush_commitlog.start()
-        self.flush_logics = FlushConsumeQueueService(cfg.flush_interval_consume_queue, self._flush_logics,
-                                                     self.checkpoint)
-        self.flush_logics.start()
         self.cleaner.start()
         self._running = True
         self._writable = cfg.broker_role is not BrokerRole.SLAVE
 
     def shutdown(self) -> None:
-        """Flush everything, write the checkpoint, remove the abort file: the next start is cheap."""
+        """Flush everything, let the worker finish and checkpoint, remove the abort file: the next start is cheap."""
         if self._shutdown:
             return
         self._shutdown = True
         self._running = self._writable = False
         self.cleaner.stop()
-        if self.reput is not None:
-            self.reput.stop()
         if self.group_commit is not None:
             self.group_commit.stop()
         if self.flush_commitlog is not None:
             self.flush_commitlog.stop()
         self.commitlog.queue.flush_all()
-        dispatched = self._flush_logics()
-        if self.flush_logics is not None:
-            self.flush_logics.stop()
+        clean = True
+        if self.link is not None:
+            reached = self.link.stop(self.commitlog.max_offset)
+            clean = reached == self.commitlog.max_offset
         cp = self.checkpoint
-        cp.dispatched_phy_offset = dispatched
         cp.physic_flushed_offset = self.commitlog.queue.flushed_where
-        cp.shutdown()
+        cp.physic_msg_timestamp = int(time.time() * 1000)
+        cp.flush_physic()
+        cp.close()
         self.commitlog.shutdown()
         for cq in self.consume_queues():
-            cq.shutdown()
+            cq.queue.shutdown()
         self.index_service.shutdown()
-        if os.path.exists(self.config.abort_path):
+        if clean and os.path.exists(self.config.abort_path):
             os.unlink(self.config.abort_path)
         os.close(self._lock_fd)
-        log.info("store_shutdown", commitlog_max=self.commitlog.max_offset)
+        log.info("store_shutdown", commitlog_max=self.commitlog.max_offset, clean=clean)
 
     # --- writing ---
 
@@ -249,50 +244,51 @@ class MessageStore:
             return PutMessageStatus.PUT_OK
         return self.group_commit.wait_flushed(offset)
 
-    # --- dispatch ---
+    # --- what the dispatch worker reports ---
 
-    def _dispatch(self, records: list[DispatchRecord]) -> None:
-        """Build consume queue and index entries for a run of records, then wake listeners.
+    def _reader(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self._queues.get((topic, queue_id))
+        if cq is None:
+            with self._queues_lock:
+                cq = self._queues.get((topic, queue_id))
+                if cq is None:
+                    cq = ConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
+                                      self.config.mapped_file_size_consume_queue)
+                    cq.load(following=True)
+                    self._queues[(topic, queue_id)] = cq
+        return cq
 
-        The hot path of the store: one tuple per record, properties split with
-        bytes operations, listeners told once per queue per run.
-        """
-        queues = self._queues_by_name
-        touched: dict[ConsumeQueue, int] = {}
-        index_items = []
-        delay_levels = self.delay_levels
-        for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
-            tags_code = 0
-            if props:
-                keys = uniq = delay = None
-                for name, value in find_props(props):
-                    if name == b"TAGS":
-                        tags_code = _tags_code(value)
-                    elif name == b"UNIQ_KEY":
-                        uniq = value
-                    elif name == b"KEYS":
-                        keys = value
-                    else:
-                        delay = value
-                if topic == _SCHEDULE_TOPIC_B:
-                    # The tag field of a delay-level queue holds the delivery time.
-                    level = min(max(int(delay or 1), 1), len(delay_levels))
-                    tags_code = ts + delay_levels[level - 1]
-                if keys or uniq:
-                    index_items.append((topic, keys, uniq, phys, ts))
-            if (sys_flag & 0xC) not in _NOT_DISPATCHED:
-                cq = queues.get((topic, queue_id)) or self.find_consume_queue(topic.decode(), queue_id)
-                cq.put(phys, size, tags_code, queue_offset)
-                touched[cq] = queue_offset + 1
-        if index_items and self.config.message_index_enable:
-            self.index_service.build_index(index_items)
+    def _on_ready(self, ready: tuple[dict, dict, int]) -> None:
+        """The worker recovered: adopt its queue ends, starts and dispatch offset."""
+        maxes, mins, dispatched = ready
+        table = self.commitlog.topic_queue_table
+        for (topic, queue_id), max_offset in maxes.items():
+            cq = self._reader(topic, queue_id)
+            cq.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
+            cq.min_logic_offset = mins.get((topic, queue_id), cq.min_logic_offset)
+            cq.queue.drop_below(cq.min_logic_offset)
+            if table.get((topic, queue_id), 0) < max_offset:
+                table[(topic, queue_id)] = max_offset
+        self._set_dispatched(dispatched)
+
+    def _on_arrived(self, arrived: list[tuple[str, int, int]], dispatched: int) -> None:
+        """A run of records is in the queues: move the readers' ends, wake listeners."""
+        for topic, queue_id, max_offset in arrived:
+            cq = self._queues.get((topic, queue_id)) or self._reader(topic, queue_id)
+            cq.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
+        self._set_dispatched(dispatched)
         if self.listeners:
-            for cq, max_offset in touched.items():
+            for topic, queue_id, max_offset in arrived:
                 for listener in self.listeners:
                     try:
-                        listener(cq.topic, cq.queue_id, max_offset)
+                        listener(topic, queue_id, max_offset)
                     except Exception:  # noqa: BLE001 - a listener must not stop dispatch
-                        log.exception("arriving_listener_failed", topic=cq.topic)
+                        log.exception("arriving_listener_failed", topic=topic)
+
+    def _set_dispatched(self, offset: int) -> None:
+        with self._dispatched_cond:
+            self.dispatched_offset = offset
+            self._dispatched_cond.notify_all()
 
     def register_arriving_listener(self, listener: ArrivingListener) -> None:
         """Called for every message after its consume queue entry exists (long-poll wake-up)."""
@@ -300,64 +296,29 @@ class MessageStore:
 
     def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
         """Block until everything put so far is in the consume queues and index."""
-        return self.reput is not None and self.reput.wait_caught_up(timeout_s)
+        target = self.commitlog.max_offset
+        with self._dispatched_cond:
+            return self._dispatched_cond.wait_for(lambda: self.dispatched_offset >= target, timeout_s)
 
     @property
     def dispatch_behind_bytes(self) -> int:
-        return self.reput.behind if self.reput is not None else 0
+        return max(0, self.commitlog.max_offset - self.dispatched_offset)
 
     # --- consume queues ---
 
-    def _load_consume_queues(self) -> None:
-        root = self.config.store_path_consume_queue
-        if not os.path.isdir(root):
-            return
-        for topic in os.listdir(root):
-            tdir = os.path.join(root, topic)
-            if not os.path.isdir(tdir):
-                continue
-            for qid in os.listdir(tdir):
-                if qid.isdigit():
-                    cq = ConsumeQueue(topic, int(qid), root, self.config.mapped_file_size_consume_queue)
-                    cq.load()
-                    cq.recover()
-                    self._queues[(topic, int(qid))] = cq
-                    self._queues_by_name[(topic.encode(), int(qid))] = cq
-
-    def _rebuild_topic_queue_table(self) -> None:
-        table = self.commitlog.topic_queue_table
-        table.clear()
-        for key, cq in self._queues.items():
-            table[key] = cq.max_offset
-
-    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue:
-        """The consume queue of ``topic``/``queue_id``, created when first needed."""
-        key = (topic, queue_id)
-        cq = self._queues.get(key)
-        if cq is None:
-            with self._queues_lock:
-                cq = self._queues.get(key)
-                if cq is None:
-                    cq = ConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
-                                      self.config.mapped_file_size_consume_queue)
-                    self._queues[key] = cq
-                    self._queues_by_name[(topic.encode(), queue_id)] = cq
-        return cq
+    def find_consume_queue(self, topic: str, queue_id: int) -> Optional[ConsumeQueue]:
+        """The read side of ``topic``/``queue_id``'s consume queue, None before its first message."""
+        return self._queues.get((topic, queue_id))
 
     def consume_queues(self) -> list[ConsumeQueue]:
         return list(self._queues.values())
 
-    def _flush_logics(self) -> int:
-        """fsync queues and index; returns the commitlog offset they are complete up to."""
-        dispatched = self.reput.reput_from_offset if self.reput is not None else 0
-        for cq in self.consume_queues():
-            cq.flush_all()
-        self.index_service.flush()
-        return dispatched
-
     def _on_commitlog_flushed(self, offset: int) -> None:
-        self.checkpoint.physic_flushed_offset = offset
-        self.checkpoint.physic_msg_timestamp = int(time.time() * 1000)
+        cp = self.checkpoint
+        if cp.physic_flushed_offset != offset:
+            cp.physic_flushed_offset = offset
+            cp.physic_msg_timestamp = int(time.time() * 1000)
+            cp.flush_physic()
 
     # --- reading ---
 
@@ -485,6 +446,7 @@ class MessageStore:
                       end: Optional[int] = None) -> QueryMessageResult:
         """Messages of ``topic`` indexed under ``key`` (a KEYS entry or UNIQ_KEY), stored within [begin, end]."""
         end = end if end is not None else int(time.time() * 1000) + 1000
+        self.index_service.refresh()
         offsets = self.index_service.query_offsets(topic, key, max_num * 2 + 8, begin, end)
         records = []
         for phys in offsets:
@@ -514,12 +476,24 @@ class MessageStore:
         with self._queues_lock:
             for key in [k for k in self._queues if k[0] in topics]:
                 victims.append(self._queues.pop(key))
-                self._queues_by_name.pop((key[0].encode(), key[1]), None)
                 self.commitlog.topic_queue_table.pop(key, None)
         for cq in victims:
             cq.queue.shutdown()
-            cq.destroy()
+        if self.link is not None:
+            self.link.request("delete_topics", sorted(topics))
         return len(victims)
+
+    def clean_logics(self) -> None:
+        """After commitlog files went: have the worker delete what points only below them, then follow."""
+        if self.link is None:
+            return
+        mins = self.link.request("clean", self.commitlog.min_offset)
+        for key, min_logic in mins.items():
+            cq = self._queues.get(key)
+            if cq is not None:
+                cq.min_logic_offset = max(cq.min_logic_offset, min_logic)
+                cq.queue.drop_below(cq.min_logic_offset)
+        self.index_service.refresh()
 
     def topics(self) -> set[str]:
         return {t for t, _ in self._queues}

@@ -1,0 +1,167 @@
+"""The dispatch worker: a child process of the broker that builds consume queues and index.
+
+It follows the commitlog's written end, which the broker publishes in a
+shared cell after every put, so the dispatch runs on a core of its own
+instead of sharing the broker's interpreter lock. Messages on the pipe are
+tuples:
+
+    worker -> broker  ("ready", max offsets, min logic offsets, dispatched offset)
+                      ("arrived", [(topic, queue id, new max offset)], dispatched offset)
+                      ("reply", request id, payload)
+    broker -> worker  ("clean", request id, commitlog min offset)   reply: min logic offsets
+                      ("delete_topics", request id, [topic])        reply: None
+                      ("stop", request id, final commitlog end)     reply: dispatched offset, then exit
+
+Queue keys are (topic, queue id). If the broker goes away (the pipe closes),
+the worker flushes what it built and exits.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+from rocketmesh.log import get_logger
+from rocketmesh.broker.store.checkpoint import StoreCheckpoint
+from rocketmesh.broker.store.commitlog import CommitLog
+from rocketmesh.broker.store.config import MessageStoreConfig
+from rocketmesh.broker.store.dispatcher import Arrived, Dispatcher
+from rocketmesh.broker.store.position_cell import PositionCell
+
+log = get_logger("broker", component="dispatch_worker")
+
+
+class DispatchWorker:
+    """Recovers the queues and index, then dispatches new records until told to stop."""
+
+    def __init__(self, config: MessageStoreConfig, conn: Connection, cell: Any) -> None:
+        self.config = config
+        self.conn = conn
+        self.cell = cell
+        self.dispatcher = Dispatcher(config)
+        self.commitlog = CommitLog(config)
+        self.checkpoint = StoreCheckpoint(config.checkpoint_path)
+        self.reput = 0
+        self._flush_interval = config.flush_interval_consume_queue / 1000
+
+    def recover(self, end: int) -> None:
+        """Drop entries past ``end``, rebuild from the checkpoint up to ``end``, report ``ready``."""
+        t0 = time.monotonic()
+        d = self.dispatcher
+        d.load()
+        d.truncate_dirty(end)
+        self.commitlog.queue.load(following=True)
+        self.commitlog.queue.follow(end)
+        start = min(max(self.checkpoint.dispatched_phy_offset, self.commitlog.min_offset), end)
+        self.reput = start
+        self.dispatch_to(end, notify=False)
+        self.flush()
+        mins = d.min_offsets()
+        self.conn.send(("ready", d.max_offsets(), mins, self.reput))
+        log.info("dispatch_worker_ready", queues=len(d.queues), rebuilt_from=start, end=end,
+                 seconds=round(time.monotonic() - t0, 3))
+
+    def dispatch_to(self, end: int, notify: bool = True) -> None:
+        """Dispatch records up to ``end``, telling the broker after each run of them."""
+        read = self.commitlog.read_records
+        dispatch = self.dispatcher.dispatch
+        while self.reput < end:
+            records, nxt, clean = read(self.reput)
+            arrived: Arrived = dispatch(records) if records else []
+            if nxt == self.reput:
+                if not clean:
+                    log.error("dispatch_bad_record", offset=self.reput)
+                break
+            self.reput = nxt
+            if notify:
+                # Sent even when no queue moved (a blank record), so the broker
+                # always knows how far dispatch got.
+                self.conn.send(("arrived", arrived, nxt))
+
+    def flush(self) -> None:
+        self.dispatcher.flush()
+        cp = self.checkpoint
+        if cp.dispatched_phy_offset != self.reput:
+            cp.dispatched_phy_offset = self.reput
+            cp.logics_msg_timestamp = cp.index_msg_timestamp = int(time.time() * 1000)
+            cp.flush_logics()
+
+    def loop(self) -> None:
+        conn = self.conn
+        next_flush = time.monotonic() + self._flush_interval
+        while True:
+            end = self.cell[0]
+            idle = end <= self.reput
+            if not idle:
+                self.commitlog.queue.follow(end)
+                self.dispatch_to(end)
+            try:
+                if conn.poll(0.001 if idle else 0):
+                    if not self.handle(conn.recv()):
+                        return
+            except (EOFError, OSError):
+                log.warning("dispatch_worker_orphaned")
+                self.flush()
+                return
+            now = time.monotonic()
+            if now >= next_flush:
+                self.flush()
+                next_flush = now + self._flush_interval
+
+    def handle(self, msg: tuple) -> bool:
+        """One command from the broker; False when the worker should exit."""
+        kind, req_id = msg[0], msg[1]
+        if kind == "clean":
+            min_phy = msg[2]
+            mins = self.dispatcher.delete_expired(min_phy)
+            self.commitlog.queue.drop_below(min_phy)
+            self.conn.send(("reply", req_id, mins))
+        elif kind == "delete_topics":
+            self.dispatcher.delete_topics(set(msg[2]))
+            self.conn.send(("reply", req_id, None))
+        elif kind == "stop":
+            final_end = msg[2]
+            self.commitlog.queue.follow(final_end)
+            self.dispatch_to(final_end)
+            self.flush()
+            self.conn.send(("reply", req_id, self.reput))
+            return False
+        else:
+            log.error("dispatch_worker_unknown_command", kind=kind)
+        return True
+
+    def close(self) -> None:
+        self.dispatcher.shutdown()
+        self.commitlog.queue.shutdown()
+        self.checkpoint.close()
+
+
+def main(argv: list[str]) -> int:
+    """``python -m rocketmesh.broker.store.dispatch_worker CONN_FD CELL_FD`` (started by DispatchLink).
+
+    The first message on the connection is ``("init", MessageStoreConfig, commitlog end)``.
+    """
+    # Ctrl-C reaches the whole process group; the broker decides when this worker stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    conn = Connection(int(argv[0]))
+    cell = PositionCell(int(argv[1]))
+    kind, config, end = conn.recv()
+    if kind != "init":
+        return 2
+    worker = DispatchWorker(config, conn, cell)
+    try:
+        worker.recover(end)
+        worker.loop()
+    except Exception:  # noqa: BLE001 - logged; the broker sees the connection close and restarts us
+        log.exception("dispatch_worker_failed", offset=worker.reput)
+        return 1
+    finally:
+        worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
