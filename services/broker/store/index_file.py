@@ -60,10 +60,7 @@ class IndexFile:
                 os.close(self.fd)
                 raise ValueError(f"{path} is not a complete index file yet")
             allocate(self.fd, self.file_size)
-        # A new file is mapped populated: slot writes land all over it, and page
-        # faults there would cost more than the index work itself.
-        self.mm = mmap.mmap(self.fd, self.file_size,
-                            mmap.MAP_SHARED | (0 if exists else getattr(mmap, "MAP_POPULATE", 0)))
+        self.mm = mmap.mmap(self.fd, self.file_size, mmap.MAP_SHARED)
         if exists:
             self.reload_header()
             self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
