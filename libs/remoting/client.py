@@ -52,6 +52,7 @@ from rocketmesh.remoting.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
+from rocketmesh.remoting.frames import recv_frames, send_frames
 from rocketmesh.remoting.mailbox import Mailbox
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
@@ -135,7 +136,7 @@ class RemotingClient:
         self._on_request = on_request
         self._ctx = context or zmq.Context.instance()
         self._log = get_logger("remoting", client=self.identity.decode("utf-8", "replace"))
-        self._mailbox: Mailbox[tuple[str, list, PendingRequest]] = Mailbox()
+        self._mailbox: Mailbox[tuple[str, Optional[list], Optional[PendingRequest]]] = Mailbox()
         self._pending = PendingTable()
         self._opaque = itertools.count(1)
         self._endpoints: dict[str, str] = {}
@@ -289,6 +290,10 @@ class RemotingClient:
             pollout.register(sock, zmq.POLLOUT)
             ds = table.by_addr[addr] = _DirectSocket(addr, sock, pollin, pollout)
             self._direct.add(ds)
+            # The I/O thread's own connection to addr is where the server's
+            # pushes arrive; make sure there is one even if this client only
+            # ever calls invoke_sync.
+            self._mailbox.put((addr, None, None))  # type: ignore[arg-type]
         return ds
 
     def _direct_call(
@@ -297,7 +302,7 @@ class RemotingClient:
         sock = ds.sock
         while True:
             try:
-                sock.send_multipart(frames, zmq.NOBLOCK)
+                send_frames(sock, frames)
                 break
             except zmq.Again:
                 # ZMQ_IMMEDIATE: no connection yet (or the queue is full).
@@ -314,7 +319,7 @@ class RemotingClient:
                     f"no response from {ds.addr} within {timeout_ms} ms (opaque {opaque})"
                 )
             try:
-                reply = sock.recv_multipart(zmq.NOBLOCK)
+                reply = recv_frames(sock)
             except zmq.Again:
                 continue
             try:
@@ -353,7 +358,7 @@ class RemotingClient:
 
     def _fail_mailbox(self) -> None:
         for _, _, entry in self._mailbox.drain():
-            if entry.future is not None:
+            if entry is not None and entry.future is not None:
                 settle(entry.future, None, RemotingSendRequestError("client is closed"))
 
     # -- I/O thread -------------------------------------------------------------
@@ -395,6 +400,13 @@ class RemotingClient:
     def _drain_mailbox(self) -> None:
         send = self._send
         for addr, frames, entry in self._mailbox.drain():
+            if entry is None:  # only "be connected to addr"
+                if addr not in self._conns:
+                    try:
+                        self._connection(addr)
+                    except RemotingConnectError as exc:
+                        self._log.warning("cannot connect", addr=addr, error=str(exc))
+                continue
             send(addr, frames, entry)
 
     def _connection(self, addr: str) -> _Connection:
@@ -422,7 +434,7 @@ class RemotingClient:
             conn.backlog.append((frames, entry))
             return
         try:
-            conn.sock.send_multipart(frames, zmq.NOBLOCK)
+            send_frames(conn.sock, frames)
         except zmq.Again:
             conn.backlog.append((frames, entry))
             if not conn.pollout:
@@ -438,7 +450,7 @@ class RemotingClient:
         backlog = conn.backlog
         pending = self._pending
         now = time.monotonic()
-        send = conn.sock.send_multipart
+        sock = conn.sock
         while backlog:
             frames, entry = backlog[0]
             if (entry.future is not None and entry.opaque not in pending) or (
@@ -447,7 +459,7 @@ class RemotingClient:
                 backlog.popleft()  # expired while waiting
                 continue
             try:
-                send(frames, zmq.NOBLOCK)
+                send_frames(sock, frames)
             except zmq.Again:
                 return
             except zmq.ZMQError as exc:
@@ -467,12 +479,12 @@ class RemotingClient:
             self._log.warning("oneway request dropped", addr=entry.peer, error=str(exc))
 
     def _drain_socket(self, conn: _Connection) -> None:
-        recv = conn.sock.recv_multipart
+        sock = conn.sock
         pop = self._pending.pop
         max_header = self.options.max_header_size
         for _ in range(_RECV_BATCH):
             try:
-                frames = recv(zmq.NOBLOCK)
+                frames = recv_frames(sock)
             except zmq.Again:
                 return
             try:

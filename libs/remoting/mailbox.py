@@ -55,13 +55,15 @@ class Mailbox(Generic[T]):
 
     def drain(self) -> Iterator[T]:
         """Yield every queued item (consumer thread only)."""
-        # Clear the flag before reading the descriptor and popping: a put that
-        # lands after this line signals again, so nothing is left unnoticed.
-        self._signalled = False
+        # Read the descriptor first, then clear the flag, then pop. Clearing
+        # first would lose a wake-up: os.read drops the GIL, so a put could set
+        # the flag and signal in between, the read would swallow that signal,
+        # and the flag would stay set with nobody left to signal later puts.
         try:
             os.read(self._rfd, 4096)
         except (BlockingIOError, OSError):
             pass
+        self._signalled = False
         popleft = self._items.popleft
         while True:
             try:

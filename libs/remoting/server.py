@@ -42,6 +42,7 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
+from rocketmesh.remoting.frames import recv_routed, send_routed
 from rocketmesh.remoting.mailbox import Mailbox
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
@@ -283,7 +284,7 @@ class RemotingServer:
         if sock is None or sock.closed:
             return
         try:
-            sock.send_multipart([identity, *frames], zmq.NOBLOCK)
+            send_routed(sock, identity, frames)
         except zmq.Again:
             self._log.warning("peer queue full, message dropped", peer=self._describe(identity))
             if entry is not None:
@@ -351,16 +352,13 @@ class RemotingServer:
             send(identity, frames, entry)
 
     def _drain_socket(self, sock: zmq.Socket) -> None:
-        recv = sock.recv
-        recv_multipart = sock.recv_multipart
         peers = self._peers
         processors = self._processors
         for _ in range(_RECV_BATCH):
             try:
-                first = recv(zmq.NOBLOCK, copy=False)
+                first, frames = recv_routed(sock)
             except zmq.Again:
                 return
-            frames = recv_multipart(zmq.NOBLOCK) if first.more else []
             route = first.bytes
             peer = peers.get(route)
             if peer is None:

@@ -1,0 +1,249 @@
+"""The name server's request handlers (RocketMQ's DefaultRequestProcessor).
+
+Request schemas. Ext values may be JSON strings or numbers (RocketMQ sends
+every header field as a string; both are accepted). Bodies are JSON.
+
+REGISTER_BROKER
+    ext  {clusterName, brokerName, brokerId, brokerAddr, haServerAddr}
+    body {"topicConfigTable": {topic: {"topicName", "readQueueNums", "writeQueueNums",
+          "perm", "topicSysFlag", "order"}}, "dataVersion": {"timestamp", "counter"}}
+         (an empty body registers liveness only; only brokerId 0 creates queue data,
+         and only on its first registration or when dataVersion changed)
+    ->   ext {haServerAddr, masterAddr} (of the master of that broker name, for a
+         slave; null otherwise), body {"table": {topic: orderConf}} (ORDER_TOPIC_CONFIG)
+UNREGISTER_BROKER
+    ext  {clusterName, brokerAddr, brokerName, brokerId}
+GET_ROUTEINFO_BY_TOPIC
+    ext  {topic}
+    ->   body {"queueDatas": [{"brokerName", "readQueueNums", "writeQueueNums", "perm",
+         "topicSysFlag"}], "brokerDatas": [{"cluster", "brokerName", "brokerAddrs":
+         {"0": "host:port", ...}}], "orderTopicConf": str | null}
+         or TOPIC_NOT_EXIST
+GET_BROKER_CLUSTER_INFO
+    ->   body {"brokerAddrTable": {brokerName: brokerData}, "clusterAddrTable": {cluster: [brokerName]}}
+GET_ALL_TOPIC_LIST_FROM_NAMESERVER
+    ->   body {"topicList": [topic]}
+GET_TOPICS_BY_CLUSTER
+    ext  {cluster}  ->  body {"topicList": [topic]}
+DELETE_TOPIC_IN_NAMESRV
+    ext  {topic}
+PUT_KV_CONFIG / GET_KV_CONFIG / DELETE_KV_CONFIG
+    ext  {namespace, key, value}  (value for PUT only)
+    GET  ->  ext {value}, or QUERY_NOT_FOUND
+GET_KVLIST_BY_NAMESPACE
+    ext  {namespace}  ->  body {"table": {key: value}}, or QUERY_NOT_FOUND
+WIPE_WRITE_PERM_OF_BROKER / ADD_WRITE_PERM_OF_BROKER
+    ext  {brokerName}  ->  ext {wipeTopicCount} / {addTopicCount}
+QUERY_DATA_VERSION
+    ext  {brokerAddr}, body {dataVersion}  ->  ext {changed: bool}, body {dataVersion held}
+    (also refreshes the broker's liveness, as RocketMQ does)
+
+Anything else is answered REQUEST_CODE_NOT_SUPPORTED by the server.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from typing import Any, Callable, Optional
+
+import orjson
+
+from rocketmesh.log import get_logger
+from rocketmesh.remoting import (
+    RemotingCommand,
+    RemotingServer,
+    RequestCode,
+    RequestContext,
+    RequestError,
+    ResponseCode,
+    response_to,
+)
+from rocketmesh.namesrv.config import NamesrvConfig
+from rocketmesh.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from rocketmesh.namesrv.route_info import RouteInfoManager, TopicConfig
+
+Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
+
+
+def ext_str(cmd: RemotingCommand, name: str, default: Optional[str] = None) -> str:
+    """The ext field ``name`` as a string; RequestError when missing and no default."""
+    value = cmd.ext.get(name)
+    if value is None or value == "":
+        if default is not None:
+            return default
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"missing ext field {name!r}")
+    if isinstance(value, (dict, list)):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"ext field {name!r} must be a string")
+    return str(value)
+
+
+def ext_int(cmd: RemotingCommand, name: str) -> int:
+    """The ext field ``name`` as an int (numbers and numeric strings accepted)."""
+    value = cmd.ext.get(name)
+    if isinstance(value, bool) or value is None:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"missing or non-integer ext field {name!r}")
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"ext field {name!r} is not an integer: {value!r}") from None
+
+
+def json_body(cmd: RemotingCommand) -> Any:
+    """The body parsed as JSON (None for an empty body)."""
+    if not cmd.body:
+        return None
+    try:
+        return orjson.loads(cmd.body)
+    except orjson.JSONDecodeError as exc:
+        raise RequestError(ResponseCode.SYSTEM_ERROR, f"body is not JSON: {exc}") from None
+
+
+def ok(cmd: RemotingCommand, ext: Optional[dict[str, Any]] = None, body: Any = None) -> RemotingCommand:
+    """A SUCCESS response, with ``body`` JSON-encoded when given."""
+    return response_to(cmd, ResponseCode.SUCCESS, None, ext, b"" if body is None else orjson.dumps(body))
+
+
+class NamesrvProcessor:
+    """Handlers over one RouteInfoManager and one KVConfigManager."""
+
+    def __init__(self, config: NamesrvConfig, routes: RouteInfoManager, kv: KVConfigManager) -> None:
+        self.config = config
+        self.routes = routes
+        self.kv = kv
+        self._log = get_logger("namesrv")
+
+    def register_with(self, server: RemotingServer, writer: Executor) -> None:
+        """Register every handler: reads inline on the I/O thread, writes on ``writer``."""
+        reads: dict[int, Handler] = {
+            RequestCode.GET_ROUTEINFO_BY_TOPIC: self.get_route_info_by_topic,
+            RequestCode.GET_BROKER_CLUSTER_INFO: self.get_broker_cluster_info,
+            RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER: self.get_all_topic_list,
+            RequestCode.GET_TOPICS_BY_CLUSTER: self.get_topics_by_cluster,
+            RequestCode.GET_KV_CONFIG: self.get_kv_config,
+            RequestCode.GET_KVLIST_BY_NAMESPACE: self.get_kv_list_by_namespace,
+        }
+        writes: dict[int, Handler] = {
+            RequestCode.REGISTER_BROKER: self.register_broker,
+            RequestCode.UNREGISTER_BROKER: self.unregister_broker,
+            RequestCode.DELETE_TOPIC_IN_NAMESRV: self.delete_topic,
+            RequestCode.PUT_KV_CONFIG: self.put_kv_config,
+            RequestCode.DELETE_KV_CONFIG: self.delete_kv_config,
+            RequestCode.WIPE_WRITE_PERM_OF_BROKER: self.wipe_write_perm_of_broker,
+            RequestCode.ADD_WRITE_PERM_OF_BROKER: self.add_write_perm_of_broker,
+            RequestCode.QUERY_DATA_VERSION: self.query_data_version,
+        }
+        for code, handler in reads.items():
+            server.register(code, handler)
+        for code, handler in writes.items():
+            server.register(code, handler, writer)
+
+    # -- brokers ----------------------------------------------------------
+
+    def register_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        cluster = ext_str(cmd, "clusterName")
+        broker_name = ext_str(cmd, "brokerName")
+        broker_addr = ext_str(cmd, "brokerAddr")
+        broker_id = ext_int(cmd, "brokerId")
+        ha_addr = ext_str(cmd, "haServerAddr", "")
+        body = json_body(cmd)
+        topic_configs: Optional[dict[str, TopicConfig]] = None
+        data_version = None
+        if body is not None:
+            if not isinstance(body, dict):
+                raise RequestError(ResponseCode.SYSTEM_ERROR, "register body must be a JSON object")
+            table = body.get("topicConfigTable")
+            if table is not None:
+                if not isinstance(table, dict):
+                    raise RequestError(ResponseCode.SYSTEM_ERROR, "topicConfigTable must be an object")
+                try:
+                    topic_configs = {
+                        name: TopicConfig.from_json(name, tc if isinstance(tc, dict) else {})
+                        for name, tc in table.items()
+                    }
+                except (TypeError, ValueError) as exc:
+                    raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad topic config: {exc}") from None
+            data_version = body.get("dataVersion")
+        result = self.routes.register_broker(
+            cluster, broker_addr, broker_name, broker_id, ha_addr, topic_configs, data_version
+        )
+        self._log.debug("broker registered", broker=broker_name, id=broker_id, addr=broker_addr, peer=ctx.remote)
+        return ok(
+            cmd,
+            {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
+            {"table": self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)},
+        )
+
+    def unregister_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        self.routes.unregister_broker(
+            ext_str(cmd, "clusterName"),
+            ext_str(cmd, "brokerAddr"),
+            ext_str(cmd, "brokerName"),
+            ext_int(cmd, "brokerId"),
+        )
+        self._log.info("broker unregistered", broker=cmd.ext.get("brokerName"), addr=cmd.ext.get("brokerAddr"))
+        return ok(cmd)
+
+    def wipe_write_perm_of_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), writable=False)
+        return ok(cmd, {"wipeTopicCount": count})
+
+    def add_write_perm_of_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), writable=True)
+        return ok(cmd, {"addTopicCount": count})
+
+    def query_data_version(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        broker_addr = ext_str(cmd, "brokerAddr")
+        changed = self.routes.is_broker_topic_config_changed(broker_addr, json_body(cmd))
+        self.routes.touch_broker(broker_addr)
+        held = self.routes.data_version_of(broker_addr)
+        return ok(cmd, {"changed": changed}, held)
+
+    # -- topics -----------------------------------------------------------
+
+    def get_route_info_by_topic(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        topic = ext_str(cmd, "topic")
+        route = self.routes.pick_topic_route_data(topic)
+        if route is None:
+            return response_to(
+                cmd, ResponseCode.TOPIC_NOT_EXIST, f"no route info of topic {topic!r} in this name server"
+            )
+        if self.config.order_message_enable:
+            route.order_topic_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        return ok(cmd, body=route.to_json())
+
+    def get_broker_cluster_info(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return ok(cmd, body=self.routes.cluster_info())
+
+    def get_all_topic_list(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return ok(cmd, body={"topicList": self.routes.all_topics()})
+
+    def get_topics_by_cluster(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return ok(cmd, body={"topicList": self.routes.topics_by_cluster(ext_str(cmd, "cluster"))})
+
+    def delete_topic(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        self.routes.delete_topic(ext_str(cmd, "topic"))
+        return ok(cmd)
+
+    # -- KV config --------------------------------------------------------
+
+    def put_kv_config(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        self.kv.put(ext_str(cmd, "namespace"), ext_str(cmd, "key"), ext_str(cmd, "value"))
+        return ok(cmd)
+
+    def get_kv_config(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        namespace, key = ext_str(cmd, "namespace"), ext_str(cmd, "key")
+        value = self.kv.get(namespace, key)
+        if value is None:
+            return response_to(cmd, ResponseCode.QUERY_NOT_FOUND, f"no config item {namespace}/{key}")
+        return ok(cmd, {"value": value})
+
+    def delete_kv_config(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        self.kv.delete(ext_str(cmd, "namespace"), ext_str(cmd, "key"))
+        return ok(cmd)
+
+    def get_kv_list_by_namespace(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        namespace = ext_str(cmd, "namespace")
+        table = self.kv.namespace(namespace)
+        if not table:
+            return response_to(cmd, ResponseCode.QUERY_NOT_FOUND, f"no config items in namespace {namespace}")
+        return ok(cmd, body={"table": table})

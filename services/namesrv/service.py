@@ -1,0 +1,74 @@
+"""NamesrvService: the remoting server, the tables and the liveness scan, wired together."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from rocketmesh.log import get_logger
+from rocketmesh.namesrv.config import NamesrvConfig
+from rocketmesh.namesrv.kv_config import KVConfigManager
+from rocketmesh.namesrv.processor import NamesrvProcessor
+from rocketmesh.namesrv.route_info import RouteInfoManager
+from rocketmesh.remoting import RemotingServer, SocketOptions
+from rocketmesh.remoting.addr import join_addr
+
+
+class NamesrvService:
+    """One name server. ``start()`` binds and starts the scan; ``stop()`` undoes it.
+
+    Name servers share nothing: run as many as you like side by side and let
+    brokers register with each.
+    """
+
+    def __init__(self, config: NamesrvConfig) -> None:
+        self.config = config
+        self.routes = RouteInfoManager()
+        self.kv = KVConfigManager(config.kv_config_path)
+        self.processor = NamesrvProcessor(config, self.routes, self.kv)
+        self.server = RemotingServer(
+            join_addr(config.listen_address, config.listen_port),
+            "namesrv",
+            options=SocketOptions(max_message_size=config.max_message_size),
+        )
+        # Writes (registrations, KV changes with their fsync) stay off the I/O thread.
+        self._writer = ThreadPoolExecutor(2, thread_name_prefix="namesrv-write")
+        self._stop = threading.Event()
+        self._scanner = threading.Thread(target=self._scan_loop, name="namesrv-scan", daemon=True)
+        self._log = get_logger("namesrv")
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as bound."""
+        return self.server.address
+
+    def start(self) -> "NamesrvService":
+        """Load the KV config, bind, start the liveness scan."""
+        self.kv.load()
+        self.processor.register_with(self.server, self._writer)
+        self.server.start()
+        self._scanner.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the scan, the server and the writer pool."""
+        self._stop.set()
+        self.server.stop()
+        self._writer.shutdown(wait=True, cancel_futures=True)
+        if self._scanner.is_alive():
+            self._scanner.join(5)
+
+    def _scan_loop(self) -> None:
+        interval = self.config.scan_not_active_broker_interval / 1000.0
+        while not self._stop.wait(interval):
+            try:
+                removed = self.routes.scan_not_active_broker(self.config.broker_channel_expired_time)
+            except Exception:  # the scan must outlive a bug in one round
+                self._log.exception("broker liveness scan failed")
+                continue
+            for addr in removed:
+                self._log.warning(
+                    "broker expired",
+                    addr=addr,
+                    silent_ms_over=self.config.broker_channel_expired_time,
+                )

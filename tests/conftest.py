@@ -1,0 +1,56 @@
+"""Shared fixtures: real service processes (see tests/procs.py) and a remoting client."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from procs import BrokerProcess, NamesrvProcess
+
+from rocketmesh.remoting import RemotingClient
+
+
+@pytest.fixture
+def start_namesrv(tmp_path: Path) -> Iterator[Callable[..., NamesrvProcess]]:
+    """Factory: ``start_namesrv(scanNotActiveBrokerInterval=200, ...)`` starts a name server; all stop at teardown."""
+    started: list[NamesrvProcess] = []
+
+    def start(**config: object) -> NamesrvProcess:
+        proc = NamesrvProcess(tmp_path / f"namesrv{len(started)}", name=f"namesrv{len(started)}", **config)
+        started.append(proc)
+        return proc.start()
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def namesrv(start_namesrv: Callable[..., NamesrvProcess]) -> NamesrvProcess:
+    """A name server with default settings."""
+    return start_namesrv()
+
+
+@pytest.fixture
+def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    """Factory: ``start_broker(namesrv_addr, name="broker-a", registerNameServerPeriod=500, ...)``
+    starts a broker with small store files; all stop at teardown."""
+    started: list[BrokerProcess] = []
+
+    def start(namesrv: str, name: str = "broker-a", **config: object) -> BrokerProcess:
+        proc = BrokerProcess(tmp_path / f"{name}-{len(started)}", namesrv, name=name, **config)
+        started.append(proc)
+        return proc.start(timeout_s=30)
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def remoting_client() -> Iterator[RemotingClient]:
+    """A RemotingClient, closed at teardown."""
+    client = RemotingClient(name="test")
+    yield client
+    client.close()

@@ -1,0 +1,215 @@
+"""Real service processes for black-box tests.
+
+``ServiceProcess`` runs ``python -m rocketmesh.<service> <args>`` with its own
+data folder, sends its stdout/stderr to files there, waits until it answers
+(a real request, or a line on stdout), and stops it with SIGTERM then
+SIGKILL. ``kill()`` is for crash tests. Failures carry the process's output.
+
+    proc = ServiceProcess("namesrv", ["-p", str(port)], data_dir, ready=remoting_probe(addr))
+    proc.start()
+    ...
+    proc.stop()
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
+
+#: Ready check: returns True once the process serves.
+ReadyCheck = Callable[["ServiceProcess"], bool]
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def remoting_probe(addr: str, code: int = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) -> ReadyCheck:
+    """Ready when a request with ``code`` to ``addr`` gets any response (even an error code)."""
+
+    def check(_: "ServiceProcess") -> bool:
+        with RemotingClient(name="probe") as client:
+            try:
+                client.invoke_sync(addr, request(code), 300)
+                return True
+            except RemotingError:
+                return False
+
+    return check
+
+
+def stdout_line(pattern: str) -> ReadyCheck:
+    """Ready when a line of the process's stdout matches the regex ``pattern``."""
+    rx = re.compile(pattern)
+
+    def check(proc: "ServiceProcess") -> bool:
+        return any(rx.search(line) for line in proc.stdout_text().splitlines())
+
+    return check
+
+
+class ServiceProcess:
+    """One service run as ``sys.executable -m rocketmesh.<module> <args>``."""
+
+    def __init__(
+        self,
+        module: str,
+        args: Sequence[str],
+        data_dir: Path,
+        ready: Optional[ReadyCheck] = None,
+        env: Optional[dict[str, str]] = None,
+        name: Optional[str] = None,
+    ) -> None:
+        self.module = module
+        self.args = list(args)
+        self.data_dir = Path(data_dir)
+        self.ready = ready
+        self.name = name or module
+        self.env = env or {}
+        self.proc: Optional[subprocess.Popen] = None
+        self.stdout_path = self.data_dir / f"{self.name}.stdout"
+        self.stderr_path = self.data_dir / f"{self.name}.stderr"
+
+    # -- life cycle --------------------------------------------------------
+
+    def start(self, timeout_s: float = 15.0) -> "ServiceProcess":
+        """Start the process and wait until ``ready`` says so (AssertionError with its output if not)."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ)
+        env.setdefault("ROCKETMESH_LOG_LEVEL", "INFO")
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.env)
+        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", f"rocketmesh.{self.module}", *self.args],
+                stdout=out,
+                stderr=err,
+                cwd=self.data_dir,
+                env=env,
+                start_new_session=True,
+            )
+        self.wait_ready(timeout_s)
+        return self
+
+    def wait_ready(self, timeout_s: float = 15.0) -> None:
+        """Poll ``ready`` until it holds, the process dies, or the deadline passes."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if not self.alive:
+                raise AssertionError(f"{self.name} exited with {self.returncode} before it was ready\n{self.output()}")
+            if self.ready is None or self.ready(self):
+                return
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{self.name} not ready within {timeout_s} s\n{self.output()}")
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 10.0) -> Optional[int]:
+        """SIGTERM, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL now (a crash), and reap."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    # -- looking at it -------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return None if self.proc is None else self.proc.poll()
+
+    @property
+    def pid(self) -> Optional[int]:
+        return None if self.proc is None else self.proc.pid
+
+    def stdout_text(self) -> str:
+        try:
+            return self.stdout_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stderr_text(self) -> str:
+        try:
+            return self.stderr_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def output(self, tail_lines: int = 60) -> str:
+        """The last lines of stdout and stderr, for assertion messages."""
+        out = "\n".join(self.stdout_text().splitlines()[-tail_lines:])
+        err = "\n".join(self.stderr_text().splitlines()[-tail_lines:])
+        return f"--- {self.name} stdout ({self.stdout_path}) ---\n{out}\n--- {self.name} stderr ({self.stderr_path}) ---\n{err}"
+
+    def __repr__(self) -> str:
+        return f"ServiceProcess({self.name}, pid={self.pid}, alive={self.alive})"
+
+
+class NamesrvProcess(ServiceProcess):
+    """A name server on a free loopback port; ``addr`` is its ``host:port``."""
+
+    def __init__(self, data_dir: Path, port: Optional[int] = None, name: str = "namesrv", **config: object) -> None:
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        args = [
+            "-p",
+            str(self.port),
+            "--listen-address",
+            "127.0.0.1",
+            "--kv-config-path",
+            str(Path(data_dir) / "kvConfig.json"),
+        ]
+        for key, value in config.items():
+            args += ["--set", f"{key}={value}"]
+        super().__init__("namesrv", args, data_dir, ready=remoting_probe(self.addr), name=name)
+
+
+#: Store sizes for tests: small files, so brokers start fast and tests cross file boundaries.
+TEST_STORE_CONFIG = {
+    "mappedFileSizeCommitLog": 4 * 1024 * 1024,
+    "mappedFileSizeConsumeQueue": 20 * 10_000,
+    "maxHashSlotNum": 10_000,
+    "maxIndexNum": 40_000,
+}
+
+
+class BrokerProcess(ServiceProcess):
+    """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port")."""
+
+    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "broker-a",
+                 cluster: str = "DefaultCluster", **config: object) -> None:
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        self.broker_name = name
+        self.store_dir = Path(data_dir) / "store"
+        args = ["-n", namesrv, "--listen-port", str(self.port), "--store-dir", str(self.store_dir),
+                "--broker-name", name, "--cluster", cluster,
+                "--set", "listenAddress=127.0.0.1", "--set", "brokerIP1=127.0.0.1"]
+        for key, value in {**TEST_STORE_CONFIG, **config}.items():
+            args += ["--set", f"{key}={value}"]
+        super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), name=name)
