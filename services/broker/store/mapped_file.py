@@ -38,11 +38,15 @@ def warm(fd: int, size: int) -> None:
     """Read a new (allocated, all-zero) file once so its pages are in the page cache.
 
     Appends to it then take only cheap minor faults. pread runs without the GIL,
-    unlike MAP_POPULATE, so this can run beside the writers.
+    unlike MAP_POPULATE, so this can run beside the writers. A file closed
+    meanwhile just ends the warming.
     """
     chunk = 8 * 1024 * 1024
-    for off in range(0, size, chunk):
-        os.pread(fd, min(chunk, size - off), off)
+    try:
+        for off in range(0, size, chunk):
+            os.pread(fd, min(chunk, size - off), off)
+    except OSError:
+        pass
 
 
 def offset_to_file_name(offset: int) -> str:
@@ -200,7 +204,9 @@ class MappedFileQueue:
         if f is None:
             f = MappedFile(os.path.join(self.store_path, offset_to_file_name(create_offset)), self.file_size)
             if self.preallocate:
-                warm(f.fd, self.file_size)
+                # Warm it beside the writers: reading pages they are writing is harmless.
+                threading.Thread(target=warm, args=(f.fd, self.file_size), name="WarmMappedFile",
+                                 daemon=True).start()
         with self._lock:
             self.files.append(f)
         if self.preallocate:
