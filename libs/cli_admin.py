@@ -205,7 +205,10 @@ def run_produce(a: argparse.Namespace) -> int:
         with Producer(a.group, namesrv=a.namesrv) as producer:
             for i in range(a.count):
                 r = producer.send(Message(a.topic, f"Hello RocketMQ {i}", tags=a.tags, keys=f"KEY{i}"))
-                print(r)
+                mq = r.message_queue
+                print(f"SendResult [sendStatus={r.send_status.value}, msgId={r.msg_id}, "
+                      f"offsetMsgId={r.offset_msg_id}, messageQueue=MessageQueue [topic={mq.topic}, "
+                      f"brokerName={mq.broker_name}, queueId={mq.queue_id}], queueOffset={r.queue_offset}]")
                 if a.interval_ms:
                     time.sleep(a.interval_ms / 1000)
     except MQError as exc:
