@@ -1,3 +1,58 @@
-"""rocketmesh: RocketMQ 4.x semantics as a mesh of ZeroMQ services."""
+"""rocketmesh: RocketMQ 4.x semantics as a mesh of ZeroMQ services.
+
+The SDK's main names are importable from here::
+
+    from rocketmesh import Producer, Admin, Message
+
+They load on first use, so that a service importing ``rocketmesh.message``
+does not pull in the client SDK.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "Admin": "rocketmesh.client",
+    "MQBrokerError": "rocketmesh.client",
+    "MQClientError": "rocketmesh.client",
+    "MQError": "rocketmesh.client",
+    "Producer": "rocketmesh.client",
+    "RequestTimeoutError": "rocketmesh.client",
+    "SendResult": "rocketmesh.client",
+    "SendStatus": "rocketmesh.client",
+    "Message": "rocketmesh.message",
+    "MessageExt": "rocketmesh.message",
+    "MessageQueue": "rocketmesh.message",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:
+    from rocketmesh.client import (
+        Admin,
+        MQBrokerError,
+        MQClientError,
+        MQError,
+        Producer,
+        RequestTimeoutError,
+        SendResult,
+        SendStatus,
+    )
+    from rocketmesh.message import Message, MessageExt, MessageQueue
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rocketmesh' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

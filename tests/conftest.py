@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -35,16 +37,20 @@ def namesrv(start_namesrv: Callable[..., NamesrvProcess]) -> NamesrvProcess:
 @pytest.fixture
 def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     """Factory: ``start_broker(namesrv_addr, name="broker-a", registerNameServerPeriod=500, ...)``
-    starts a broker with small store files; all stop at teardown."""
+    starts a broker with small store files and waits until the name server lists it; all stop at teardown."""
     started: list[BrokerProcess] = []
 
     def start(namesrv: str, name: str = "broker-a", **config: object) -> BrokerProcess:
         proc = BrokerProcess(tmp_path / f"{name}-{len(started)}", namesrv, name=name, **config)
         started.append(proc)
-        return proc.start(timeout_s=30)
+        proc.start(timeout_s=30)
+        proc.wait_registered()
+        return proc
 
     yield start
     for proc in started:
+        if proc.alive:
+            os.kill(proc.pid, signal.SIGCONT)  # a test may have left it stopped
         proc.stop()
 
 

@@ -164,7 +164,10 @@ class ServiceProcess:
         """The last lines of stdout and stderr, for assertion messages."""
         out = "\n".join(self.stdout_text().splitlines()[-tail_lines:])
         err = "\n".join(self.stderr_text().splitlines()[-tail_lines:])
-        return f"--- {self.name} stdout ({self.stdout_path}) ---\n{out}\n--- {self.name} stderr ({self.stderr_path}) ---\n{err}"
+        return (
+            f"--- {self.name} stdout ({self.stdout_path}) ---\n{out}\n"
+            f"--- {self.name} stderr ({self.stderr_path}) ---\n{err}"
+        )
 
     def __repr__(self) -> str:
         return f"ServiceProcess({self.name}, pid={self.pid}, alive={self.alive})"
@@ -206,6 +209,7 @@ class BrokerProcess(ServiceProcess):
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.broker_name = name
+        self.namesrv_addr = namesrv.split(";")[0]
         self.store_dir = Path(data_dir) / "store"
         args = ["-n", namesrv, "--listen-port", str(self.port), "--store-dir", str(self.store_dir),
                 "--broker-name", name, "--cluster", cluster,
@@ -213,3 +217,21 @@ class BrokerProcess(ServiceProcess):
         for key, value in {**TEST_STORE_CONFIG, **config}.items():
             args += ["--set", f"{key}={value}"]
         super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), name=name)
+
+    def wait_registered(self, timeout_s: float = 10.0) -> None:
+        """Until the (first) name server lists this broker in its cluster table."""
+        import orjson
+
+        deadline = time.monotonic() + timeout_s
+        with RemotingClient(name="probe") as client:
+            while True:
+                try:
+                    resp = client.invoke_sync(self.namesrv_addr, request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
+                    table = orjson.loads(resp.body).get("brokerAddrTable", {}) if resp.body else {}
+                    if self.addr in (table.get(self.broker_name) or {}).get("brokerAddrs", {}).values():
+                        return
+                except RemotingError:
+                    pass
+                if time.monotonic() >= deadline:
+                    raise AssertionError(f"{self.broker_name} not registered within {timeout_s} s\n{self.output()}")
+                time.sleep(0.05)

@@ -8,8 +8,8 @@ from typing import Any, Callable, Optional
 
 import orjson
 import zmq
-from procs import NamesrvProcess, ServiceProcess, free_port, remoting_probe
 
+from procs import NamesrvProcess, ServiceProcess, free_port, remoting_probe
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, decode, request
 
 
@@ -210,6 +210,7 @@ def test_silent_broker_expires_with_its_routes(
     c, addr = remoting_client, ns.addr
     register(c, addr, "quiet", "127.0.0.1:10911", ["QuietTopic", "Both"])
     register(c, addr, "chatty", "127.0.0.1:10921", ["ChattyTopic", "Both"])
+    assert route(c, addr, "QuietTopic").code == ResponseCode.SUCCESS
 
     # "chatty" keeps re-registering (as brokers do every 30 s); "quiet" stops.
     started = time.monotonic()

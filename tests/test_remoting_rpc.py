@@ -428,8 +428,10 @@ def test_close_fails_pending_requests(server: RemotingServer) -> None:
 
 def test_stop_lets_executor_handlers_answer(recorder: Recorder, pool: ThreadPoolExecutor) -> None:
     srv = RemotingServer("127.0.0.1:0", "graceful")
+    running = threading.Event()
 
     def slowish(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        running.set()
         time.sleep(0.3)
         return response_to(cmd, ResponseCode.SUCCESS, body=b"finished")
 
@@ -437,7 +439,7 @@ def test_stop_lets_executor_handlers_answer(recorder: Recorder, pool: ThreadPool
     srv.start()
     with RemotingClient() as c:
         fut = c.invoke_async(srv.address, request(SLOW), 3000)
-        time.sleep(0.1)  # the handler is running
+        assert running.wait(3)
         started = time.monotonic()
         srv.stop(grace_s=2.0)
         assert time.monotonic() - started < 2.0

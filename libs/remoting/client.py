@@ -130,8 +130,10 @@ class RemotingClient:
         if identity is None:
             identity = f"{name}-{os.getpid()}-{next(_seq)}-{secrets.token_hex(3)}"
         self.identity = identity.encode() if isinstance(identity, str) else bytes(identity)
-        if not 0 < len(self.identity) <= 255 or self.identity[0] == 0:
-            raise RemotingError("identity must be 1..255 bytes and not start with a zero byte")
+        # NUL is reserved: it separates the identity from the suffix of the
+        # per-thread sync sockets (see the module docstring).
+        if not 0 < len(self.identity) <= 240 or b"\x00" in self.identity:
+            raise RemotingError("identity must be 1..240 bytes without NUL bytes")
         self.options = options or SocketOptions()
         self._on_request = on_request
         self._ctx = context or zmq.Context.instance()

@@ -61,6 +61,10 @@ class PendingTable:
         """Remove and return the entry for ``opaque`` (None when unknown or already expired)."""
         return self._by_opaque.pop(opaque, None)
 
+    def get(self, opaque: int) -> Optional[PendingRequest]:
+        """The entry for ``opaque`` without removing it."""
+        return self._by_opaque.get(opaque)
+
     def __contains__(self, opaque: int) -> bool:
         return opaque in self._by_opaque
 

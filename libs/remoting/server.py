@@ -152,7 +152,6 @@ class RemotingServer:
         self._io_ident = -1
         self._accepting = False
         self._stop_deadline: Optional[float] = None
-        self._stopped = threading.Event()
         self._port = 0
         self._malformed_logged_at = 0.0
         self._malformed_suppressed = 0
@@ -231,6 +230,8 @@ class RemotingServer:
         self._stop_deadline = time.monotonic() + grace_s
         self._accepting = False
         self._mailbox.wake()
+        if threading.get_ident() == self._io_ident:
+            return  # called from an inline handler: the loop ends after it returns
         self._thread.join(grace_s + 2.0)
         if self._thread.is_alive():
             self._log.warning("remoting I/O thread did not stop in time")
@@ -242,7 +243,7 @@ class RemotingServer:
     def push(self, identity: bytes, cmd: RemotingCommand) -> None:
         """Send ``cmd`` as a oneway request to the client with ``identity`` (any thread).
 
-        Best effort: a client that is gone is skipped (and logged at debug).
+        Best effort: a client that is not connected is skipped (logged at debug).
         """
         cmd.opaque = next(self._opaque)
         cmd.flag = (cmd.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
@@ -291,7 +292,9 @@ class RemotingServer:
                 settle(entry.future, None, RemotingSendRequestError(f"queue to {self._describe(identity)} is full"))  # type: ignore[arg-type]
             return
         except zmq.ZMQError as exc:
-            if exc.errno != zmq.EHOSTUNREACH:
+            if exc.errno == zmq.EHOSTUNREACH:
+                self._log.debug("peer not connected, message dropped", peer=self._describe(identity))
+            else:
                 self._log.warning("send failed", peer=self._describe(identity), error=str(exc))
             if entry is not None:
                 settle(
@@ -338,7 +341,6 @@ class RemotingServer:
             for entry in self._pending.drain():
                 settle(entry.future, None, RemotingSendRequestError("server stopped"))  # type: ignore[arg-type]
             sock.close(self.options.linger_ms)
-            self._stopped.set()
             self._log.info("remoting server stopped", address=self.address)
 
     def _draining_done(self) -> bool:
@@ -369,8 +371,10 @@ class RemotingServer:
                 self._on_malformed(route, peer[1], exc)
                 continue
             if cmd.flag & RESPONSE_FLAG:
-                entry = self._pending.pop(cmd.opaque)
-                if entry is not None:
+                # Only the client a request was pushed to may answer it.
+                entry = self._pending.get(cmd.opaque)
+                if entry is not None and entry.peer == peer[0]:
+                    self._pending.pop(cmd.opaque)
                     settle(entry.future, cmd, None)  # type: ignore[arg-type]
                 continue
             ctx = RequestContext(self, peer[0], peer[1], cmd, time.monotonic(), route)

@@ -49,6 +49,9 @@ from typing import Any, Callable, Optional
 import orjson
 
 from rocketmesh.log import get_logger
+from rocketmesh.namesrv.config import NamesrvConfig
+from rocketmesh.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
+from rocketmesh.namesrv.route_info import RouteInfoManager, TopicConfig
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,
@@ -58,9 +61,6 @@ from rocketmesh.remoting import (
     ResponseCode,
     response_to,
 )
-from rocketmesh.namesrv.config import NamesrvConfig
-from rocketmesh.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from rocketmesh.namesrv.route_info import RouteInfoManager, TopicConfig
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
 

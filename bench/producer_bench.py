@@ -1,0 +1,315 @@
+"""Producer throughput and latency against a local name server and broker it starts itself.
+
+Run::
+
+    python bench/producer_bench.py                     # every mode, 5 s each, 1 KiB bodies
+    python bench/producer_bench.py --modes sync1,async --duration 10
+    python bench/producer_bench.py --namesrv 127.0.0.1:9876   # use running services instead
+    python bench/producer_bench.py --modes sync1 --profile     # cProfile of the client side (main thread)
+    python bench/producer_bench.py --stub              # against a stub that answers at once: the client's ceiling
+
+Modes:
+  sync1, sync4, sync16   send() in a loop on 1, 4, 16 threads
+  async                  send_async() keeping --window requests in flight (latency = submit to completion)
+  batch                  send_batch() of --batch messages (latency per batch, msg/s counts messages)
+  paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
+
+Prints msg/s and p50/p99 latency (ms) per mode. The broker runs with its
+default config but for --set overrides (commit log files of 256 MiB here,
+so a run does not start by zero-filling a 1 GiB file). ``--stub`` replaces
+name server and broker by one child process that answers every request at
+once without storing anything, which shows what the client side alone costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import cProfile
+import os
+import pstats
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from typing import Callable, Optional
+
+import orjson
+
+from rocketmesh import Admin, Message, Producer
+from rocketmesh.message_codec import decode_batch, encode_host, encode_message_id
+from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
+
+TOPIC = "ProducerBench"
+GROUP = "bench-producer"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(p * len(sorted_values)))]
+
+
+class Services:
+    """A name server and one broker (or one stub) as child processes in a temporary folder."""
+
+    def __init__(self, broker_sets: list[str], stub: bool = False) -> None:
+        self.dir = tempfile.mkdtemp(prefix="producer-bench-")
+        self.ns_port, self.broker_port = free_port(), free_port()
+        self.namesrv = f"127.0.0.1:{self.ns_port}"
+        self.procs: list[subprocess.Popen] = []
+        if stub:
+            self._start([os.path.abspath(__file__), "--serve-stub", str(self.ns_port)], "stub", "listening on")
+            return
+        self._start(["-m", "rocketmesh.namesrv", "-p", str(self.ns_port), "--listen-address", "127.0.0.1",
+                     "--kv-config-path", os.path.join(self.dir, "kv.json")], "namesrv", "listening on")
+        args = ["-m", "rocketmesh.broker", "-n", self.namesrv, "--listen-port", str(self.broker_port),
+                "--store-dir", os.path.join(self.dir, "store"), "--set", "brokerIP1=127.0.0.1"]
+        for item in broker_sets:
+            args += ["--set", item]
+        self._start(args, "broker", "listening on")
+
+    def _start(self, args: list[str], name: str, ready: str, timeout_s: float = 30.0) -> None:
+        out = open(os.path.join(self.dir, f"{name}.stdout"), "w+")
+        err = open(os.path.join(self.dir, f"{name}.stderr"), "w")
+        proc = subprocess.Popen([sys.executable, *args], stdout=out, stderr=err, start_new_session=True)
+        self.procs.append(proc)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            out.seek(0)
+            if ready in out.read():
+                return
+            if proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        self.stop()
+        raise SystemExit(f"{name} did not start; see {self.dir}")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def serve_stub(port: int) -> None:
+    """Child process of --stub: name server and broker in one, answering at once, storing nothing."""
+    server = RemotingServer(f"127.0.0.1:{port}", "stub")
+    addr = f"127.0.0.1:{port}"
+    host = encode_host("127.0.0.1", port)
+    offsets: dict[int, int] = collections.defaultdict(int)
+    queues = 8
+    route = orjson.dumps({
+        "queueDatas": [{"brokerName": "stub", "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
+                        "topicSysFlag": 0}],
+        "brokerDatas": [{"cluster": "StubCluster", "brokerName": "stub", "brokerAddrs": {"0": addr}}],
+    })
+    cluster = orjson.dumps({
+        "brokerAddrTable": {"stub": {"cluster": "StubCluster", "brokerName": "stub", "brokerAddrs": {"0": addr}}},
+        "clusterAddrTable": {"StubCluster": ["stub"]},
+    })
+
+    def send(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        qid = cmd.ext["queueId"]
+        n = len(decode_batch(cmd.ext["topic"], cmd.body)) if cmd.ext.get("batch") else 1
+        first = offsets[qid]
+        offsets[qid] = first + n
+        ids = ",".join(encode_message_id(host, (first + i) * 1000 + qid) for i in range(n))
+        return response_to(cmd, ResponseCode.SUCCESS, None, {"msgId": ids, "queueId": qid, "queueOffset": first})
+
+    def ok(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return response_to(cmd, ResponseCode.SUCCESS)
+
+    server.register(RequestCode.SEND_MESSAGE, send)
+    server.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, lambda c, _: response_to(c, ResponseCode.SUCCESS, body=route))
+    server.register(RequestCode.GET_BROKER_CLUSTER_INFO,
+                    lambda c, _: response_to(c, ResponseCode.SUCCESS, body=cluster))
+    server.register_default(ok)
+    server.start()
+    print("stub listening on", addr, flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+
+
+def report(mode: str, n: int, elapsed: float, lat_s: list[float], unit: str = "msg") -> None:
+    lat = sorted(lat_s)
+    print(f"{mode:<8} {n:>9,} {unit}s {elapsed:6.2f} s {n / elapsed:>10,.0f} {unit}/s   "
+          f"p50 {percentile(lat, 0.50) * 1000:7.3f} ms   p99 {percentile(lat, 0.99) * 1000:7.3f} ms   "
+          f"p99.9 {percentile(lat, 0.999) * 1000:7.3f} ms", flush=True)
+
+
+def run_sync(producer: Producer, threads: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+    stop_at = time.perf_counter() + duration
+    lats: list[list[float]] = []
+    start = threading.Barrier(threads + 1)
+
+    def worker(inline: bool = False) -> None:
+        mine: list[float] = []
+        lats.append(mine)
+        send = producer.send
+        clock = time.perf_counter
+        if not inline:
+            start.wait()
+        while True:
+            t0 = clock()
+            if t0 >= stop_at:
+                return
+            send(Message(TOPIC, body))
+            mine.append(clock() - t0)
+
+    if threads == 1:  # on this thread, so that --profile sees it
+        t0 = time.perf_counter()
+        worker(inline=True)
+        return len(lats[0]), time.perf_counter() - t0, lats[0]
+    ts = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in ts:
+        t.start()
+    t0 = time.perf_counter()
+    start.wait()
+    for t in ts:
+        t.join(duration + 30)
+    elapsed = time.perf_counter() - t0
+    all_lat = [x for chunk in lats for x in chunk]
+    return len(all_lat), elapsed, all_lat
+
+
+def run_async(producer: Producer, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+    inflight: collections.deque = collections.deque()
+    lat: list[float] = []
+    clock = time.perf_counter
+    record = lat.append
+    send = producer.send_async
+    t_start = clock()
+    stop_at = t_start + duration
+    n = 0
+    while True:
+        now = clock()
+        if now >= stop_at:
+            break
+        if len(inflight) >= window:
+            inflight.popleft().result(30)
+        fut = send(Message(TOPIC, body))
+        fut.add_done_callback(lambda f, t0=now: record(clock() - t0))
+        inflight.append(fut)
+        n += 1
+    for fut in inflight:
+        fut.result(30)
+    elapsed = clock() - t_start
+    return n, elapsed, lat
+
+
+def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+    lat: list[float] = []
+    clock = time.perf_counter
+    t_start = clock()
+    stop_at = t_start + duration
+    batches = 0
+    while True:
+        t0 = clock()
+        if t0 >= stop_at:
+            break
+        producer.send_batch([Message(TOPIC, body) for _ in range(size)])
+        lat.append(clock() - t0)
+        batches += 1
+    return batches * size, clock() - t_start, lat
+
+
+def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+    lat: list[float] = []
+    clock = time.perf_counter
+    interval = 1.0 / rate
+    t_start = clock()
+    total = int(duration * rate)
+    for i in range(total):
+        due = t_start + i * interval
+        wait = due - clock()
+        if wait > 0:
+            time.sleep(wait)
+        t0 = clock()
+        producer.send(Message(TOPIC, body))
+        lat.append(clock() - t0)
+    return total, clock() - t_start, lat
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--namesrv", help="use running services at this name server instead of starting them")
+    ap.add_argument("--modes", default="sync1,sync4,sync16,async,batch,paced")
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds per mode")
+    ap.add_argument("--body", type=int, default=1024, help="body bytes")
+    ap.add_argument("--window", type=int, default=1000, help="async requests in flight")
+    ap.add_argument("--batch", type=int, default=32, help="messages per batch")
+    ap.add_argument("--rate", type=float, default=2000.0, help="paced mode msg/s")
+    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker config override")
+    ap.add_argument("--profile", action="store_true", help="cProfile the main thread of each mode")
+    ap.add_argument("--stub", action="store_true", help="a stub that answers at once instead of real services")
+    ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.serve_stub:
+        serve_stub(args.serve_stub)
+        return 0
+
+    services = None
+    if args.namesrv is None:
+        services = Services([f"mappedFileSizeCommitLog={256 * 1024 * 1024}", *args.set], stub=args.stub)
+        namesrv = services.namesrv
+    else:
+        namesrv = args.namesrv
+    body = os.urandom(args.body)
+    runners: dict[str, Callable[[Producer], tuple[int, float, list[float]]]] = {
+        "sync1": lambda p: run_sync(p, 1, args.duration, body),
+        "sync4": lambda p: run_sync(p, 4, args.duration, body),
+        "sync16": lambda p: run_sync(p, 16, args.duration, body),
+        "async": lambda p: run_async(p, args.window, args.duration, body),
+        "batch": lambda p: run_batch(p, args.batch, args.duration, body),
+        "paced": lambda p: run_paced(p, args.rate, args.duration, body),
+    }
+    try:
+        with Admin(namesrv) as admin:
+            admin.create_topic(TOPIC, args.queues, args.queues)
+            admin.wait_topic_route(TOPIC, timeout_s=30)
+        with Producer(GROUP, namesrv) as producer:
+            for _ in range(2000):  # warm-up: connections, route, the broker's first files
+                producer.send(Message(TOPIC, body))
+            print(f"body {args.body} B, {args.queues} queues, {args.duration:.0f} s per mode, "
+                  f"namesrv {namesrv}", flush=True)
+            for mode in args.modes.split(","):
+                run = runners[mode.strip()]
+                prof = cProfile.Profile() if args.profile else None
+                if prof:
+                    prof.enable()
+                n, elapsed, lat = run(producer)
+                if prof:
+                    prof.disable()
+                report(mode, n, elapsed, lat)
+                if prof:
+                    pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+    finally:
+        if services is not None:
+            services.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

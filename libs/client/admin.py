@@ -1,0 +1,395 @@
+"""Admin: topics, clusters, offsets and message look-ups (RocketMQ's DefaultMQAdminExt / mqadmin).
+
+    with Admin("127.0.0.1:9876") as admin:
+        admin.create_topic("Orders", read_queue_nums=4, write_queue_nums=4)
+        for mq, offsets in admin.topic_status("Orders").items():
+            print(mq, offsets.min_offset, offsets.max_offset)
+
+Failures are typed as everywhere in the SDK: :class:`MQBrokerError` with
+the server's ``response_code`` and ``remark``, :class:`RequestTimeoutError`,
+:class:`MQClientError` for bad input or nothing to ask.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Optional, Sequence
+
+import orjson
+
+from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.message_codec import CorruptRecord, decode_message_id, decode_record, decode_records
+from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
+from rocketmesh.remoting.addr import join_addr
+from rocketmesh.remoting.headers import (
+    CreateTopicRequestHeader,
+    QueryMessageRequestHeader,
+    QueueOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+    to_ext,
+)
+from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
+from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
+from rocketmesh.client.instance import DEFAULT_TIMEOUT_MS, ClientInstance, namesrv_addrs_from
+from rocketmesh.client.results import TopicOffset
+from rocketmesh.client.route import Perm, TopicRouteData
+from rocketmesh.client.unique_id import looks_like_message_id
+from rocketmesh.client.validators import check_topic
+
+_END_OF_TIME_MS = QueryMessageRequestHeader.__dataclass_fields__["end_timestamp"].default
+
+
+class Admin:
+    """Administration over a name server list (``"host:port;host:port"``, a list, or NAMESRV_ADDR).
+
+    Starts on first use; use as a context manager or call ``close()``.
+    """
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        instance_name: Optional[str] = None,
+    ) -> None:
+        self.namesrv_addrs = namesrv_addrs_from(namesrv)
+        self.timeout_ms = timeout_ms
+        self._instance_name = instance_name
+        self._instance: Optional[ClientInstance] = None
+        self._closed = False
+
+    # -- life cycle ------------------------------------------------------------
+
+    def start(self) -> "Admin":
+        """Join the client instance (idempotent); returns self."""
+        if self._closed:
+            raise MQClientError("the admin is closed; create a new one")
+        if self._instance is None:
+            self._instance = ClientInstance.acquire(
+                self.namesrv_addrs, instance_name=self._instance_name, request_timeout_ms=self.timeout_ms
+            )
+        return self
+
+    def close(self) -> None:
+        """Leave the client instance."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._instance is not None:
+            self._instance.release()
+            self._instance = None
+
+    shutdown = close
+
+    def __enter__(self) -> "Admin":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The shared client instance (starts the admin)."""
+        if self._instance is None:
+            self.start()
+        assert self._instance is not None
+        return self._instance
+
+    # -- name server -----------------------------------------------------------
+
+    def topic_list(self) -> list[str]:
+        """Every topic the name servers know, sorted."""
+        resp = self.instance.invoke_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
+                                              timeout_ms=self.timeout_ms)
+        return sorted(self._json(resp).get("topicList") or [])
+
+    def topic_route(self, topic: str) -> TopicRouteData:
+        """The name server's current route of ``topic``; MQBrokerError(TOPIC_NOT_EXIST) when it has none."""
+        resp = self.instance.invoke_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
+                                              timeout_ms=self.timeout_ms)
+        try:
+            return TopicRouteData.from_json(self._json(resp))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed route of topic {topic!r}: {exc}") from exc
+
+    def cluster_info(self) -> ClusterInfo:
+        """The name server's cluster table."""
+        resp = self.instance.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, timeout_ms=self.timeout_ms)
+        try:
+            return ClusterInfo.from_json(self._json(resp))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed cluster info: {exc}") from exc
+
+    def cluster_list(self, cluster: Optional[str] = None) -> list[BrokerInfo]:
+        """Every broker process (of ``cluster`` when given): cluster, broker name, id, address."""
+        return self.cluster_info().brokers(cluster)
+
+    # -- topics ----------------------------------------------------------------
+
+    def create_topic(
+        self,
+        topic: str,
+        read_queue_nums: int = 8,
+        write_queue_nums: int = 8,
+        perm: int = int(Perm.READ | Perm.WRITE),
+        broker_addr: Optional[str] = None,
+        cluster: Optional[str] = None,
+        *,
+        order: bool = False,
+        topic_sys_flag: int = 0,
+    ) -> list[str]:
+        """Create or update ``topic`` on ``broker_addr``, else on every master of ``cluster``, else of all clusters.
+
+        Returns the broker addresses written to. The brokers register the
+        change with the name servers, so a route appears shortly after.
+        """
+        check_topic(topic)
+        if read_queue_nums < 1 or write_queue_nums < 1:
+            raise MQClientError("read_queue_nums and write_queue_nums must be at least 1", ResponseCode.MESSAGE_ILLEGAL)
+        if not 0 <= perm <= 7:
+            raise MQClientError(f"perm must be RocketMQ permission bits 0..7, got {perm}", ResponseCode.MESSAGE_ILLEGAL)
+        addrs = [broker_addr] if broker_addr else self._master_addrs(cluster)
+        ext = to_ext(CreateTopicRequestHeader(
+            topic, read_queue_nums, write_queue_nums, perm, topic_sys_flag=topic_sys_flag, order=order
+        ))
+        self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        return addrs
+
+    def delete_topic(self, topic: str, cluster: Optional[str] = None) -> None:
+        """Delete ``topic`` from the masters (of ``cluster``, else all), then from every name server."""
+        if not isinstance(topic, str) or not topic:
+            raise MQClientError("give the topic to delete", ResponseCode.MESSAGE_ILLEGAL)
+        self._on_each(self._master_addrs(cluster), RequestCode.DELETE_TOPIC_IN_BROKER, to_ext(TopicRequestHeader(topic)))
+        instance = self.instance
+        first_error: Optional[MQError] = None
+        for addr in self.namesrv_addrs:
+            try:
+                instance.invoke_broker(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic},
+                                       timeout_ms=self.timeout_ms)
+            except MQError as exc:
+                first_error = first_error or exc
+        if first_error is not None:
+            raise first_error
+
+    def topic_config_table(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """A broker's topic configs: topic -> RocketMQ's TopicConfig fields."""
+        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout_ms=self.timeout_ms)
+        return dict(self._json(resp).get("topicConfigTable") or {})
+
+    def topic_status(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """Per queue of ``topic`` on each of its brokers: min and max offset and last update time, queue order."""
+        route = self.topic_route(topic)
+        targets = [(bd.broker_name, bd.master_addr) for bd in route.broker_datas if bd.master_addr]
+        ext = to_ext(TopicRequestHeader(topic))
+        results = self.instance.invoke_brokers(
+            [(addr, request(RequestCode.GET_TOPIC_STATS_INFO, dict(ext))) for _, addr in targets], self.timeout_ms
+        )
+        out: dict[MessageQueue, TopicOffset] = {}
+        for (broker_name, addr), res in zip(targets, results):
+            resp = self._ok(res, addr)
+            table = self._json(resp).get("offsetTable") or []
+            entries = table.values() if isinstance(table, dict) else table
+            for e in entries:
+                mq = MessageQueue(topic, str(e.get("brokerName") or broker_name), int(e["queueId"]))
+                out[mq] = TopicOffset(int(e.get("minOffset", 0)), int(e.get("maxOffset", 0)),
+                                      int(e.get("lastUpdateTimestamp", 0)))
+        return dict(sorted(out.items()))
+
+    # -- brokers ---------------------------------------------------------------
+
+    def broker_runtime_info(self, broker_addr: str) -> dict[str, Any]:
+        """A broker's runtime figures (RocketMQ's KVTable): name -> value."""
+        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO,
+                                           timeout_ms=self.timeout_ms)
+        return dict(self._json(resp).get("table") or {})
+
+    # -- offsets ---------------------------------------------------------------
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        """The offset one past the last message of ``mq``."""
+        return self._queue_call(mq, RequestCode.GET_MAX_OFFSET, "offset")
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        """The offset of the first message of ``mq`` still stored."""
+        return self._queue_call(mq, RequestCode.GET_MIN_OFFSET, "offset")
+
+    def earliest_msg_store_time(self, mq: MessageQueue) -> int:
+        """The store time (epoch ms) of the first message of ``mq`` still stored."""
+        return self._queue_call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, "timestamp")
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset of ``mq`` stored at or after ``timestamp_ms``."""
+        ext = to_ext(SearchOffsetRequestHeader(mq.topic, mq.queue_id, int(timestamp_ms)))
+        resp = self.instance.invoke_broker(self._addr_of(mq), RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext,
+                                           timeout_ms=self.timeout_ms)
+        return self._ext_int(resp, "offset")
+
+    # -- messages --------------------------------------------------------------
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message with this offset message id, read from the broker the id names."""
+        try:
+            ip, port, offset = decode_message_id(offset_msg_id)
+        except (ValueError, OSError) as exc:
+            raise MQClientError(f"{offset_msg_id!r} is not an offset message id: {exc}",
+                                ResponseCode.MESSAGE_ILLEGAL) from exc
+        addr = join_addr(ip, port)
+        resp = self.instance.invoke_broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
+                                           to_ext(ViewMessageRequestHeader(offset)), timeout_ms=self.timeout_ms)
+        try:
+            return decode_record(resp.body)
+        except CorruptRecord as exc:
+            raise MQClientError(f"the broker at {addr} sent an unreadable record: {exc}") from exc
+
+    def query_msg_by_id(self, msg_id: str, topic: Optional[str] = None) -> MessageExt:
+        """A message by either id.
+
+        An offset message id (store host + commitlog offset) of a broker the
+        name server knows is read from that broker directly. Otherwise, with
+        ``topic`` given, ``msg_id`` is taken as the client's unique key
+        (UNIQ_KEY) and looked up in the topic's index. Without ``topic`` an id
+        naming no known broker is still tried as an offset id.
+        """
+        if not isinstance(msg_id, str) or not looks_like_message_id(msg_id):
+            raise MQClientError(f"{msg_id!r} is not a message id (32 hex characters)", ResponseCode.MESSAGE_ILLEGAL)
+        ip, port, _ = decode_message_id(msg_id)
+        addr = join_addr(ip, port)
+        known = addr in set(self.cluster_info().all_addrs())
+        if known or topic is None:
+            try:
+                return self.view_message(msg_id)
+            except MQError:
+                if topic is None:
+                    raise
+        return self.query_msg_by_unique_key(topic, msg_id)  # type: ignore[arg-type]
+
+    def query_msg_by_unique_key(self, topic: str, unique_key: str) -> MessageExt:
+        """The message whose UNIQ_KEY is ``unique_key`` (the earliest stored, should a retry have stored two)."""
+        found = [m for m in self._query(topic, unique_key, 32, 0, None) if m.unique_key == unique_key]
+        if not found:
+            raise MQClientError(f"no message with unique key {unique_key} in topic {topic!r}", ResponseCode.NO_MESSAGE)
+        return min(found, key=lambda m: (m.store_timestamp, m.commitlog_offset))
+
+    def query_msg_by_key(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: Optional[int] = None
+    ) -> list[MessageExt]:
+        """Messages of ``topic`` with ``key`` among their KEYS, stored in [begin_ms, end_ms].
+
+        Asks every broker of the topic at once (up to ``max_num`` each) and
+        merges the answers in store-time order.
+        """
+        sep = MessageConst.KEY_SEPARATOR
+        out = [m for m in self._query(topic, key, max_num, begin_ms, end_ms)
+               if m.keys is not None and key in m.keys.split(sep)]
+        out.sort(key=lambda m: (m.store_timestamp, m.store_host, m.commitlog_offset))
+        return out
+
+    def wait_topic_route(self, topic: str, timeout_s: float = 10.0, interval_s: float = 0.1) -> TopicRouteData:
+        """Poll until the name servers have a route for ``topic`` (after create_topic), at most ``timeout_s``.
+
+        Raises the last MQBrokerError(TOPIC_NOT_EXIST) when none appeared in time.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return self.topic_route(topic)
+            except MQBrokerError as exc:
+                if exc.response_code != ResponseCode.TOPIC_NOT_EXIST or time.monotonic() >= deadline:
+                    raise
+            time.sleep(interval_s)
+
+    # -- internals -------------------------------------------------------------
+
+    def _query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: Optional[int]) -> list[MessageExt]:
+        route = self.topic_route(topic)
+        addrs = [a for a in (bd.select_addr() for bd in route.broker_datas) if a]
+        if not addrs:
+            raise MQClientError(f"topic {topic!r} has no broker to ask", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        ext = to_ext(QueryMessageRequestHeader(
+            topic, key, max_num, int(begin_ms), _END_OF_TIME_MS if end_ms is None else int(end_ms)
+        ))
+        results = self.instance.invoke_brokers(
+            [(addr, request(RequestCode.QUERY_MESSAGE, dict(ext))) for addr in addrs], self.timeout_ms
+        )
+        found: list[MessageExt] = []
+        errors: list[MQError] = []
+        for addr, res in zip(addrs, results):
+            if isinstance(res, MQError):
+                errors.append(res)
+            elif res.code == ResponseCode.QUERY_NOT_FOUND:
+                continue
+            elif res.code != ResponseCode.SUCCESS:
+                errors.append(MQBrokerError(res.code, res.remark, addr))
+            else:
+                try:
+                    found.extend(m for m in decode_records(res.body) if m.topic == topic)
+                except CorruptRecord as exc:
+                    errors.append(MQClientError(f"the broker at {addr} sent unreadable records: {exc}"))
+        if errors and len(errors) == len(addrs):
+            raise errors[0]
+        return found
+
+    def _master_addrs(self, cluster: Optional[str]) -> list[str]:
+        info = self.cluster_info()
+        if cluster is not None and cluster not in info.cluster_addr_table:
+            raise MQClientError(f"no cluster named {cluster!r}; known: {info.cluster_names()}",
+                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        addrs = info.master_addrs(cluster)
+        if not addrs:
+            raise MQClientError("no master broker registered with the name servers",
+                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        return addrs
+
+    def _on_each(self, addrs: list[str], code: int, ext: dict[str, Any]) -> None:
+        results = self.instance.invoke_brokers([(a, request(code, dict(ext))) for a in addrs], self.timeout_ms)
+        for addr, res in zip(addrs, results):
+            self._ok(res, addr)
+
+    def _addr_of(self, mq: MessageQueue) -> str:
+        instance = self.instance
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            instance.update_topic_route(mq.topic)
+            addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} is in no route",
+                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        return addr
+
+    def _queue_call(self, mq: MessageQueue, code: int, field: str) -> int:
+        ext = to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id))
+        resp = self.instance.invoke_broker(self._addr_of(mq), code, ext, timeout_ms=self.timeout_ms)
+        return self._ext_int(resp, field)
+
+    @staticmethod
+    def _ext_int(resp: RemotingCommand, field: str) -> int:
+        value = resp.ext.get(field)
+        if not isinstance(value, int):
+            raise MQClientError(f"the response lacks the integer field {field!r}")
+        return value
+
+    @staticmethod
+    def _ok(res: RemotingCommand | MQError, addr: str) -> RemotingCommand:
+        if isinstance(res, MQError):
+            raise res
+        if res.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(res.code, res.remark, addr)
+        return res
+
+    @staticmethod
+    def _json(resp: RemotingCommand) -> dict[str, Any]:
+        if not resp.body:
+            return {}
+        try:
+            data = orjson.loads(resp.body)
+        except orjson.JSONDecodeError as exc:
+            raise MQClientError(f"the response body is not JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise MQClientError("the response body is not a JSON object")
+        return data
+
+    def __repr__(self) -> str:
+        return f"Admin(namesrv={';'.join(self.namesrv_addrs)!r})"
+

@@ -1,0 +1,590 @@
+"""The client instance (RocketMQ's MQClientInstance), shared by the SDK's producers, consumers and admin.
+
+It owns the process's connections (one RemotingClient), the name server
+list and which one is in use, the route cache per topic, the table of
+broker addresses the routes mention, and one background thread that:
+
+- polls the name server for the route of every topic in use, every
+  ``poll_name_server_interval_ms`` (30 s), and at once for topics a failed
+  send marked stale;
+- sends a heartbeat (client id, producer and consumer groups) to every
+  broker of those routes every ``heartbeat_broker_interval_ms`` (30 s), and
+  soon after a route names a broker not seen before;
+- keeps the table of brokers found unreachable (see ``fault``).
+
+Instances are shared per (client id, name server list), as RocketMQ's
+MQClientManager shares them: :meth:`ClientInstance.acquire` hands out a
+reference, :meth:`ClientInstance.release` gives it back, and the last
+release shuts the instance down.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures import wait as wait_futures
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+import orjson
+
+from rocketmesh.log import get_logger
+from rocketmesh.remoting import (
+    RemotingClient,
+    RemotingCommand,
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+    RequestCode,
+    ResponseCode,
+    parse_addr_list,
+    request,
+    response_to,
+)
+from rocketmesh.remoting.headers import UnregisterClientRequestHeader, to_ext
+from rocketmesh.service_thread import ServiceThread
+from rocketmesh.topics import DEFAULT_TOPIC
+from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
+from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
+from rocketmesh.client.route import MASTER_ID, TopicPublishInfo, TopicRouteData
+from rocketmesh.client.unique_id import local_ip
+
+NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
+DEFAULT_TIMEOUT_MS = 3000
+#: Upper bound of one background tick, so stop() and stale topics are seen promptly.
+_TICK_S = 0.5
+
+#: ``push(addr, cmd)`` handles a request a broker pushed (CHECK_TRANSACTION_STATE ...).
+PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]
+#: Returns one entry of a heartbeat's consumerDataSet.
+ConsumerDataProvider = Callable[[], dict[str, Any]]
+
+
+def namesrv_addrs_from(namesrv: str | Sequence[str] | None) -> tuple[str, ...]:
+    """The name server list from an argument (``"a:1;b:2"`` or a list) or, when None, from NAMESRV_ADDR.
+
+    Raises MQClientError (NO_NAME_SERVER_EXCEPTION) when there is none, or for a malformed address.
+    """
+    text: str | None
+    if namesrv is None:
+        text = os.environ.get(NAMESRV_ADDR_ENV)
+    elif isinstance(namesrv, str):
+        text = namesrv
+    else:
+        text = ";".join(namesrv)
+    try:
+        addrs = parse_addr_list(text)
+    except RemotingError as exc:
+        raise MQClientError(f"bad name server address list {text!r}: {exc}",
+                            ClientErrorCode.NO_NAME_SERVER_EXCEPTION) from exc
+    if not addrs:
+        raise MQClientError(
+            f"no name server address: pass namesrv='host:port;host:port' or set {NAMESRV_ADDR_ENV}",
+            ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
+        )
+    return tuple(addrs)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """Settings of a client instance (RocketMQ's ClientConfig names, snake_case).
+
+    ``instance_name`` None means the process id, so the client id is
+    ``ip@pid`` as with RocketMQ's default instance name.
+    """
+
+    namesrv_addrs: tuple[str, ...]
+    instance_name: Optional[str] = None
+    client_ip: Optional[str] = None
+    poll_name_server_interval_ms: int = 30_000
+    heartbeat_broker_interval_ms: int = 30_000
+    request_timeout_ms: int = DEFAULT_TIMEOUT_MS
+
+    def client_id(self) -> str:
+        """``ip@instance_name``, the id brokers know this client by."""
+        name = self.instance_name or str(os.getpid())
+        return f"{self.client_ip or local_ip()}@{name}"
+
+
+class ClientInstance:
+    """See the module docstring. Use :meth:`acquire` / :meth:`release` rather than the constructor."""
+
+    _registry: dict[tuple[str, tuple[str, ...]], "ClientInstance"] = {}
+    _registry_lock = threading.Lock()
+
+    # -- sharing ---------------------------------------------------------------
+
+    @classmethod
+    def acquire(
+        cls,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        instance_name: Optional[str] = None,
+        client_ip: Optional[str] = None,
+        poll_name_server_interval_ms: int = 30_000,
+        heartbeat_broker_interval_ms: int = 30_000,
+        request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+    ) -> "ClientInstance":
+        """A started instance for these name servers, shared with others of the same client id.
+
+        The interval settings of the first acquirer win, as with RocketMQ.
+        """
+        config = ClientConfig(
+            namesrv_addrs_from(namesrv),
+            instance_name=instance_name,
+            client_ip=client_ip or local_ip(),
+            poll_name_server_interval_ms=poll_name_server_interval_ms,
+            heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
+            request_timeout_ms=request_timeout_ms,
+        )
+        key = (config.client_id(), config.namesrv_addrs)
+        with cls._registry_lock:
+            inst = cls._registry.get(key)
+            if inst is None or inst._closed:
+                inst = cls(config)
+                inst.start()
+                cls._registry[key] = inst
+            inst._refs += 1
+            return inst
+
+    def release(self) -> None:
+        """Give back a reference from :meth:`acquire`; the last one shuts the instance down."""
+        with self._registry_lock:
+            self._refs -= 1
+            if self._refs > 0:
+                return
+            key = (self.client_id, self.config.namesrv_addrs)
+            if self._registry.get(key) is self:
+                del self._registry[key]
+        self.shutdown()
+
+    # -- life cycle ------------------------------------------------------------
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.client_id = config.client_id()
+        self.namesrv_addrs = config.namesrv_addrs
+        self.timeout_ms = config.request_timeout_ms
+        self._log = get_logger("client", client_id=self.client_id)
+        self.remoting: RemotingClient = None  # type: ignore[assignment]  # set by start()
+        self._refs = 0
+        self._closed = False
+        self._started = False
+        self._ns_index = random.randrange(len(self.namesrv_addrs))
+        self._routes: dict[str, TopicRouteData] = {}
+        self._publish: dict[str, TopicPublishInfo] = {}
+        self._broker_addrs: dict[str, dict[int, str]] = {}
+        self._topics: set[str] = set()
+        self._stale: set[str] = set()
+        self._route_lock = threading.Lock()
+        self._producers: dict[str, int] = {}
+        self._consumers: dict[str, ConsumerDataProvider] = {}
+        self._push_handlers: dict[int, PushHandler] = {}
+        #: Brokers (by name) no connection came up to; queue choice skips them for a while.
+        self.unreachable = LatencyFaultTolerance()
+        self._heartbeat_soon = False
+        self._tasks = _InstanceTasks(self)
+
+    def start(self) -> None:
+        """Open the connections and start the background thread (idempotent)."""
+        if self._started:
+            return
+        if self._closed:
+            raise MQClientError("the client instance is shut down")
+        self.remoting = RemotingClient(on_request=self._on_push, name="client")
+        self._started = True
+        self._tasks.start()
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Unregister from the brokers, stop the background thread, close the connections (bounded)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self._started:
+            return
+        self._tasks.stop(timeout_s)
+        for group in list(self._producers):
+            self._unregister_at_brokers(producer_group=group, timeout_s=min(timeout_s, 1.0))
+        for group in list(self._consumers):
+            self._unregister_at_brokers(consumer_group=group, timeout_s=min(timeout_s, 1.0))
+        self.remoting.close(timeout_s)
+
+    @property
+    def closed(self) -> bool:
+        """True once shut down."""
+        return self._closed
+
+    # -- registrations ---------------------------------------------------------
+
+    def register_producer(self, group: str) -> None:
+        """Count ``group`` among this client's producer groups (sent in heartbeats)."""
+        self._producers[group] = self._producers.get(group, 0) + 1
+        self._heartbeat_soon = True
+        self._tasks.wakeup()
+
+    def unregister_producer(self, group: str, timeout_s: float = 1.0) -> None:
+        """Drop one registration of ``group``; when none is left tell the brokers (bounded)."""
+        n = self._producers.get(group, 0) - 1
+        if n > 0:
+            self._producers[group] = n
+            return
+        self._producers.pop(group, None)
+        if not self._closed:
+            self._unregister_at_brokers(producer_group=group, timeout_s=timeout_s)
+
+    def register_consumer(self, group: str, provider: ConsumerDataProvider) -> None:
+        """Add a consumer group; ``provider()`` returns its entry of a heartbeat's consumerDataSet."""
+        self._consumers[group] = provider
+        self._heartbeat_soon = True
+        self._tasks.wakeup()
+
+    def unregister_consumer(self, group: str, timeout_s: float = 1.0) -> None:
+        """Drop a consumer group and tell the brokers (bounded)."""
+        if self._consumers.pop(group, None) is not None and not self._closed:
+            self._unregister_at_brokers(consumer_group=group, timeout_s=timeout_s)
+
+    def register_push_handler(self, code: int, handler: PushHandler) -> None:
+        """Handle requests with ``code`` that brokers push to this client."""
+        self._push_handlers[int(code)] = handler
+
+    def add_topic(self, topic: str) -> None:
+        """Keep ``topic``'s route fresh in the background."""
+        self._topics.add(topic)
+
+    # -- name server -----------------------------------------------------------
+
+    def invoke_namesrv(
+        self,
+        code: int,
+        ext: Optional[dict[str, Any]] = None,
+        body: bytes = b"",
+        *,
+        accept: Iterable[int] = (ResponseCode.SUCCESS,),
+        timeout_ms: Optional[int] = None,
+    ) -> RemotingCommand:
+        """Ask a name server, failing over to the next one in the list on a connection failure or timeout.
+
+        Each attempt gets an equal share of what is left of ``timeout_ms``, so
+        a dead name server cannot use up the whole budget. Raises
+        MQBrokerError for a response code not in ``accept``,
+        RequestTimeoutError / MQClientError when no name server answered.
+        """
+        remoting = self._remoting()
+        addrs = self.namesrv_addrs
+        n = len(addrs)
+        timeout = self.timeout_ms if timeout_ms is None else timeout_ms
+        deadline = time.monotonic() + timeout / 1000.0
+        last: Optional[RemotingError] = None
+        addr = addrs[self._ns_index % n]
+        for attempt in range(n):
+            index = self._ns_index
+            addr = addrs[index % n]
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            if remaining_ms <= 0:
+                break
+            try:
+                resp = remoting.invoke_sync(addr, request(code, ext, body), max(1, remaining_ms // (n - attempt)))
+            except (RemotingConnectError, RemotingTimeoutError) as exc:
+                last = exc
+                if self._ns_index == index:
+                    self._ns_index = index + 1
+                continue
+            except RemotingSendRequestError as exc:
+                raise from_remoting(exc, addr) from exc
+            if resp.code not in accept:
+                raise MQBrokerError(resp.code, resp.remark, addr)
+            return resp
+        if last is None or isinstance(last, RemotingTimeoutError):
+            raise RequestTimeoutError(
+                f"no name server of {';'.join(addrs)} answered within {timeout} ms", ClientErrorCode.ACCESS_BROKER_TIMEOUT
+            )
+        raise MQClientError(f"no name server of {';'.join(addrs)} reachable: {last}",
+                            ClientErrorCode.NO_NAME_SERVER_EXCEPTION) from last
+
+    def fetch_topic_route(self, topic: str, timeout_ms: Optional[int] = None) -> Optional[TopicRouteData]:
+        """The name server's route for ``topic``, or None when it has none (TOPIC_NOT_EXIST)."""
+        resp = self.invoke_namesrv(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
+            accept=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST), timeout_ms=timeout_ms,
+        )
+        if resp.code == ResponseCode.TOPIC_NOT_EXIST or not resp.body:
+            return None
+        try:
+            return TopicRouteData.from_json(orjson.loads(resp.body))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MQClientError(f"malformed route of topic {topic!r} from the name server: {exc}") from exc
+
+    # -- routes ----------------------------------------------------------------
+
+    def update_topic_route(self, topic: str, timeout_ms: Optional[int] = None) -> bool:
+        """Fetch ``topic``'s route and install it; True when it changed.
+
+        A topic the name server does not know keeps what it had (a route
+        derived from the default topic stays until the real one appears).
+        """
+        route = self.fetch_topic_route(topic, timeout_ms)
+        if route is None:
+            return False
+        with self._route_lock:
+            tp = self._publish.get(topic)
+            if self._routes.get(topic) == route and tp is not None and not tp.from_default_topic:
+                return False
+            self._install(topic, route, route.to_publish_info(topic))
+            return True
+
+    def _install(self, topic: str, route: TopicRouteData, tp: TopicPublishInfo) -> None:
+        new_broker = False
+        for bd in route.broker_datas:
+            old = self._broker_addrs.get(bd.broker_name)
+            if old != bd.broker_addrs:
+                known = set(old.values()) if old else set()
+                new_broker = new_broker or any(a not in known for a in bd.broker_addrs.values())
+                self._broker_addrs[bd.broker_name] = dict(bd.broker_addrs)
+        if not tp.from_default_topic:
+            self._routes[topic] = route
+        self._publish[topic] = tp
+        if new_broker and (self._producers or self._consumers):
+            self._heartbeat_soon = True
+            self._tasks.wakeup()
+
+    def topic_route(self, topic: str) -> Optional[TopicRouteData]:
+        """The cached route of ``topic`` (fetched when not cached); None when the name server has none."""
+        route = self._routes.get(topic)
+        if route is None:
+            self.update_topic_route(topic)
+            route = self._routes.get(topic)
+        return route
+
+    def publish_info(
+        self, topic: str, *, create_topic_key: str = DEFAULT_TOPIC, default_topic_queue_nums: int = 4
+    ) -> TopicPublishInfo:
+        """Where a producer may send ``topic`` (RocketMQ's tryToFindTopicPublishInfo).
+
+        A topic without a route of its own gets the default topic's route
+        (``create_topic_key``, TBW102), its queue counts capped at
+        ``default_topic_queue_nums``, so that the broker creates the topic on
+        the first send. Raises MQClientError (NOT_FOUND_TOPIC_EXCEPTION) when
+        neither route exists.
+        """
+        tp = self._publish.get(topic)
+        if tp is not None and tp.ok():
+            return tp
+        self._topics.add(topic)
+        self.update_topic_route(topic)
+        tp = self._publish.get(topic)
+        if tp is not None and tp.ok():
+            return tp
+        default_route = self.fetch_topic_route(create_topic_key)
+        if default_route is not None:
+            route = default_route.with_queue_nums_capped(default_topic_queue_nums)
+            tp = route.to_publish_info(topic, from_default_topic=True)
+            if tp.ok():
+                with self._route_lock:
+                    current = self._publish.get(topic)
+                    if current is not None and current.ok():
+                        return current
+                    self._install(topic, route, tp)
+                return tp
+        raise MQClientError(
+            f"no route info of topic {topic!r}: create it (Admin.create_topic) or enable autoCreateTopicEnable "
+            "on a broker", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
+        )
+
+    def cached_publish_info(self, topic: str) -> Optional[TopicPublishInfo]:
+        """The cached publish info of ``topic`` without asking the name server."""
+        return self._publish.get(topic)
+
+    def request_route_refresh(self, topic: str) -> None:
+        """Have the background thread refresh ``topic``'s route soon (after a failed send)."""
+        self._stale.add(topic)
+        self._tasks.wakeup()
+
+    def master_addr(self, broker_name: str) -> Optional[str]:
+        """The master address of ``broker_name`` from the routes seen so far."""
+        addrs = self._broker_addrs.get(broker_name)
+        return None if addrs is None else addrs.get(MASTER_ID)
+
+    def broker_addrs(self, broker_name: str) -> dict[int, str]:
+        """id -> address of ``broker_name`` from the routes seen so far."""
+        return dict(self._broker_addrs.get(broker_name, {}))
+
+    def broker_names(self) -> list[str]:
+        """The broker names the routes seen so far mention."""
+        return list(self._broker_addrs)
+
+    def mark_broker_unreachable(self, broker_name: str) -> None:
+        """Have queue choice skip ``broker_name`` for a while (no connection to it came up)."""
+        self.unreachable.update_fault_item(broker_name, ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS)
+
+    def mark_broker_reachable(self, broker_name: str) -> None:
+        """``broker_name`` answered again: stop skipping it."""
+        if broker_name in self.unreachable:
+            self.unreachable.remove(broker_name)
+
+    # -- brokers ---------------------------------------------------------------
+
+    def invoke_broker(
+        self,
+        addr: str,
+        code: int,
+        ext: Optional[dict[str, Any]] = None,
+        body: bytes = b"",
+        *,
+        accept: Iterable[int] = (ResponseCode.SUCCESS,),
+        timeout_ms: Optional[int] = None,
+    ) -> RemotingCommand:
+        """One request to a broker; raises MQBrokerError for a code not in ``accept``, else typed remoting errors."""
+        remoting = self._remoting()
+        try:
+            resp = remoting.invoke_sync(addr, request(code, ext, body), self.timeout_ms if timeout_ms is None else timeout_ms)
+        except RemotingError as exc:
+            raise from_remoting(exc, addr) from exc
+        if resp.code not in accept:
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        return resp
+
+    def invoke_brokers(
+        self,
+        calls: Sequence[tuple[str, RemotingCommand]],
+        timeout_ms: Optional[int] = None,
+    ) -> list[RemotingCommand | MQError]:
+        """Send each ``(addr, cmd)`` at once and wait for all (bounded); a response or the error per call."""
+        remoting = self._remoting()
+        timeout = self.timeout_ms if timeout_ms is None else timeout_ms
+        futures: list[Future[RemotingCommand] | MQError] = []
+        for addr, cmd in calls:
+            try:
+                futures.append(remoting.invoke_async(addr, cmd, timeout))
+            except RemotingError as exc:
+                futures.append(from_remoting(exc, addr))
+        pending = [f for f in futures if isinstance(f, Future)]
+        wait_futures(pending, timeout=timeout / 1000.0 + 1.0)
+        out: list[RemotingCommand | MQError] = []
+        for (addr, _), f in zip(calls, futures):
+            if not isinstance(f, Future):
+                out.append(f)
+                continue
+            try:
+                out.append(f.result(timeout=0))
+            except FutureTimeoutError:
+                out.append(RequestTimeoutError(f"no response from {addr} within {timeout} ms"))
+            except RemotingError as exc:
+                out.append(from_remoting(exc, addr))
+        return out
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        """The HEARTBEAT body: client id, producer groups, consumer groups."""
+        consumers = []
+        for provider in list(self._consumers.values()):
+            try:
+                consumers.append(provider())
+            except Exception:  # noqa: BLE001 - one bad provider must not stop heartbeats
+                self._log.exception("consumer heartbeat data failed")
+        return {
+            "clientID": self.client_id,
+            "producerDataSet": [{"groupName": g} for g in list(self._producers)],
+            "consumerDataSet": consumers,
+        }
+
+    def send_heartbeat_to_all_brokers(self, timeout_ms: Optional[int] = None) -> dict[str, bool]:
+        """Heartbeat every master (and slaves too when there are consumers); addr -> answered OK."""
+        if self._closed or (not self._producers and not self._consumers):
+            return {}
+        body = orjson.dumps(self.heartbeat_data())
+        targets: list[tuple[str, int, str]] = []
+        for name, addrs in list(self._broker_addrs.items()):
+            for broker_id, addr in addrs.items():
+                if broker_id == MASTER_ID or self._consumers:
+                    targets.append((name, broker_id, addr))
+        if not targets:
+            return {}
+        results = self.invoke_brokers(
+            [(addr, request(RequestCode.HEART_BEAT, body=body)) for _, _, addr in targets], timeout_ms
+        )
+        out: dict[str, bool] = {}
+        for (name, broker_id, addr), res in zip(targets, results):
+            ok = isinstance(res, RemotingCommand) and res.code == ResponseCode.SUCCESS
+            out[addr] = ok
+            if broker_id != MASTER_ID:
+                continue
+            if isinstance(res, RemotingCommand):
+                self.mark_broker_reachable(name)
+            elif not self._closed and isinstance(res, (MQClientError, RequestTimeoutError)):
+                self.mark_broker_unreachable(name)
+                self._log.warning("heartbeat failed", broker=name, addr=addr, error=str(res))
+        return out
+
+    def _unregister_at_brokers(
+        self, *, producer_group: Optional[str] = None, consumer_group: Optional[str] = None, timeout_s: float = 1.0
+    ) -> None:
+        if self.remoting is None:
+            return
+        ext = to_ext(UnregisterClientRequestHeader(self.client_id, producer_group, consumer_group))
+        addrs = [addr for addrs in list(self._broker_addrs.values()) for addr in addrs.values()]
+        if addrs:
+            self.invoke_brokers([(a, request(RequestCode.UNREGISTER_CLIENT, dict(ext))) for a in addrs],
+                                int(timeout_s * 1000))
+
+    # -- background ------------------------------------------------------------
+
+    def _background_tick(self, now: float) -> None:
+        stale = self._stale
+        while stale:
+            try:
+                topic = stale.pop()
+            except KeyError:
+                break
+            self._refresh_quietly(topic)
+        tasks = self._tasks
+        if now >= tasks.next_route_poll:
+            tasks.next_route_poll = now + self.config.poll_name_server_interval_ms / 1000.0
+            for topic in list(self._topics):
+                if self._closed:
+                    return
+                self._refresh_quietly(topic)
+        if self._heartbeat_soon or now >= tasks.next_heartbeat:
+            self._heartbeat_soon = False
+            tasks.next_heartbeat = now + self.config.heartbeat_broker_interval_ms / 1000.0
+            self.send_heartbeat_to_all_brokers()
+
+    def _refresh_quietly(self, topic: str) -> None:
+        try:
+            self.update_topic_route(topic)
+        except MQError as exc:
+            self._log.warning("route update failed", topic=topic, error=str(exc))
+
+    def _on_push(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+        handler = self._push_handlers.get(cmd.code)
+        if handler is None:
+            return response_to(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported")
+        return handler(addr, cmd)
+
+    def _remoting(self) -> RemotingClient:
+        remoting = self.remoting
+        if remoting is None or self._closed:
+            raise MQClientError("the client is shut down (or was never started)")
+        return remoting
+
+    def __repr__(self) -> str:
+        return f"ClientInstance(client_id={self.client_id!r}, namesrv={';'.join(self.namesrv_addrs)!r})"
+
+
+class _InstanceTasks(ServiceThread):
+    """The instance's background thread: stale routes, route polling, heartbeats."""
+
+    def __init__(self, instance: ClientInstance) -> None:
+        super().__init__(f"client-tasks-{instance.client_id}", _TICK_S)
+        self._instance = instance
+        now = time.monotonic()
+        self.next_route_poll = now + instance.config.poll_name_server_interval_ms / 1000.0
+        self.next_heartbeat = now + instance.config.heartbeat_broker_interval_ms / 1000.0
+
+    def run_once(self) -> None:
+        """One tick: whatever of the instance's periodic work is due."""
+        if not self._instance.closed:
+            self._instance._background_tick(time.monotonic())

@@ -1,0 +1,679 @@
+"""Producer: sends messages to brokers (RocketMQ's DefaultMQProducer).
+
+``send`` waits for the broker's answer and retries on another broker;
+``send_async`` returns a Future and retries on the same broker; ``send_oneway``
+sends and forgets; ``send_batch`` sends a list of messages of one topic as
+one request to one queue. A ``queue`` or a ``selector`` pins the queue (for
+ordered messages); such sends are not retried elsewhere, since that would
+break the order.
+
+    with Producer("orders-producer", "127.0.0.1:9876") as producer:
+        result = producer.send(Message("Orders", b"..."))
+"""
+
+from __future__ import annotations
+
+import queue as queue_mod
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from typing import Any, Callable, Optional, Sequence
+
+from rocketmesh.log import get_logger
+from rocketmesh.message import Message, MessageConst, MessageQueue, SysFlag
+from rocketmesh.message_codec import encode_batch
+from rocketmesh.remoting import (
+    RemotingCommand,
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+    RequestCode,
+    ResponseCode,
+)
+from rocketmesh.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.client.errors import (
+    ClientErrorCode,
+    MQBrokerError,
+    MQClientError,
+    MQError,
+    RequestTimeoutError,
+    from_remoting,
+)
+from rocketmesh.client.fault import MQFaultStrategy
+from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
+from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
+from rocketmesh.client.route import TopicPublishInfo
+from rocketmesh.client.selector import MessageQueueSelector
+from rocketmesh.client.unique_id import set_unique_id
+from rocketmesh.client.validators import (
+    DEFAULT_MAX_MESSAGE_SIZE,
+    DEFAULT_PRODUCER_GROUP,
+    check_batch,
+    check_group,
+    check_message,
+    check_topic,
+)
+
+#: Broker answers after which a sync send tries another broker (RocketMQ's retryResponseCodes).
+RETRY_RESPONSE_CODES = frozenset({
+    ResponseCode.TOPIC_NOT_EXIST,
+    ResponseCode.SERVICE_NOT_AVAILABLE,
+    ResponseCode.SYSTEM_ERROR,
+    ResponseCode.NO_PERMISSION,
+    ResponseCode.NO_BUYER_ID,
+    ResponseCode.NOT_IN_CURRENT_UNIT,
+})
+
+#: ``callback(future)``: told when an async send completes, on the producer's callback thread.
+SendCallback = Callable[["Future[SendResult]"], None]
+SelectorLike = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+
+_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
+_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
+_TRAN_PREPARED = MessageConst.TRANSACTION_PREPARED
+_STORED = STORED_CODES
+_SEND_OK = SendStatus.SEND_OK
+_CHECKED_TOPICS_MAX = 10_000
+_monotonic = time.monotonic
+_time = time.time
+
+
+class Producer:
+    """Sends messages of one producer group.
+
+    ``namesrv`` is ``"host:port;host:port"`` (or a list); None reads
+    NAMESRV_ADDR. Settings keep RocketMQ's DefaultMQProducer names and
+    defaults. ``start()`` is optional: the first send starts the producer.
+    Use as a context manager, or call ``shutdown()``.
+
+    Sends raise :class:`MQClientError` for a message that may not be sent
+    (before anything goes out), :class:`MQBrokerError` for a broker's error
+    answer (``response_code``, ``remark``), :class:`RequestTimeoutError`
+    when no answer came in time; after retries the last attempt's error is
+    raised with a note listing the brokers tried.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        send_msg_timeout_ms: int = 3000,
+        retry_times_when_send_failed: int = 2,
+        retry_times_when_send_async_failed: int = 2,
+        retry_another_broker_when_not_store_ok: bool = False,
+        send_latency_fault_enable: bool = False,
+        max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
+        default_topic_queue_nums: int = 4,
+        create_topic_key: str = DEFAULT_TOPIC,
+        instance_name: Optional[str] = None,
+        client_ip: Optional[str] = None,
+        poll_name_server_interval_ms: int = 30_000,
+        heartbeat_broker_interval_ms: int = 30_000,
+    ) -> None:
+        check_group(group)
+        if group == DEFAULT_PRODUCER_GROUP:
+            raise MQClientError(f"the producer group {DEFAULT_PRODUCER_GROUP} is reserved; choose another group name",
+                                ResponseCode.MESSAGE_ILLEGAL)
+        for name, value, low in (
+            ("send_msg_timeout_ms", send_msg_timeout_ms, 1),
+            ("retry_times_when_send_failed", retry_times_when_send_failed, 0),
+            ("retry_times_when_send_async_failed", retry_times_when_send_async_failed, 0),
+            ("max_message_size", max_message_size, 1),
+            ("default_topic_queue_nums", default_topic_queue_nums, 1),
+            ("poll_name_server_interval_ms", poll_name_server_interval_ms, 1),
+            ("heartbeat_broker_interval_ms", heartbeat_broker_interval_ms, 1),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise MQClientError(f"{name} must be an integer >= {low}, got {value!r}")
+        self.group = group
+        self.namesrv_addrs = namesrv_addrs_from(namesrv)
+        self.send_msg_timeout_ms = send_msg_timeout_ms
+        self.retry_times_when_send_failed = retry_times_when_send_failed
+        self.retry_times_when_send_async_failed = retry_times_when_send_async_failed
+        self.retry_another_broker_when_not_store_ok = retry_another_broker_when_not_store_ok
+        self.send_latency_fault_enable = send_latency_fault_enable
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.create_topic_key = create_topic_key
+        self._instance_args: dict[str, Any] = dict(
+            instance_name=instance_name,
+            client_ip=client_ip,
+            poll_name_server_interval_ms=poll_name_server_interval_ms,
+            heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
+        )
+        self._log = get_logger("producer", group=group)
+        self._lock = threading.Lock()
+        # Both set by start(); every send starts the producer first.
+        self._instance: ClientInstance = None  # type: ignore[assignment]
+        self._fault: MQFaultStrategy = None  # type: ignore[assignment]
+        self._callbacks: Optional[_CallbackThread] = None
+        self._running = False
+        self._closed = False
+        self._checked_topics: set[str] = set()
+        self._ext_template: dict[str, Any] = {
+            "producerGroup": group,
+            "topic": "",
+            "defaultTopic": create_topic_key,
+            "defaultTopicQueueNums": default_topic_queue_nums,
+            "queueId": 0,
+            "sysFlag": 0,
+            "bornTimestamp": 0,
+            "flag": 0,
+            "properties": "",
+            "reconsumeTimes": 0,
+            "batch": False,
+        }
+
+    # -- life cycle ------------------------------------------------------------
+
+    def start(self) -> "Producer":
+        """Join the client instance and register the group (idempotent); returns self."""
+        with self._lock:
+            if self._running:
+                return self
+            if self._closed:
+                raise MQClientError("the producer is shut down; create a new one")
+            instance = ClientInstance.acquire(self.namesrv_addrs, **self._instance_args)
+            instance.register_producer(self.group)
+            self._fault = MQFaultStrategy(self.send_latency_fault_enable, unreachable=instance.unreachable)
+            self._instance = instance
+            self._running = True
+        return self
+
+    def shutdown(self, timeout_s: float = 3.0) -> None:
+        """Unregister from the brokers and leave the client instance (bounded by ``timeout_s``)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            was_running, self._running = self._running, False
+        if was_running and self._instance is not None:
+            self._instance.unregister_producer(self.group, timeout_s=min(1.0, timeout_s))
+            self._instance.release()
+        # After the release: sends still in flight have failed by now, and their callbacks run.
+        if self._callbacks is not None:
+            self._callbacks.stop(timeout_s)
+
+    close = shutdown
+
+    def __enter__(self) -> "Producer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The shared client instance (starts the producer)."""
+        if not self._running:
+            self.start()
+        return self._instance
+
+    @property
+    def running(self) -> bool:
+        """True between start() (or the first send) and shutdown()."""
+        return self._running
+
+    @property
+    def client_id(self) -> str:
+        """The client instance's id (``ip@pid``), as brokers see this producer."""
+        return self.instance.client_id
+
+    def message_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send to ``topic`` may go to (RocketMQ's fetchPublishMessageQueues)."""
+        check_topic(topic)
+        return list(self._publish_info(topic).message_queues)
+
+    # -- sends -----------------------------------------------------------------
+
+    def send(
+        self,
+        msg: Message,
+        *,
+        queue: Optional[MessageQueue] = None,
+        selector: Optional[SelectorLike] = None,
+        arg: Any = None,
+        timeout_ms: Optional[int] = None,
+    ) -> SendResult:
+        """Send and wait for the broker's answer.
+
+        Without ``queue``/``selector`` a failed attempt (connection failure,
+        timeout, or a retryable broker answer) is retried up to
+        ``retry_times_when_send_failed`` times on another broker; ``timeout_ms``
+        (default ``send_msg_timeout_ms``) bounds all attempts together.
+        """
+        self._check(msg)
+        if not self._running:
+            self.start()
+        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        topic = msg.topic
+        uniq = set_unique_id(msg)
+        ext = self._ext(msg, topic)
+        if queue is None and selector is None:
+            return self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout)
+        mq = self._pinned_queue(msg, queue, selector, arg)
+        return self._send_sync_once(topic, mq, ext, msg.body, uniq, _SEND_MESSAGE, timeout)
+
+    def send_async(
+        self,
+        msg: Message,
+        *,
+        queue: Optional[MessageQueue] = None,
+        selector: Optional[SelectorLike] = None,
+        arg: Any = None,
+        timeout_ms: Optional[int] = None,
+        callback: Optional[SendCallback] = None,
+    ) -> "Future[SendResult]":
+        """Send without waiting; the Future completes with the SendResult or the error.
+
+        A connection failure or timeout is retried on the same broker up to
+        ``retry_times_when_send_async_failed`` times, each attempt with the
+        full timeout; broker error answers are not retried. ``callback(future)``
+        runs on the producer's callback thread, in completion order. Errors
+        found before sending (validation, no route) are raised here.
+        """
+        self._check(msg)
+        if not self._running:
+            self.start()
+        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        topic = msg.topic
+        uniq = set_unique_id(msg)
+        ext = self._ext(msg, topic)
+        if queue is None and selector is None:
+            tp = self._publish_info(topic)
+            mq = self._fault.select_one_message_queue(tp, None)
+        else:
+            mq = self._pinned_queue(msg, queue, selector, arg)
+        addr = self._addr_of(mq)
+        ext["queueId"] = mq.queue_id
+        op = _AsyncSend(self, uniq, mq, addr, RemotingCommand(_SEND_MESSAGE, 0, 0, None, ext, msg.body),
+                        timeout, self.retry_times_when_send_async_failed)
+        if callback is not None:
+            op.future.add_done_callback(self._callback_thread().wrap(callback))
+        op.invoke()
+        return op.future
+
+    def send_oneway(
+        self,
+        msg: Message,
+        *,
+        queue: Optional[MessageQueue] = None,
+        selector: Optional[SelectorLike] = None,
+        arg: Any = None,
+        timeout_ms: Optional[int] = None,
+    ) -> None:
+        """Send and forget: no answer, no retry; the broker may or may not have stored it."""
+        self._check(msg)
+        if not self._running:
+            self.start()
+        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        topic = msg.topic
+        set_unique_id(msg)
+        ext = self._ext(msg, topic)
+        if queue is None and selector is None:
+            mq = self._fault.select_one_message_queue(self._publish_info(topic), None)
+        else:
+            mq = self._pinned_queue(msg, queue, selector, arg)
+        addr = self._addr_of(mq)
+        ext["queueId"] = mq.queue_id
+        try:
+            self._instance.remoting.invoke_oneway(
+                addr, RemotingCommand(_SEND_MESSAGE, 0, 0, None, ext, msg.body), timeout
+            )
+        except RemotingError as exc:
+            raise from_remoting(exc, addr) from exc
+
+    def send_batch(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue: Optional[MessageQueue] = None,
+        timeout_ms: Optional[int] = None,
+    ) -> SendResult:
+        """Send messages of one topic as one request to one queue; retried like :meth:`send`.
+
+        All must share a topic, none may be delayed or go to a retry topic,
+        and the encoded batch must fit ``max_message_size``. The result's
+        ``msg_id`` and ``offset_msg_id`` list one id per message, comma
+        separated; ``queue_offset`` is the first message's.
+        """
+        topic = check_batch(msgs, self.max_message_size)
+        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        ids = ",".join([set_unique_id(m) for m in msgs])
+        body = encode_batch(list(msgs))
+        if len(body) > self.max_message_size:
+            raise MQClientError(
+                f"the batch of {len(msgs)} messages encodes to {len(body)} bytes, over the maximum of "
+                f"{self.max_message_size} bytes (max_message_size); send it in smaller batches",
+                ResponseCode.MESSAGE_ILLEGAL,
+            )
+        if not self._running:
+            self.start()
+        ext = self._ext(None, topic)
+        ext["batch"] = True
+        if queue is None:
+            return self._send_sync(topic, ext, body, ids, _SEND_BATCH_MESSAGE, timeout)
+        if queue.topic != topic:
+            raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
+        return self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout)
+
+    # -- internals -------------------------------------------------------------
+
+    def _check(self, msg: Message) -> None:
+        if type(msg) is not Message and not isinstance(msg, Message):
+            check_message(msg, self.max_message_size)
+        body = msg.body
+        if msg.topic not in self._checked_topics or not body or len(body) > self.max_message_size:
+            check_message(msg, self.max_message_size)
+            if len(self._checked_topics) >= _CHECKED_TOPICS_MAX:
+                self._checked_topics.clear()
+            self._checked_topics.add(msg.topic)
+
+    def _ext(self, msg: Optional[Message], topic: str) -> dict[str, Any]:
+        """The SendMessageRequestHeader as ``ext`` (queueId filled in per attempt)."""
+        ext = self._ext_template.copy()
+        ext["topic"] = topic
+        ext["bornTimestamp"] = int(_time() * 1000)
+        if msg is None:
+            return ext
+        ext["flag"] = msg.flag
+        props = msg.properties
+        if props:
+            if props.get(_TRAN_PREPARED) == "true":
+                ext["sysFlag"] = int(SysFlag.TRANSACTION_PREPARED)
+            if topic[0] == "%" and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                reconsume = props.pop(MessageConst.RECONSUME_TIME, None)
+                if reconsume is not None:
+                    ext["reconsumeTimes"] = int(reconsume)
+                max_reconsume = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
+                if max_reconsume is not None:
+                    ext["maxReconsumeTimes"] = int(max_reconsume)
+            ext["properties"] = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+        return ext
+
+    def _publish_info(self, topic: str) -> TopicPublishInfo:
+        tp = self._instance.cached_publish_info(topic)
+        if tp is None or not tp.ok():
+            tp = self._instance.publish_info(
+                topic, create_topic_key=self.create_topic_key, default_topic_queue_nums=self.default_topic_queue_nums
+            )
+        return tp
+
+    def _addr_of(self, mq: MessageQueue) -> str:
+        instance = self._instance
+        addr = instance.master_addr(mq.broker_name)
+        if addr is None:
+            instance.update_topic_route(mq.topic)
+            addr = instance.master_addr(mq.broker_name)
+            if addr is None:
+                raise MQClientError(f"the broker {mq.broker_name!r} is in no route of this client (or has no master)",
+                                    ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        return addr
+
+    def _pinned_queue(
+        self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any
+    ) -> MessageQueue:
+        if queue is not None:
+            if selector is not None:
+                raise MQClientError("give either queue or selector, not both")
+            if not isinstance(queue, MessageQueue):
+                raise MQClientError(f"queue must be a MessageQueue, got {type(queue).__name__}")
+            if queue.topic != msg.topic:
+                raise MQClientError(f"the queue {queue} is not a queue of the message's topic {msg.topic!r}",
+                                    ResponseCode.MESSAGE_ILLEGAL)
+            return queue
+        tp = self._publish_info(msg.topic)
+        select = getattr(selector, "select", selector)
+        mq = select(tp.message_queues, msg, arg)  # type: ignore[operator]
+        if not isinstance(mq, MessageQueue):
+            raise MQClientError(f"the selector returned {mq!r}, not a MessageQueue")
+        return mq
+
+    def _send_sync(self, topic: str, ext: dict[str, Any], body: bytes, uniq: str, code: int,
+                   timeout_ms: int) -> SendResult:
+        """RocketMQ's sendDefaultImpl for sync sends: retries on another broker, bounded by ``timeout_ms``."""
+        instance = self._instance
+        tp = self._publish_info(topic)
+        fault = self._fault
+        fault_on = fault.send_latency_fault_enable
+        invoke = instance.remoting.invoke_sync
+        attempts = 1 + self.retry_times_when_send_failed
+        split = tp.broker_count > 1
+        begin = _monotonic()
+        deadline = begin + timeout_ms / 1000.0
+        last_broker: Optional[str] = None
+        last_error: Optional[MQError] = None
+        last_result: Optional[SendResult] = None
+        brokers_sent: list[str] = []
+        for n in range(attempts):
+            mq = fault.select_one_message_queue(tp, last_broker)
+            broker = last_broker = mq.broker_name
+            start = _monotonic()
+            remaining_ms = int((deadline - start) * 1000)
+            if remaining_ms <= 0:
+                break
+            brokers_sent.append(broker)
+            addr = instance.master_addr(broker)
+            if addr is None:
+                addr = self._refresh_for_addr(topic, broker)
+                if addr is None:
+                    last_error = MQClientError(f"the broker {broker!r} is in no route of topic {topic!r}",
+                                               ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+                    fault.update_fault_item(broker, 0, True)
+                    continue
+            ext["queueId"] = mq.queue_id
+            cmd = RemotingCommand(code, 0, 0, None, ext, body)
+            # With another broker to retry on, each attempt gets an equal share of
+            # what is left: over ZeroMQ a dead broker shows only as a timeout, and
+            # must not eat the retries' time. With one broker, all of it (RocketMQ's way).
+            attempt_ms = remaining_ms // (attempts - n) if split else remaining_ms
+            try:
+                resp = invoke(addr, cmd, max(1, attempt_ms))
+            except (RemotingConnectError, RemotingTimeoutError, RemotingSendRequestError) as exc:
+                fault.update_fault_item(broker, (_monotonic() - start) * 1000, True)
+                if isinstance(exc, RemotingConnectError):
+                    instance.mark_broker_unreachable(broker)
+                    instance.request_route_refresh(topic)
+                elif isinstance(exc, RemotingSendRequestError) and (instance.closed or self._closed):
+                    raise MQClientError("the producer is shut down") from exc
+                last_error = from_remoting(exc, addr)
+                last_error.__cause__ = exc
+                continue
+            status = _STORED.get(resp.code)
+            if status is None:
+                err = MQBrokerError(resp.code, resp.remark, addr)
+                fault.update_fault_item(broker, (_monotonic() - start) * 1000, True)
+                if resp.code in RETRY_RESPONSE_CODES:
+                    last_error = err
+                    instance.request_route_refresh(topic)
+                    continue
+                raise err
+            if fault_on:
+                fault.update_fault_item(broker, (_monotonic() - start) * 1000, False)
+            result = _result(resp, status, topic, mq, uniq, addr)
+            if status is not _SEND_OK and self.retry_another_broker_when_not_store_ok:
+                last_result = result
+                continue
+            return result
+        if last_result is not None:
+            return last_result
+        elapsed = int((_monotonic() - begin) * 1000)
+        if last_error is None:
+            last_error = RequestTimeoutError(
+                f"send to topic {topic!r} timed out: {timeout_ms} ms passed before an attempt could be made"
+            )
+        last_error.add_note(
+            f"send failed {len(brokers_sent)} time(s) in {elapsed} ms; topic {topic!r}, brokers tried {brokers_sent}"
+        )
+        raise last_error
+
+    def _send_sync_once(self, topic: str, mq: MessageQueue, ext: dict[str, Any], body: bytes, uniq: str,
+                        code: int, timeout_ms: int) -> SendResult:
+        """One attempt to a given queue (a pinned queue or a selector's choice): no retry."""
+        addr = self._addr_of(mq)
+        ext["queueId"] = mq.queue_id
+        start = _monotonic()
+        try:
+            resp = self._instance.remoting.invoke_sync(
+                addr, RemotingCommand(code, 0, 0, None, ext, body), timeout_ms
+            )
+        except RemotingError as exc:
+            self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True)
+            if isinstance(exc, RemotingConnectError):
+                self._instance.mark_broker_unreachable(mq.broker_name)
+            raise from_remoting(exc, addr) from exc
+        status = _STORED.get(resp.code)
+        if status is None:
+            self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True)
+            if resp.code in RETRY_RESPONSE_CODES:
+                self._instance.request_route_refresh(topic)
+            raise MQBrokerError(resp.code, resp.remark, addr)
+        self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, False)
+        return _result(resp, status, topic, mq, uniq, addr)
+
+    def _refresh_for_addr(self, topic: str, broker: str) -> Optional[str]:
+        try:
+            self._instance.update_topic_route(topic)
+        except MQError:
+            return None
+        return self._instance.master_addr(broker)
+
+    def _callback_thread(self) -> "_CallbackThread":
+        cb = self._callbacks
+        if cb is None:
+            with self._lock:
+                if self._callbacks is None:
+                    self._callbacks = _CallbackThread(f"producer-callback-{self.group}", self._log)
+                cb = self._callbacks
+        return cb
+
+    def __repr__(self) -> str:
+        return f"Producer(group={self.group!r}, namesrv={';'.join(self.namesrv_addrs)!r}, running={self._running})"
+
+
+def _result(resp: RemotingCommand, status: SendStatus, topic: str, mq: MessageQueue, uniq: str, addr: str) -> SendResult:
+    ext = resp.ext
+    try:
+        queue_id = ext["queueId"]
+        queue_offset = ext["queueOffset"]
+        offset_msg_id = ext["msgId"]
+    except KeyError as exc:
+        raise MQClientError(f"the send response from {addr} lacks the field {exc.args[0]}") from None
+    if queue_id != mq.queue_id:
+        mq = MessageQueue(topic, mq.broker_name, queue_id)
+    return SendResult(status, uniq, offset_msg_id, mq, queue_offset, ext.get("transactionId"),
+                      ext.get("MSG_REGION") or DEFAULT_REGION)
+
+
+class _AsyncSend:
+    """One async send in flight: completes its Future on the remoting I/O thread, retrying the same broker."""
+
+    __slots__ = ("producer", "uniq", "mq", "addr", "cmd", "timeout_ms", "retries_left", "start", "future")
+
+    def __init__(self, producer: Producer, uniq: str, mq: MessageQueue, addr: str, cmd: RemotingCommand,
+                 timeout_ms: int, retries: int) -> None:
+        self.producer = producer
+        self.uniq = uniq
+        self.mq = mq
+        self.addr = addr
+        self.cmd = cmd
+        self.timeout_ms = timeout_ms
+        self.retries_left = retries
+        self.future: Future[SendResult] = Future()
+
+    def invoke(self) -> None:
+        """Send (again) to the same broker."""
+        self.start = _monotonic()
+        try:
+            rf = self.producer._instance.remoting.invoke_async(self.addr, self.cmd, self.timeout_ms)
+        except RemotingError as exc:
+            self._fail(from_remoting(exc, self.addr))
+            return
+        rf.add_done_callback(self.on_done)
+
+    def on_done(self, rf: "Future[RemotingCommand]") -> None:
+        """Complete the send's Future from the remoting Future."""
+        # Runs on the remoting I/O thread: short, never blocking.
+        try:
+            resp = rf.result(0)
+        except BaseException as exc:  # noqa: BLE001 - every failure completes the future
+            self._on_error(exc)
+            return
+        mq = self.mq
+        fault = self.producer._fault
+        status = _STORED.get(resp.code)
+        if status is None:
+            fault.update_fault_item(mq.broker_name, (_monotonic() - self.start) * 1000, True)
+            self._fail(MQBrokerError(resp.code, resp.remark, self.addr))
+            return
+        if fault.send_latency_fault_enable:
+            fault.update_fault_item(mq.broker_name, (_monotonic() - self.start) * 1000, False)
+        try:
+            result = _result(resp, status, mq.topic, mq, self.uniq, self.addr)
+        except MQError as err:
+            self._fail(err)
+            return
+        try:
+            self.future.set_result(result)
+        except InvalidStateError:  # cancelled by the caller
+            pass
+
+    def _on_error(self, exc: BaseException) -> None:
+        producer = self.producer
+        broker = self.mq.broker_name
+        producer._fault.update_fault_item(broker, (_monotonic() - self.start) * 1000, True)
+        if isinstance(exc, RemotingConnectError):
+            producer._instance.mark_broker_unreachable(broker)
+        closed = producer._closed or producer._instance.closed
+        if (self.retries_left > 0 and not closed and not self.future.cancelled()
+                and isinstance(exc, (RemotingConnectError, RemotingTimeoutError))):
+            self.retries_left -= 1
+            self.invoke()
+            return
+        if isinstance(exc, RemotingError):
+            err = from_remoting(exc, self.addr)
+            err.__cause__ = exc
+            self._fail(err)
+        else:
+            self._fail(MQClientError(f"send to {self.addr} failed: {exc!r}"))
+
+    def _fail(self, err: BaseException) -> None:
+        try:
+            self.future.set_exception(err)
+        except InvalidStateError:
+            pass
+
+
+class _CallbackThread:
+    """Runs user callbacks of async sends, one at a time, off the remoting I/O thread."""
+
+    def __init__(self, name: str, log: Any) -> None:
+        self._queue: "queue_mod.SimpleQueue[Optional[tuple[SendCallback, Future]]]" = queue_mod.SimpleQueue()
+        self._log = log
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def wrap(self, callback: SendCallback) -> Callable[[Future], None]:
+        """A done-callback that queues ``callback(future)`` for this thread."""
+        put = self._queue.put
+        return lambda fut: put((callback, fut))
+
+    def _run(self) -> None:
+        get = self._queue.get
+        while True:
+            item = get()
+            if item is None:
+                return
+            callback, fut = item
+            try:
+                callback(fut)
+            except Exception:  # noqa: BLE001 - a user's callback must not kill the thread
+                self._log.exception("send callback failed")
+
+    def stop(self, timeout_s: float) -> None:
+        """Run the callbacks already queued, then end (waits at most ``timeout_s``)."""
+        self._queue.put(None)
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout_s)

@@ -1,0 +1,145 @@
+"""Test kit for the client SDK: in-process fakes, and real broker processes.
+
+The fakes speak the real wire protocol (RemotingServer) but hold nothing: a
+FakeBroker answers sends from a script of response codes and records what it
+got; a FakeNamesrv serves the routes a test gives it. They pin down the
+client's own decisions (test_client_producer_logic.py).
+
+``BrokerProcess`` and the ``start_broker`` fixture run the real broker next
+to the ``namesrv`` fixture of conftest.py, for the black-box tests
+(test_producer.py, test_admin.py).
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+from typing import Any, Optional
+
+import orjson
+
+from rocketmesh.message_codec import decode_batch, encode_host, encode_message_id
+from rocketmesh.remoting import (
+    RemotingCommand,
+    RemotingServer,
+    RequestCode,
+    RequestContext,
+    ResponseCode,
+    response_to,
+)
+
+
+class FakeBroker:
+    """Answers SEND_MESSAGE / SEND_BATCH_MESSAGE / HEARTBEAT / UNREGISTER_CLIENT.
+
+    ``script`` holds response codes for the next sends (SUCCESS when empty);
+    the code ``None`` means "do not answer" (the sender times out).
+    """
+
+    def __init__(self, name: str, cluster: str = "c1") -> None:
+        self.name = name
+        self.cluster = cluster
+        self.server = RemotingServer("127.0.0.1:0", f"fake-{name}")
+        self.script: collections.deque[Optional[int]] = collections.deque()
+        self.sends: list[tuple[dict[str, Any], bytes, bool]] = []
+        self.heartbeats: list[dict[str, Any]] = []
+        self.unregisters: list[dict[str, Any]] = []
+        self._offsets: dict[int, itertools.count] = collections.defaultdict(itertools.count)
+        self._phys = itertools.count(0, 100)
+        self._lock = threading.Lock()
+        self.server.register(RequestCode.SEND_MESSAGE, self._send)
+        self.server.register(RequestCode.SEND_BATCH_MESSAGE, self._send)
+        self.server.register(RequestCode.HEART_BEAT, self._heartbeat)
+        self.server.register(RequestCode.UNREGISTER_CLIENT, self._unregister)
+        self.server.start()
+        self.addr = f"127.0.0.1:{self.server.port}"
+        self._host = encode_host("127.0.0.1", self.server.port)
+
+    def stop(self) -> None:
+        self.server.stop(0.5)
+
+    def _send(self, cmd: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+        with self._lock:
+            self.sends.append((dict(cmd.ext), cmd.body, cmd.is_oneway))
+            code = self.script.popleft() if self.script else ResponseCode.SUCCESS
+        if code is None:
+            return None  # an inline handler returning None answers later: here, never
+        if code not in (ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                        ResponseCode.SLAVE_NOT_AVAILABLE):
+            return response_to(cmd, code, f"scripted {ResponseCode(code).name} from {self.name}")
+        qid = cmd.ext["queueId"]
+        n = len(decode_batch(cmd.ext["topic"], cmd.body)) if cmd.ext.get("batch") else 1
+        ids = []
+        first = None
+        for _ in range(n):
+            off = next(self._offsets[qid])
+            first = off if first is None else first
+            ids.append(encode_message_id(self._host, next(self._phys)))
+        return response_to(cmd, code, None, {"msgId": ",".join(ids), "queueId": qid, "queueOffset": first})
+
+    def _heartbeat(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        self.heartbeats.append(orjson.loads(cmd.body))
+        return response_to(cmd, ResponseCode.SUCCESS)
+
+    def _unregister(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        self.unregisters.append(dict(cmd.ext))
+        return response_to(cmd, ResponseCode.SUCCESS)
+
+    def sent_topics(self) -> list[str]:
+        return [ext["topic"] for ext, _, _ in self.sends]
+
+
+class FakeNamesrv:
+    """Serves GET_ROUTEINFO_BY_TOPIC / GET_BROKER_CLUSTER_INFO from ``routes``."""
+
+    def __init__(self) -> None:
+        self.routes: dict[str, dict[str, Any]] = {}
+        self.brokers: dict[str, FakeBroker] = {}
+        self.route_requests: list[str] = []
+        self.server = RemotingServer("127.0.0.1:0", "fake-namesrv")
+        self.server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, self._route)
+        self.server.register(RequestCode.GET_BROKER_CLUSTER_INFO, self._cluster)
+        self.server.start()
+        self.addr = f"127.0.0.1:{self.server.port}"
+
+    def stop(self) -> None:
+        self.server.stop(0.5)
+
+    def add_topic(self, topic: str, brokers: list[FakeBroker], queues: int = 4, perm: int = 6) -> None:
+        for b in brokers:
+            self.brokers[b.name] = b
+        self.routes[topic] = {
+            "queueDatas": [{"brokerName": b.name, "readQueueNums": queues, "writeQueueNums": queues, "perm": perm,
+                            "topicSysFlag": 0} for b in brokers],
+            "brokerDatas": [{"cluster": b.cluster, "brokerName": b.name, "brokerAddrs": {"0": b.addr}}
+                            for b in brokers],
+        }
+
+    def add_dead_broker(self, topic: str, name: str, addr: str, queues: int = 4) -> None:
+        route = self.routes[topic]
+        route["queueDatas"].append({"brokerName": name, "readQueueNums": queues, "writeQueueNums": queues,
+                                    "perm": 6, "topicSysFlag": 0})
+        route["brokerDatas"].append({"cluster": "c1", "brokerName": name, "brokerAddrs": {"0": addr}})
+
+    def _route(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        topic = cmd.ext["topic"]
+        self.route_requests.append(topic)
+        route = self.routes.get(topic)
+        if route is None:
+            return response_to(cmd, ResponseCode.TOPIC_NOT_EXIST, f"no route info of topic {topic}")
+        return response_to(cmd, ResponseCode.SUCCESS, body=orjson.dumps(route))
+
+    def _cluster(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        table = {b.name: {"cluster": b.cluster, "brokerName": b.name, "brokerAddrs": {"0": b.addr}}
+                 for b in self.brokers.values()}
+        clusters: dict[str, list[str]] = collections.defaultdict(list)
+        for b in self.brokers.values():
+            clusters[b.cluster].append(b.name)
+        return response_to(cmd, ResponseCode.SUCCESS,
+                           body=orjson.dumps({"brokerAddrTable": table, "clusterAddrTable": clusters}))
+
+
+# --- real broker processes for the black-box SDK tests (test_producer.py, test_admin.py) ---
+
+#: Small store files, so that a broker starts and creates topics fast in tests.
