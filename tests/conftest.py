@@ -35,9 +35,10 @@ def namesrv(start_namesrv: Callable[..., NamesrvProcess]) -> NamesrvProcess:
 
 
 @pytest.fixture
-def start_broker(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+def start_broker(tmp_path: Path, start_namesrv: Callable[..., NamesrvProcess]) -> Iterator[Callable[..., BrokerProcess]]:
     """Factory: ``start_broker(namesrv_addr, name="broker-a", registerNameServerPeriod=500, ...)``
-    starts a broker with small store files and waits until the name server lists it; all stop at teardown."""
+    starts a broker with small store files and waits until the name server lists it; all stop at teardown,
+    before the name servers (so their unregistering is answered)."""
     started: list[BrokerProcess] = []
 
     def start(namesrv: str, name: str = "broker-a", **config: object) -> BrokerProcess:
