@@ -58,6 +58,7 @@ def bench_put(root: str, flush: FlushDiskType, n: int, body: bytes, batch: int) 
         # (a running broker creates one per 256 MiB-1 GiB, not per run).
         store.put_messages(make_messages(32, body))
         store.wait_dispatched(60)
+        time.sleep(1.0)  # the new file's background warm-up, as on a broker that has been running
         t0 = time.perf_counter()
         if batch == 1:
             put = store.put_message
