@@ -14,7 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from clientkit import FakeBroker, FakeNamesrv, free_port
+from clientkit import FakeBroker, FakeNamesrv
+from procs import free_port
 from rocketmesh import Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
 from rocketmesh.message import MessageConst, MessageQueue

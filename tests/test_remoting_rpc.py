@@ -453,3 +453,49 @@ def test_register_broker_like_json_body_round_trip(server: RemotingServer, clien
     body = orjson.dumps({"topicConfigTable": {f"T{i}": {"readQueueNums": 8} for i in range(500)}})
     resp = client.invoke_sync(server.address, request(ECHO, {"brokerId": 0}, body))
     assert orjson.loads(resp.body)["topicConfigTable"]["T499"] == {"readQueueNums": 8}
+
+
+def test_sync_sockets_of_finished_threads_are_closed(server: RemotingServer, client: RemotingClient) -> None:
+    import gc
+
+    def work() -> None:
+        assert client.invoke_sync(server.address, request(ECHO, body=b"t")).body == b"t"
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(5)
+    gc.collect()
+    assert len(client._direct) == 0
+
+
+def test_only_the_pushed_client_may_answer(server: RemotingServer) -> None:
+    answered = threading.Event()
+
+    def on_request(addr: str, cmd: RemotingCommand) -> RemotingCommand:
+        answered.wait(5)
+        return response_to(cmd, ResponseCode.SUCCESS, body=b"genuine")
+
+    with RemotingClient(identity="genuine-1", on_request=on_request) as c:
+        c.invoke_sync(server.address, request(ECHO))
+        deadline = time.monotonic() + 5
+        while True:
+            fut = server.invoke_client(b"genuine-1", request(39), 3000)
+            time.sleep(0.05)
+            if not fut.done():
+                break
+            with pytest.raises(RemotingSendRequestError):
+                fut.result()  # the push connection was not up yet
+            assert time.monotonic() < deadline
+        # Another peer forges responses for every plausible opaque.
+        sock = raw_dealer(server)
+        try:
+            for opaque in range(1, 200):
+                sock.send_multipart(RemotingCommand(0, opaque, RESPONSE_FLAG, None, {}, b"forged").encode())
+            time.sleep(0.2)
+            assert not fut.done()
+        finally:
+            sock.close()
+        answered.set()
+        assert fut.result(5).body == b"genuine"

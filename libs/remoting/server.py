@@ -340,7 +340,12 @@ class RemotingServer:
             self._drain_mailbox()
             for entry in self._pending.drain():
                 settle(entry.future, None, RemotingSendRequestError("server stopped"))  # type: ignore[arg-type]
-            sock.close(self.options.linger_ms)
+            # Answers queued during a graceful stop get the rest of the grace period to leave,
+            # not just the usual linger: a loaded peer may be slow to read them.
+            linger = self.options.linger_ms
+            if self._stop_deadline is not None:
+                linger = max(linger, int((self._stop_deadline - time.monotonic()) * 1000))
+            sock.close(linger)
             self._log.info("remoting server stopped", address=self.address)
 
     def _draining_done(self) -> bool:
