@@ -43,6 +43,7 @@ PROPERTY_SEPARATOR = "\x02"
 _HOST = struct.Struct(">4si")
 _MSG_ID = struct.Struct(">4siq")
 _INT = struct.Struct(">i")
+_SHORT = struct.Struct(">H")
 
 
 class CorruptRecord(ValueError):
@@ -196,6 +197,31 @@ def encode_batch(messages: list[Message]) -> bytes:
         parts.append(struct.pack(">H", len(props)))
         parts.append(props)
     return b"".join(parts)
+
+
+def decode_batch_raw(buf: bytes | memoryview) -> list[tuple[bytes, int, bytes]]:
+    """Split a batch body into (body, flag, raw properties) without decoding the properties.
+
+    The broker stores properties as they came; raises CorruptRecord when the batch does not parse.
+    """
+    out = []
+    pos = 0
+    n = len(buf)
+    unpack_item = _BATCH_ITEM.unpack_from
+    unpack_short = _SHORT.unpack_from
+    try:
+        while pos < n:
+            total, _magic, _crc, flag, body_len = unpack_item(buf, pos)
+            p = pos + _BATCH_ITEM.size
+            end = pos + total
+            (props_len,) = unpack_short(buf, p + body_len)
+            if total <= 0 or end > n or body_len < 0 or p + body_len + 2 + props_len != end:
+                raise CorruptRecord(f"bad batch item at {pos}")
+            out.append((bytes(buf[p:p + body_len]), flag, bytes(buf[p + body_len + 2:end])))
+            pos = end
+    except struct.error as exc:
+        raise CorruptRecord(f"truncated batch item at {pos}") from exc
+    return out
 
 
 def decode_batch(topic: str, buf: bytes | memoryview) -> list[Message]:

@@ -10,7 +10,7 @@ import zmq
 
 from rocketmesh import Message, Producer
 from rocketmesh.client import Admin, MQBrokerError, SendStatus
-from rocketmesh.message_codec import decode_records, encode_properties
+from rocketmesh.message_codec import decode_records, encode_batch, encode_properties
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 
 FAST_LIVENESS = dict(scanNotActiveBrokerInterval=200, brokerChannelExpiredTime=1500)
@@ -122,6 +122,14 @@ def test_bad_input_gets_clear_errors_and_the_broker_keeps_serving(start_namesrv,
     ]
     for resp, code, text in cases:
         assert resp.code == code and text in (resp.remark or ""), (resp.code, resp.remark)
+
+    # A batch may not hold delayed messages; a batch that does not decode is refused whole.
+    batch_header = {"producerGroup": "raw", "topic": "Fine", "queueId": 0, "bornTimestamp": 1, "batch": True}
+    delayed = encode_batch([Message("Fine", b"a"), Message("Fine", b"b", delay_level=2)])
+    resp = c.invoke_sync(addr, request(RequestCode.SEND_BATCH_MESSAGE, batch_header, delayed), 3000)
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "delayed" in resp.remark
+    resp = c.invoke_sync(addr, request(RequestCode.SEND_BATCH_MESSAGE, batch_header, delayed[:-2]), 3000)
+    assert resp.code == ResponseCode.MESSAGE_ILLEGAL and "decode" in resp.remark
 
     # Garbage straight at the ROUTER: wrong frame counts, non-JSON, huge headers.
     ctx = zmq.Context.instance()

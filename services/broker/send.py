@@ -20,7 +20,7 @@ from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst, SysFlag
 from rocketmesh.message_codec import (
     CorruptRecord,
-    decode_batch,
+    decode_batch_raw,
     decode_properties,
     encode_host,
     encode_properties,
@@ -57,6 +57,17 @@ _FAILED_CODES = {
     PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
 _MAX_DRAIN = 1024
+_DELAY_KEY = b"DELAY\x01"
+
+
+def _has_delay(props: bytes) -> bool:
+    """A DELAY property at a property boundary (not inside another name or a value)."""
+    i = props.find(_DELAY_KEY)
+    while i >= 0:
+        if i == 0 or props[i - 1] == 2:
+            return True
+        i = props.find(_DELAY_KEY, i + 1)
+    return False
 
 
 class SendError(Exception):
@@ -205,18 +216,19 @@ class SendMessageProcessor:
         max_size = self.store_config.max_message_size
         if ext.get("batch"):
             try:
-                items = decode_batch(topic, cmd.body)
+                items = decode_batch_raw(cmd.body)
             except CorruptRecord as exc:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}") from None
             if not items:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
             out = []
-            for m in items:
-                if MessageConst.DELAY_TIME_LEVEL in m.properties:
+            for body, item_flag, item_props in items:
+                if _DELAY_KEY in item_props and _has_delay(item_props):
                     raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold delayed messages")
-                self._check_body(len(m.body), max_size)
-                out.append(MessageExtBrokerInner(topic, m.body, queue_id, m.flag, encode_properties(m.properties),
-                                                 sys_flag, born, born_host, reconsume))
+                if not 0 < len(body) <= max_size:
+                    self._check_body(len(body), max_size)
+                out.append(MessageExtBrokerInner(topic, body, queue_id, item_flag, item_props, sys_flag, born,
+                                                 born_host, reconsume))
             return out
         body = cmd.body
         self._check_body(len(body), max_size)
