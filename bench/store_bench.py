@@ -126,13 +126,14 @@ def main() -> None:
     ]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, body {args.body} B, "
           f"median of {args.repeat}")
-    for name, flush, n, batch in runs:
-        rates = [bench_put(args.dir, flush, n, body, batch) for _ in range(args.repeat)]
+    def report(name: str, rates: list[float]) -> None:
         r = statistics.median(rates)
-        print(f"{name:48s} {r:>10,.0f} msg/s {r * mb:>8.1f} MB/s")
-    rates = [bench_read(args.dir, args.count, body) for _ in range(args.repeat)]
-    r = statistics.median(rates)
-    print(f"{'read through consume queue, pulls of 32':48s} {r:>10,.0f} msg/s {r * mb:>8.1f} MB/s")
+        print(f"{name:48s} {r:>10,.0f} msg/s {r * mb:>8.1f} MB/s   (runs {min(rates):,.0f} .. {max(rates):,.0f})")
+
+    for name, flush, n, batch in runs:
+        report(name, [bench_put(args.dir, flush, n, body, batch) for _ in range(args.repeat)])
+    report("read through consume queue, pulls of 32", [bench_read(args.dir, args.count, body)
+                                                        for _ in range(args.repeat)])
     print(f"{'disk sequential write (dd 1 MiB, fdatasync)':48s} {'':>10s}       {disk_write_mb_s(args.dir):>8.1f} MB/s")
     shutil.rmtree(args.dir, ignore_errors=True)
 

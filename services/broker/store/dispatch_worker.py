@@ -33,6 +33,10 @@ from rocketmesh.broker.store.position_cell import PositionCell
 
 log = get_logger("broker", component="dispatch_worker")
 
+#: Reports to the broker are at most this far apart while records keep coming (RocketMQ's
+#: reput thread also works in 1 ms steps); an idle worker reports at once.
+REPORT_INTERVAL_S = 0.001
+
 
 class DispatchWorker:
     """Recovers the queues and index, then dispatches new records until told to stop."""
@@ -46,6 +50,9 @@ class DispatchWorker:
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
         self.reput = 0
         self._flush_interval = config.flush_interval_consume_queue / 1000
+        self._arrived: dict[tuple[str, int], int] = {}
+        self._reported = 0
+        self._last_report = 0.0
 
     def recover(self, end: int) -> None:
         """Drop entries past ``end``, rebuild from the checkpoint up to ``end``, report ``ready``."""
@@ -58,6 +65,7 @@ class DispatchWorker:
         start = min(max(self.checkpoint.dispatched_phy_offset, self.commitlog.min_offset), end)
         self.reput = start
         self.dispatch_to(end, notify=False)
+        self._reported = self.reput
         self.flush()
         mins = d.min_offsets()
         self.conn.send(("ready", d.max_offsets(), mins, self.reput))
@@ -65,21 +73,34 @@ class DispatchWorker:
                  seconds=round(time.monotonic() - t0, 3))
 
     def dispatch_to(self, end: int, notify: bool = True) -> None:
-        """Dispatch records up to ``end``, telling the broker after each run of them."""
+        """Dispatch records up to ``end``; what queues moved is kept for the next report."""
         read = self.commitlog.read_records
         dispatch = self.dispatcher.dispatch
+        pending = self._arrived
         while self.reput < end:
             records, nxt, clean = read(self.reput)
-            arrived: Arrived = dispatch(records) if records else []
+            if records:
+                for topic, queue_id, max_offset in dispatch(records):
+                    pending[(topic, queue_id)] = max_offset
             if nxt == self.reput:
                 if not clean:
                     log.error("dispatch_bad_record", offset=self.reput)
                 break
             self.reput = nxt
-            if notify:
-                # Sent even when no queue moved (a blank record), so the broker
-                # always knows how far dispatch got.
-                self.conn.send(("arrived", arrived, nxt))
+            if not notify:
+                pending.clear()
+
+    def report(self) -> None:
+        """Tell the broker which queues moved and how far dispatch got (also when only a blank
+        record was passed). At most one report per REPORT_INTERVAL_S while records keep coming:
+        each report costs the broker a wake-up under its interpreter lock."""
+        if self.reput == self._reported:
+            return
+        arrived: Arrived = [(t, q, m) for (t, q), m in self._arrived.items()]
+        self._arrived.clear()
+        self._reported = self.reput
+        self._last_report = time.monotonic()
+        self.conn.send(("arrived", arrived, self.reput))
 
     def flush(self) -> None:
         self.dispatcher.flush()
@@ -98,6 +119,8 @@ class DispatchWorker:
             if not idle:
                 self.commitlog.queue.follow(end)
                 self.dispatch_to(end)
+            if self.reput != self._reported and (idle or time.monotonic() - self._last_report >= REPORT_INTERVAL_S):
+                self.report()
             try:
                 if conn.poll(0.001 if idle else 0):
                     if not self.handle(conn.recv()):
@@ -126,6 +149,7 @@ class DispatchWorker:
             final_end = msg[2]
             self.commitlog.queue.follow(final_end)
             self.dispatch_to(final_end)
+            self.report()
             self.flush()
             self.conn.send(("reply", req_id, self.reput))
             return False
