@@ -51,6 +51,8 @@ Handler = Callable[[RemotingCommand, "RequestContext"], Optional[RemotingCommand
 
 #: Messages read per socket wake-up before the loop looks at its mailbox again.
 _RECV_BATCH = 512
+#: How long a gracefully stopping server keeps connections open after its last answer.
+_SETTLE_S = 0.3
 #: How often expired pushes are looked for, in seconds.
 _SCAN_INTERVAL = 0.1
 #: Peer descriptions remembered before the cache starts over.
@@ -152,6 +154,7 @@ class RemotingServer:
         self._io_ident = -1
         self._accepting = False
         self._stop_deadline: Optional[float] = None
+        self._settle = False
         self._port = 0
         self._malformed_logged_at = 0.0
         self._malformed_suppressed = 0
@@ -227,6 +230,8 @@ class RemotingServer:
         """
         if self._thread is None or self._stop_deadline is not None:
             return
+        # Answers still owed when the stop begins get a moment to be read before the connections close.
+        self._settle = bool(len(self._mailbox)) or any(p.inflight for p in list(self._processors.values()))
         self._stop_deadline = time.monotonic() + grace_s
         self._accepting = False
         self._mailbox.wake()
@@ -340,10 +345,14 @@ class RemotingServer:
             self._drain_mailbox()
             for entry in self._pending.drain():
                 settle(entry.future, None, RemotingSendRequestError("server stopped"))  # type: ignore[arg-type]
-            # Answers queued during a graceful stop get the rest of the grace period to leave,
-            # not just the usual linger: a loaded peer may be slow to read them.
+            # A graceful stop keeps the connections open a moment after the last answer:
+            # a peer that has not read it yet when the connection drops can lose it.
             linger = self.options.linger_ms
             if self._stop_deadline is not None:
+                left = self._stop_deadline - time.monotonic()
+                if left > 0 and self._settle:
+                    time.sleep(min(_SETTLE_S, left))
+                    self._drain_mailbox()
                 linger = max(linger, int((self._stop_deadline - time.monotonic()) * 1000))
             sock.close(linger)
             self._log.info("remoting server stopped", address=self.address)

@@ -150,9 +150,10 @@ class BrokerController:
         if self.registration is not None:
             self.registration.stop(2)
             self.registration.unregister_all()
-        self.server.stop(grace_s=2.0)
+        # Answer every queued send (later ones hear the broker is stopping), then stop the server.
         if self.send is not None:
             self.send.stop()
+        self.server.stop(grace_s=2.0)
         for svc in (self.sampler, self.scanner):
             if svc is not None:
                 svc.stop(2)

@@ -99,6 +99,9 @@ class SendMessageProcessor:
 
     def enqueue(self, cmd: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
         """Inline handler: queue the send for the worker, or refuse it when the queue is full."""
+        if not self._running:
+            return response_to(cmd, ResponseCode.SERVICE_NOT_AVAILABLE,
+                               f"the broker[{self.config.broker_name}] is shutting down, send to another broker")
         if len(self._queue) >= self.config.send_thread_pool_queue_capacity:
             self.busy_rejections += 1
             return response_to(cmd, ResponseCode.SYSTEM_BUSY,
