@@ -13,6 +13,7 @@ SIGKILL. ``kill()`` is for crash tests. Failures carry the process's output.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -225,13 +226,11 @@ class BrokerProcess(ServiceProcess):
         deadline = time.monotonic() + timeout_s
         with RemotingClient(name="probe") as client:
             while True:
-                try:
+                with contextlib.suppress(RemotingError):
                     resp = client.invoke_sync(self.namesrv_addr, request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
                     table = orjson.loads(resp.body).get("brokerAddrTable", {}) if resp.body else {}
                     if self.addr in (table.get(self.broker_name) or {}).get("brokerAddrs", {}).values():
                         return
-                except RemotingError:
-                    pass
                 if time.monotonic() >= deadline:
                     raise AssertionError(f"{self.broker_name} not registered within {timeout_s} s\n{self.output()}")
                 time.sleep(0.05)

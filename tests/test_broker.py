@@ -55,7 +55,7 @@ def test_registers_with_every_namesrv_and_unregisters_on_shutdown(start_namesrv,
 def test_killed_broker_drops_out_and_sends_go_to_the_survivor(start_namesrv, start_broker, remoting_client):
     ns = start_namesrv(**FAST_LIVENESS)
     a = start_broker(ns.addr, "broker-a", registerNameServerPeriod=300)
-    b = start_broker(ns.addr, "broker-b", registerNameServerPeriod=300)
+    start_broker(ns.addr, "broker-b", registerNameServerPeriod=300)
     with Admin(namesrv=ns.addr) as admin:
         admin.create_topic("Orders", read_queue_nums=2, write_queue_nums=2)
         wait_until(lambda: route_brokers(remoting_client, ns.addr, "Orders") == {"broker-a", "broker-b"},

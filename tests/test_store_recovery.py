@@ -58,17 +58,23 @@ def read_acks(proc, want, timeout=60):
     return acks
 
 
-def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path):
-    proc = subprocess.Popen([sys.executable, WRITER, str(tmp_path), "4"], stdout=subprocess.PIPE,
+def write_then_kill(root, threads: int, at_least: int) -> list[list[str]]:
+    """Run the SYNC_FLUSH writer, SIGKILL it mid-stream once ``at_least`` puts are acknowledged."""
+    proc = subprocess.Popen([sys.executable, WRITER, str(root), str(threads)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL, text=True)
     try:
-        acks = read_acks(proc, 400)
+        acks = read_acks(proc, at_least)
         os.kill(proc.pid, signal.SIGKILL)
         # Lines acknowledged before the kill landed are still in the pipe.
         acks += [ln.split() for ln in proc.stdout.read().splitlines() if ln.startswith("ACK ")]
     finally:
         proc.kill()
         proc.wait(10)
+    return acks
+
+
+def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path):
+    acks = write_then_kill(tmp_path, threads=4, at_least=400)
     assert len(acks) >= 400
     assert (tmp_path / "abort").exists()  # it did not shut down cleanly
 
@@ -94,15 +100,7 @@ def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path):
 
 
 def test_corrupt_tail_after_crash_is_truncated_not_served(tmp_path):
-    proc = subprocess.Popen([sys.executable, WRITER, str(tmp_path), "2"], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    try:
-        acks = read_acks(proc, 200)
-        os.kill(proc.pid, signal.SIGKILL)
-        acks += [ln.split() for ln in proc.stdout.read().splitlines() if ln.startswith("ACK ")]
-    finally:
-        proc.kill()
-        proc.wait(10)
+    acks = write_then_kill(tmp_path, threads=2, at_least=200)
     acks.sort(key=lambda a: int(a[3]))
     victim = acks[-5]  # flip bytes inside the body of the fifth-last record
     phys = int(victim[3])

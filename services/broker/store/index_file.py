@@ -28,7 +28,7 @@ from datetime import datetime
 from typing import Optional
 
 from rocketmesh.log import get_logger
-from rocketmesh.broker.store.mapped_file import allocate
+from rocketmesh.broker.store.mapped_file import allocate, release_mapping, unlink_quietly
 
 log = get_logger("broker", component="index")
 
@@ -179,18 +179,11 @@ class IndexFile:
         os.fdatasync(self.fd)
 
     def close(self) -> None:
-        try:
-            self.mm.close()
-        except BufferError:
-            pass
-        os.close(self.fd)
+        release_mapping(self.mm, self.fd)
 
     def destroy(self) -> None:
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        unlink_quietly(self.path)
 
 
 class IndexService:

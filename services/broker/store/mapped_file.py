@@ -49,6 +49,22 @@ def warm(fd: int, size: int) -> None:
         pass
 
 
+def release_mapping(mm: mmap.mmap, fd: int) -> None:
+    """Unmap and close; a mapping a reader still holds a view of goes when the view is dropped."""
+    try:
+        mm.close()
+    except BufferError:
+        pass
+    os.close(fd)
+
+
+def unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
@@ -127,20 +143,12 @@ class MappedFile:
     def close(self) -> None:
         if self._available:
             self._available = False
-            try:
-                self.mm.close()
-            except BufferError:
-                # A reader still holds a view; the mapping goes when it is dropped.
-                pass
-            os.close(self.fd)
+            release_mapping(self.mm, self.fd)
 
     def destroy(self) -> None:
         """Close and delete the file."""
         self.close()
-        try:
-            os.unlink(self.path)
-        except FileNotFoundError:
-            pass
+        unlink_quietly(self.path)
 
     def __repr__(self) -> str:
         return f"MappedFile({self.file_name}, wrote={self.wrote_position})"
