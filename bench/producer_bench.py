@@ -12,6 +12,7 @@ Modes:
   sync1, sync4, sync16   send() in a loop on 1, 4, 16 threads
   async                  send_async() keeping --window requests in flight (latency = submit to completion)
   batch                  send_batch() of --batch messages (latency per batch, msg/s counts messages)
+  batch-async            send_batch_async() keeping --batch-window batches in flight
   paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
 
 Prints msg/s and p50/p99 latency (ms) per mode. The broker runs with its
@@ -234,6 +235,31 @@ def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tu
     return batches * size, clock() - t_start, lat
 
 
+def run_batch_async(producer: Producer, size: int, window: int, duration: float,
+                    body: bytes) -> tuple[int, float, list[float]]:
+    """Batches of ``size`` with ``window`` batches in flight (latency per batch, msg/s counts messages)."""
+    inflight: collections.deque = collections.deque()
+    lat: list[float] = []
+    clock = time.perf_counter
+    record = lat.append
+    t_start = clock()
+    stop_at = t_start + duration
+    batches = 0
+    while True:
+        now = clock()
+        if now >= stop_at:
+            break
+        if len(inflight) >= window:
+            inflight.popleft().result(30)
+        fut = producer.send_batch_async([Message(TOPIC, body) for _ in range(size)])
+        fut.add_done_callback(lambda f, t0=now: record(clock() - t0))
+        inflight.append(fut)
+        batches += 1
+    for fut in inflight:
+        fut.result(30)
+    return batches * size, clock() - t_start, lat
+
+
 def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> tuple[int, float, list[float]]:
     lat: list[float] = []
     clock = time.perf_counter
@@ -254,11 +280,12 @@ def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", help="use running services at this name server instead of starting them")
-    ap.add_argument("--modes", default="sync1,sync4,sync16,async,batch,paced")
+    ap.add_argument("--modes", default="sync1,sync4,sync16,async,batch,batch-async,paced")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per mode")
     ap.add_argument("--body", type=int, default=1024, help="body bytes")
     ap.add_argument("--window", type=int, default=1000, help="async requests in flight")
     ap.add_argument("--batch", type=int, default=32, help="messages per batch")
+    ap.add_argument("--batch-window", type=int, default=32, help="batches in flight for batch-async")
     ap.add_argument("--rate", type=float, default=2000.0, help="paced mode msg/s")
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker config override")
@@ -283,6 +310,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "sync16": lambda p: run_sync(p, 16, args.duration, body),
         "async": lambda p: run_async(p, args.window, args.duration, body),
         "batch": lambda p: run_batch(p, args.batch, args.duration, body),
+        "batch-async": lambda p: run_batch_async(p, args.batch, args.batch_window, args.duration, body),
         "paced": lambda p: run_paced(p, args.rate, args.duration, body),
     }
     try:

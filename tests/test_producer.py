@@ -136,6 +136,24 @@ def test_batch_send_goes_to_one_queue(start_broker: StartBroker, namesrv, admin:
     assert len({r.message_queue for r in rs}) == 4
 
 
+def test_async_batches_in_flight_all_land(start_broker: StartBroker, namesrv, admin: Admin,
+                                          producer: Producer) -> None:
+    start_broker(namesrv.addr)
+    make_topic(admin, "BatchA")
+    futures = [producer.send_batch_async([Message("BatchA", b"%d-%d" % (b, i)) for i in range(16)])
+               for b in range(20)]
+    results = [f.result(10) for f in futures]
+    assert all(r.ok for r in results)
+    assert sum(len(r.offset_msg_id.split(",")) for r in results) == 320
+    totals = wait_max_offsets(admin, "BatchA", lambda m: sum(m.values()) >= 320)
+    assert sum(totals.values()) == 320
+    # Every message of one batch is in one queue, in order.
+    first = results[0]
+    stored = [admin.view_message(i) for i in first.offset_msg_id.split(",")]
+    assert {m.queue_id for m in stored} == {first.message_queue.queue_id}
+    assert [m.body for m in stored] == [b"0-%d" % i for i in range(16)]
+
+
 def test_selector_keeps_order_per_key(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:
     start_broker(namesrv.addr)
     make_topic(admin, "OrderT", queues=8)

@@ -339,16 +339,8 @@ class Producer:
         ``msg_id`` and ``offset_msg_id`` list one id per message, comma
         separated; ``queue_offset`` is the first message's.
         """
-        topic = check_batch(msgs, self.max_message_size)
+        topic, body, ids = self._encode_batch(msgs)
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        ids = ",".join([set_unique_id(m) for m in msgs])
-        body = encode_batch(list(msgs))
-        if len(body) > self.max_message_size:
-            raise MQClientError(
-                f"the batch of {len(msgs)} messages encodes to {len(body)} bytes, over the maximum of "
-                f"{self.max_message_size} bytes (max_message_size); send it in smaller batches",
-                ResponseCode.MESSAGE_ILLEGAL,
-            )
         if not self._running:
             self.start()
         ext = self._ext(None, topic)
@@ -359,7 +351,53 @@ class Producer:
             raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
         return self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout)
 
+    def send_batch_async(
+        self,
+        msgs: Sequence[Message],
+        *,
+        queue: Optional[MessageQueue] = None,
+        timeout_ms: Optional[int] = None,
+        callback: Optional[SendCallback] = None,
+    ) -> "Future[SendResult]":
+        """:meth:`send_batch` without waiting, retried like :meth:`send_async` (same broker).
+
+        Keeping several batches in flight is how a producer fills a broker's pipe.
+        """
+        topic, body, ids = self._encode_batch(msgs)
+        if not self._running:
+            self.start()
+        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        ext = self._ext(None, topic)
+        ext["batch"] = True
+        if queue is None:
+            mq = self._fault.select_one_message_queue(self._publish_info(topic), None)
+        elif queue.topic != topic:
+            raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
+        else:
+            mq = queue
+        addr = self._addr_of(mq)
+        ext["queueId"] = mq.queue_id
+        op = _AsyncSend(self, ids, mq, addr, RemotingCommand(_SEND_BATCH_MESSAGE, 0, 0, None, ext, body),
+                        timeout, self.retry_times_when_send_async_failed)
+        if callback is not None:
+            op.future.add_done_callback(self._callback_thread().wrap(callback))
+        op.invoke()
+        return op.future
+
     # -- internals -------------------------------------------------------------
+
+    def _encode_batch(self, msgs: Sequence[Message]) -> tuple[str, bytes, str]:
+        """Check and encode a batch: (topic, body, comma-separated unique ids)."""
+        topic = check_batch(msgs, self.max_message_size)
+        ids = ",".join([set_unique_id(m) for m in msgs])
+        body = encode_batch(list(msgs))
+        if len(body) > self.max_message_size:
+            raise MQClientError(
+                f"the batch of {len(msgs)} messages encodes to {len(body)} bytes, over the maximum of "
+                f"{self.max_message_size} bytes (max_message_size); send it in smaller batches",
+                ResponseCode.MESSAGE_ILLEGAL,
+            )
+        return topic, body, ids
 
     def _check(self, msg: Message) -> None:
         if type(msg) is not Message and not isinstance(msg, Message):
