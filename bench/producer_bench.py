@@ -33,6 +33,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from concurrent.futures import Future
 import tempfile
 import threading
 import time
@@ -194,12 +195,13 @@ def run_sync(producer: Producer, threads: int, duration: float, body: bytes) -> 
     return len(all_lat), elapsed, all_lat
 
 
-def run_async(producer: Producer, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+def run_windowed(send: Callable[[], Future], per_send: int, window: int,
+                 duration: float) -> tuple[int, float, list[float]]:
+    """Keep ``window`` sends in flight for ``duration`` s; latency is submit to completion."""
     inflight: collections.deque = collections.deque()
     lat: list[float] = []
     clock = time.perf_counter
     record = lat.append
-    send = producer.send_async
     t_start = clock()
     stop_at = t_start + duration
     n = 0
@@ -209,14 +211,17 @@ def run_async(producer: Producer, window: int, duration: float, body: bytes) -> 
             break
         if len(inflight) >= window:
             inflight.popleft().result(30)
-        fut = send(Message(TOPIC, body))
+        fut = send()
         fut.add_done_callback(lambda f, t0=now: record(clock() - t0))
         inflight.append(fut)
-        n += 1
+        n += per_send
     for fut in inflight:
         fut.result(30)
-    elapsed = clock() - t_start
-    return n, elapsed, lat
+    return n, clock() - t_start, lat
+
+
+def run_async(producer: Producer, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+    return run_windowed(lambda: producer.send_async(Message(TOPIC, body)), 1, window, duration)
 
 
 def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
@@ -238,26 +243,8 @@ def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tu
 def run_batch_async(producer: Producer, size: int, window: int, duration: float,
                     body: bytes) -> tuple[int, float, list[float]]:
     """Batches of ``size`` with ``window`` batches in flight (latency per batch, msg/s counts messages)."""
-    inflight: collections.deque = collections.deque()
-    lat: list[float] = []
-    clock = time.perf_counter
-    record = lat.append
-    t_start = clock()
-    stop_at = t_start + duration
-    batches = 0
-    while True:
-        now = clock()
-        if now >= stop_at:
-            break
-        if len(inflight) >= window:
-            inflight.popleft().result(30)
-        fut = producer.send_batch_async([Message(TOPIC, body) for _ in range(size)])
-        fut.add_done_callback(lambda f, t0=now: record(clock() - t0))
-        inflight.append(fut)
-        batches += 1
-    for fut in inflight:
-        fut.result(30)
-    return batches * size, clock() - t_start, lat
+    return run_windowed(lambda: producer.send_batch_async([Message(TOPIC, body) for _ in range(size)]),
+                        size, window, duration)
 
 
 def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> tuple[int, float, list[float]]:

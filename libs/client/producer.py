@@ -286,14 +286,7 @@ class Producer:
             mq = self._fault.select_one_message_queue(tp, None)
         else:
             mq = self._pinned_queue(msg, queue, selector, arg)
-        addr = self._addr_of(mq)
-        ext["queueId"] = mq.queue_id
-        op = _AsyncSend(self, uniq, mq, addr, RemotingCommand(_SEND_MESSAGE, 0, 0, None, ext, msg.body),
-                        timeout, self.retry_times_when_send_async_failed)
-        if callback is not None:
-            op.future.add_done_callback(self._callback_thread().wrap(callback))
-        op.invoke()
-        return op.future
+        return self._start_async(mq, ext, _SEND_MESSAGE, msg.body, uniq, timeout, callback)
 
     def send_oneway(
         self,
@@ -375,16 +368,21 @@ class Producer:
             raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
         else:
             mq = queue
+        return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback)
+
+    # -- internals -------------------------------------------------------------
+
+    def _start_async(self, mq: MessageQueue, ext: dict[str, Any], code: int, body: bytes, ids: str,
+                     timeout: int, callback: Optional[SendCallback]) -> "Future[SendResult]":
+        """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker)."""
         addr = self._addr_of(mq)
         ext["queueId"] = mq.queue_id
-        op = _AsyncSend(self, ids, mq, addr, RemotingCommand(_SEND_BATCH_MESSAGE, 0, 0, None, ext, body),
+        op = _AsyncSend(self, ids, mq, addr, RemotingCommand(code, 0, 0, None, ext, body),
                         timeout, self.retry_times_when_send_async_failed)
         if callback is not None:
             op.future.add_done_callback(self._callback_thread().wrap(callback))
         op.invoke()
         return op.future
-
-    # -- internals -------------------------------------------------------------
 
     def _encode_batch(self, msgs: Sequence[Message]) -> tuple[str, bytes, str]:
         """Check and encode a batch: (topic, body, comma-separated unique ids)."""
