@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import orjson
@@ -167,3 +168,31 @@ def test_runtime_info_counts_puts(start_namesrv, start_broker):
         info = admin.broker_runtime_info(broker.addr)
     assert int(info["putMessageTimesTotal"]) >= 5
     assert info["brokerName"] == "broker-a" and len(info["putTps"].split()) == 3
+
+
+def test_sync_flush_broker_acknowledges_concurrent_sends_after_fsync(start_namesrv, start_broker):
+    ns = start_namesrv()
+    broker = start_broker(ns.addr, flushDiskType="SYNC_FLUSH")
+    results, errors = [], []
+
+    def producer_thread(n: int) -> None:
+        try:
+            with Producer(f"sync-flush-{n}", namesrv=ns.addr) as producer:
+                for i in range(25):
+                    results.append(producer.send(Message("Durable", b"%d-%d" % (n, i), keys=f"d{n}-{i}")))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=producer_thread, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+    assert len(results) == 150 and all(r.send_status is SendStatus.SEND_OK for r in results)
+    with Admin(namesrv=ns.addr) as admin:
+        # Queue offsets follow the acknowledgement by a dispatch step.
+        wait_until(lambda: sum(o.max_offset for o in admin.topic_status("Durable").values()) == 150,
+                   what="150 messages in the queues")
+        info = admin.broker_runtime_info(broker.addr)
+    assert info["flushDiskType"] == "SYNC_FLUSH"

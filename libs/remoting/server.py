@@ -79,6 +79,12 @@ class RequestContext:
     # response races safely between, say, a long-poll waker and its timeout.
     _token: list = field(default_factory=lambda: [True])
 
+    def more_requests_waiting(self) -> bool:
+        """True when further requests are already waiting on the socket (or when asked off the
+        I/O thread, where it cannot be known). An inline handler can hand work on under load
+        and do it at once when the server is idle."""
+        return self.server._more_waiting()
+
     @property
     def waited_ms(self) -> float:
         """Milliseconds since the request was read off the socket."""
@@ -361,6 +367,12 @@ class RemotingServer:
         if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
             return True
         return not any(p.inflight for p in list(self._processors.values())) and not len(self._mailbox)
+
+    def _more_waiting(self) -> bool:
+        sock = self._sock
+        if threading.get_ident() != self._io_ident or sock is None or sock.closed:
+            return True
+        return bool(sock.getsockopt(zmq.EVENTS) & zmq.POLLIN)
 
     def _drain_mailbox(self) -> None:
         send = self._send
