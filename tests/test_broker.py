@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -196,3 +198,38 @@ def test_sync_flush_broker_acknowledges_concurrent_sends_after_fsync(start_names
                    what="150 messages in the queues")
         info = admin.broker_runtime_info(broker.addr)
     assert info["flushDiskType"] == "SYNC_FLUSH"
+
+
+def test_broker_conf_file_environment_and_flags(start_namesrv, tmp_path, remoting_client):
+    from procs import ServiceProcess, free_port, stdout_line
+
+    ns = start_namesrv()
+    port = free_port()
+    conf = tmp_path / "broker.conf"
+    conf.write_text(f"# RocketMQ-style broker.conf\nbrokerClusterName=ConfCluster\nbrokerName=from-file\n"
+                    f"listenPort={port}\nlistenAddress=127.0.0.1\nbrokerIP1=127.0.0.1\n"
+                    f"storePathRootDir={tmp_path / 'store'}\nmappedFileSizeCommitLog=4194304\n"
+                    f"maxHashSlotNum=10000\nmaxIndexNum=40000\ndefaultTopicQueueNums=3\n")
+    # The file names the broker; the environment overrides the file; a flag overrides both.
+    proc = ServiceProcess("broker", ["-c", str(conf), "-n", ns.addr, "--broker-name", "from-flag"],
+                          tmp_path / "proc", ready=stdout_line(r"listening on"),
+                          env={"ROCKETMESH_BROKER_CLUSTER_NAME": "EnvCluster"})
+    proc.start(timeout_s=30)
+    try:
+        assert f"broker from-flag listening on 127.0.0.1:{port}" in proc.stdout_text()
+        with Admin(namesrv=ns.addr) as admin:
+            wait_until(lambda: admin.cluster_list("EnvCluster"), what="broker in EnvCluster")
+            assert [(b.broker_name, b.addr) for b in admin.cluster_list("EnvCluster")] == \
+                [("from-flag", f"127.0.0.1:{port}")]
+        resp = send_raw(remoting_client, f"127.0.0.1:{port}", "ConfTopic")
+        assert resp.code == ResponseCode.SUCCESS
+        assert (tmp_path / "store" / "commitlog").is_dir()
+    finally:
+        proc.stop()
+    assert proc.returncode == 0
+
+    bad = tmp_path / "bad.conf"
+    bad.write_text("flushDiskType=SOMETIMES\n")
+    out = subprocess.run([sys.executable, "-m", "rocketmesh.broker", "-c", str(bad)], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 2 and "flushDiskType" in out.stderr
