@@ -233,3 +233,19 @@ def test_broker_conf_file_environment_and_flags(start_namesrv, tmp_path, remotin
     out = subprocess.run([sys.executable, "-m", "rocketmesh.broker", "-c", str(bad)], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 2 and "flushDiskType" in out.stderr
+
+
+def test_silent_clients_expire_from_the_client_table(start_namesrv, start_broker, remoting_client):
+    ns = start_namesrv()
+    broker = start_broker(ns.addr, channelExpiredTimeout=800, clientScanInterval=200)
+    heartbeat = {"clientID": "127.0.0.1@silent", "producerDataSet": [{"groupName": "silent-producers"}],
+                 "consumerDataSet": []}
+    resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.HEARTBEAT, body=orjson.dumps(heartbeat)),
+                                       3000)
+    assert resp.code == ResponseCode.SUCCESS
+    with Admin(namesrv=ns.addr) as admin:
+        assert admin.broker_runtime_info(broker.addr)["producerCount"] == 1
+        wait_until(lambda: admin.broker_runtime_info(broker.addr)["producerCount"] == 0, timeout_s=5,
+                   what="the silent producer to expire")
+    bad = remoting_client.invoke_sync(broker.addr, request(RequestCode.HEARTBEAT, body=b"{not json"), 3000)
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "heartbeat" in bad.remark
