@@ -19,7 +19,7 @@ import zlib
 from functools import lru_cache
 from typing import Iterator, Optional
 
-from rocketmesh.message import Message, MessageConst, MessageExt
+from rocketmesh.message import Message, MessageExt
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194
@@ -42,7 +42,6 @@ PROPERTY_SEPARATOR = "\x02"
 
 _HOST = struct.Struct(">4si")
 _MSG_ID = struct.Struct(">4siq")
-_INT = struct.Struct(">i")
 _SHORT = struct.Struct(">H")
 
 
@@ -246,7 +245,3 @@ def decode_batch(topic: str, buf: bytes | memoryview) -> list[Message]:
         pos += total
     return out
 
-
-# Re-exported for readers that only need one field.
-read_int = _INT.unpack_from
-KEY_SEPARATOR = MessageConst.KEY_SEPARATOR

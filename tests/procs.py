@@ -30,6 +30,19 @@ from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, requ
 ReadyCheck = Callable[["ServiceProcess"], bool]
 
 
+def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition",
+             interval_s: float = 0.05) -> object:
+    """Poll ``predicate`` until it returns something true (returned), or fail naming ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"{what} not met within {timeout_s} s")
+        time.sleep(interval_s)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

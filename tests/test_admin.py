@@ -7,7 +7,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from procs import BrokerProcess
+from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer
 from rocketmesh.client import BrokerInfo, ResponseCode
 from rocketmesh.message import MessageQueue
@@ -19,17 +19,6 @@ StartBroker = Callable[..., BrokerProcess]
 def admin(namesrv) -> Iterator[Admin]:
     with Admin(namesrv.addr) as a:
         yield a
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
 
 
 def test_cluster_list(start_broker: StartBroker, namesrv, admin: Admin) -> None:

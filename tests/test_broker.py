@@ -11,6 +11,8 @@ import orjson
 import pytest
 import zmq
 
+from procs import wait_for
+
 from rocketmesh import Message, Producer
 from rocketmesh.client import Admin, MQBrokerError, SendStatus
 from rocketmesh.message_codec import decode_records, encode_batch, encode_properties
@@ -26,16 +28,6 @@ def route_brokers(client: RemotingClient, namesrv: str, topic: str) -> set[str]:
     return {b["brokerName"] for b in orjson.loads(resp.body)["brokerDatas"]}
 
 
-def wait_until(predicate, timeout_s: float = 15.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def send_raw(client, addr, topic, body=b"x", queue_id=0, **ext):
     header = {"producerGroup": "raw", "topic": topic, "queueId": queue_id, "bornTimestamp": int(time.time() * 1000),
               "defaultTopic": "TBW102", "defaultTopicQueueNums": 4,
@@ -47,7 +39,7 @@ def test_registers_with_every_namesrv_and_unregisters_on_shutdown(start_namesrv,
     ns1, ns2 = start_namesrv(), start_namesrv()
     broker = start_broker(f"{ns1.addr};{ns2.addr}")
     for ns in (ns1, ns2):
-        assert wait_until(lambda: route_brokers(remoting_client, ns.addr, "TBW102"), what="route") == {"broker-a"}
+        assert wait_for(lambda: route_brokers(remoting_client, ns.addr, "TBW102"), 15, what="route") == {"broker-a"}
     broker.stop()
     assert broker.returncode == 0, broker.output()
     # A clean shutdown unregisters at once; no waiting for the liveness expiry.
@@ -61,10 +53,10 @@ def test_killed_broker_drops_out_and_sends_go_to_the_survivor(start_namesrv, sta
     start_broker(ns.addr, "broker-b", registerNameServerPeriod=300)
     with Admin(namesrv=ns.addr) as admin:
         admin.create_topic("Orders", read_queue_nums=2, write_queue_nums=2)
-        wait_until(lambda: route_brokers(remoting_client, ns.addr, "Orders") == {"broker-a", "broker-b"},
+        wait_for(lambda: route_brokers(remoting_client, ns.addr, "Orders") == {"broker-a", "broker-b"},
                    what="both brokers in the route")
     a.kill()
-    wait_until(lambda: route_brokers(remoting_client, ns.addr, "Orders") == {"broker-b"}, timeout_s=10,
+    wait_for(lambda: route_brokers(remoting_client, ns.addr, "Orders") == {"broker-b"}, timeout_s=10,
                what="broker-a to expire")
     with Producer("survivor-test", namesrv=ns.addr) as producer:
         results = [producer.send(Message("Orders", b"after-crash-%d" % i)) for i in range(20)]
@@ -75,7 +67,7 @@ def test_killed_broker_drops_out_and_sends_go_to_the_survivor(start_namesrv, sta
     c = start_broker(ns.addr, "broker-c", registerNameServerPeriod=300)
     with Admin(namesrv=ns.addr) as admin:
         admin.create_topic("Orders", read_queue_nums=2, write_queue_nums=2, broker_addr=c.addr)
-    wait_until(lambda: "broker-c" in route_brokers(remoting_client, ns.addr, "Orders"), what="broker-c")
+    wait_for(lambda: "broker-c" in route_brokers(remoting_client, ns.addr, "Orders"), what="broker-c")
     with Producer("joiner-test", namesrv=ns.addr, poll_name_server_interval_ms=200) as producer:
         brokers = {producer.send(Message("Orders", b"x")).message_queue.broker_name for _ in range(20)}
     assert brokers == {"broker-b", "broker-c"}
@@ -93,7 +85,7 @@ def test_topics_persist_across_restart_and_auto_creation(start_namesrv, start_br
     table = orjson.loads((broker.store_dir / "config" / "topics.json").read_bytes())["topicConfigTable"]
     assert table["Kept"]["writeQueueNums"] == 3 and "AutoMade" in table
     broker.start(timeout_s=30)
-    wait_until(lambda: route_brokers(remoting_client, ns.addr, "Kept"), what="route after restart")
+    wait_for(lambda: route_brokers(remoting_client, ns.addr, "Kept"), what="route after restart")
     resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.QUERY_MESSAGE, {"topic": "AutoMade",
                                                                                         "key": "k1"}), 3000)
     assert resp.code == ResponseCode.SUCCESS and [m.body for m in decode_records(resp.body)] == [b"hello"]
@@ -194,7 +186,7 @@ def test_sync_flush_broker_acknowledges_concurrent_sends_after_fsync(start_names
     assert len(results) == 150 and all(r.send_status is SendStatus.SEND_OK for r in results)
     with Admin(namesrv=ns.addr) as admin:
         # Queue offsets follow the acknowledgement by a dispatch step.
-        wait_until(lambda: sum(o.max_offset for o in admin.topic_status("Durable").values()) == 150,
+        wait_for(lambda: sum(o.max_offset for o in admin.topic_status("Durable").values()) == 150,
                    what="150 messages in the queues")
         info = admin.broker_runtime_info(broker.addr)
     assert info["flushDiskType"] == "SYNC_FLUSH"
@@ -218,7 +210,7 @@ def test_broker_conf_file_environment_and_flags(start_namesrv, tmp_path, remotin
     try:
         assert f"broker from-flag listening on 127.0.0.1:{port}" in proc.stdout_text()
         with Admin(namesrv=ns.addr) as admin:
-            wait_until(lambda: admin.cluster_list("EnvCluster"), what="broker in EnvCluster")
+            wait_for(lambda: admin.cluster_list("EnvCluster"), what="broker in EnvCluster")
             assert [(b.broker_name, b.addr) for b in admin.cluster_list("EnvCluster")] == \
                 [("from-flag", f"127.0.0.1:{port}")]
         resp = send_raw(remoting_client, f"127.0.0.1:{port}", "ConfTopic")
@@ -245,7 +237,7 @@ def test_silent_clients_expire_from_the_client_table(start_namesrv, start_broker
     assert resp.code == ResponseCode.SUCCESS
     with Admin(namesrv=ns.addr) as admin:
         assert admin.broker_runtime_info(broker.addr)["producerCount"] == 1
-        wait_until(lambda: admin.broker_runtime_info(broker.addr)["producerCount"] == 0, timeout_s=5,
+        wait_for(lambda: admin.broker_runtime_info(broker.addr)["producerCount"] == 0, timeout_s=5,
                    what="the silent producer to expire")
     bad = remoting_client.invoke_sync(broker.addr, request(RequestCode.HEARTBEAT, body=b"{not json"), 3000)
     assert bad.code == ResponseCode.SYSTEM_ERROR and "heartbeat" in bad.remark

@@ -14,7 +14,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from procs import BrokerProcess
+from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
 from rocketmesh.message import MessageQueue
@@ -37,17 +37,6 @@ def producer(namesrv) -> Iterator[Producer]:
 def make_topic(admin: Admin, topic: str, queues: int = 4, **kw) -> None:
     admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **kw)
     admin.wait_topic_route(topic)
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str = "condition") -> object:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"{what} not met within {timeout_s} s")
-        time.sleep(0.05)
 
 
 def max_offsets(admin: Admin, topic: str) -> dict[MessageQueue, int]:

@@ -244,13 +244,8 @@ class Producer:
         ``retry_times_when_send_failed`` times on another broker; ``timeout_ms``
         (default ``send_msg_timeout_ms``) bounds all attempts together.
         """
-        self._check(msg)
-        if not self._running:
-            self.start()
-        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        timeout, uniq, ext = self._prepare(msg, timeout_ms)
         topic = msg.topic
-        uniq = set_unique_id(msg)
-        ext = self._ext(msg, topic)
         if queue is None and selector is None:
             return self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout)
         mq = self._pinned_queue(msg, queue, selector, arg)
@@ -274,18 +269,8 @@ class Producer:
         runs on the producer's callback thread, in completion order. Errors
         found before sending (validation, no route) are raised here.
         """
-        self._check(msg)
-        if not self._running:
-            self.start()
-        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        topic = msg.topic
-        uniq = set_unique_id(msg)
-        ext = self._ext(msg, topic)
-        if queue is None and selector is None:
-            tp = self._publish_info(topic)
-            mq = self._fault.select_one_message_queue(tp, None)
-        else:
-            mq = self._pinned_queue(msg, queue, selector, arg)
+        timeout, uniq, ext = self._prepare(msg, timeout_ms)
+        mq = self._choose_queue(msg, queue, selector, arg)
         return self._start_async(mq, ext, _SEND_MESSAGE, msg.body, uniq, timeout, callback)
 
     def send_oneway(
@@ -298,17 +283,8 @@ class Producer:
         timeout_ms: Optional[int] = None,
     ) -> None:
         """Send and forget: no answer, no retry; the broker may or may not have stored it."""
-        self._check(msg)
-        if not self._running:
-            self.start()
-        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        topic = msg.topic
-        set_unique_id(msg)
-        ext = self._ext(msg, topic)
-        if queue is None and selector is None:
-            mq = self._fault.select_one_message_queue(self._publish_info(topic), None)
-        else:
-            mq = self._pinned_queue(msg, queue, selector, arg)
+        timeout, _uniq, ext = self._prepare(msg, timeout_ms)
+        mq = self._choose_queue(msg, queue, selector, arg)
         addr = self._addr_of(mq)
         ext["queueId"] = mq.queue_id
         try:
@@ -371,6 +347,21 @@ class Producer:
         return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback)
 
     # -- internals -------------------------------------------------------------
+
+    def _prepare(self, msg: Message, timeout_ms: Optional[int]) -> tuple[int, str, dict[str, Any]]:
+        """Check ``msg``, start if needed, give it its unique id: (timeout, unique id, request header)."""
+        self._check(msg)
+        if not self._running:
+            self.start()
+        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        return timeout, set_unique_id(msg), self._ext(msg, msg.topic)
+
+    def _choose_queue(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike],
+                      arg: Any) -> MessageQueue:
+        """The pinned queue, the selector's pick, or the next queue by fault-aware round robin."""
+        if queue is None and selector is None:
+            return self._fault.select_one_message_queue(self._publish_info(msg.topic), None)
+        return self._pinned_queue(msg, queue, selector, arg)
 
     def _start_async(self, mq: MessageQueue, ext: dict[str, Any], code: int, body: bytes, ids: str,
                      timeout: int, callback: Optional[SendCallback]) -> "Future[SendResult]":

@@ -46,11 +46,6 @@ _NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_RO
 DispatchRecord = tuple[bytes, int, int, int, int, int, int, bytes]
 
 
-def is_dispatchable(sys_flag: int) -> bool:
-    """Prepared and rolled-back transactional records get no consume-queue entry."""
-    return (sys_flag & 0xC) not in _NOT_DISPATCHED
-
-
 class CommitLog:
     """Append, read and recover the commitlog. Owned by :class:`MessageStore`."""
 
@@ -295,9 +290,6 @@ class CommitLog:
             last.wrote_position = last.flushed_position = min(self.file_size, end - last.file_from_offset)
         self.queue.flushed_where = end
         return end
-
-    def files(self) -> list[MappedFile]:
-        return list(self.queue.files)
 
     def shutdown(self) -> None:
         self.queue.flush_all()
