@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
-import orjson
 
+from rocketmesh.jsonfile import read_json, write_json_atomic
 from rocketmesh.log import get_logger
 from rocketmesh.topics import (
     BENCHMARK_TOPIC,
@@ -93,10 +92,9 @@ class TopicConfigManager:
         self.table[name] = TopicConfig(name, read, write, perm)
 
     def load(self) -> None:
-        if not os.path.exists(self.path):
+        data = read_json(self.path)
+        if data is None:
             return
-        with open(self.path, "rb") as f:
-            data = orjson.loads(f.read())
         for name, d in data.get("topicConfigTable", {}).items():
             self.table[name] = TopicConfig.from_json(d)
         dv = data.get("dataVersion") or {}
@@ -105,14 +103,8 @@ class TopicConfigManager:
     def persist(self) -> None:
         """Write-then-rename, so a crash leaves the old file or the new one, never half of one."""
         with self._lock:
-            payload = orjson.dumps(self.snapshot(), option=orjson.OPT_INDENT_2)
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        tmp = self.path + ".tmp"
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+            snapshot = self.snapshot()
+        write_json_atomic(self.path, snapshot)
 
     def snapshot(self) -> dict[str, Any]:
         """The table as RocketMQ's TopicConfigSerializeWrapper JSON."""

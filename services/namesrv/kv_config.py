@@ -9,13 +9,13 @@ one, so a crash leaves either the old or the new table, never half of one.
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Optional
 
 import orjson
 
+from rocketmesh.jsonfile import write_json_atomic
 from rocketmesh.log import get_logger
 
 #: The namespace whose entries hold the order config of topics (RocketMQ's NAMESPACE_ORDER_TOPIC_CONFIG).
@@ -74,18 +74,4 @@ class KVConfigManager:
             return dict(self._table.get(namespace, {}))
 
     def _persist(self) -> None:
-        data = orjson.dumps({"configTable": self._table}, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".kvConfig.", suffix=".tmp", dir=self.path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_json_atomic(self.path, {"configTable": self._table}, sort_keys=True)
