@@ -166,3 +166,109 @@ class UnregisterClientRequestHeader:
     client_id: str
     producer_group: Optional[str] = None
     consumer_group: Optional[str] = None
+
+
+# --- consumers ---
+
+class PullSysFlag:
+    """Bits of ``PullMessageRequestHeader.sys_flag`` (RocketMQ's PullSysFlag)."""
+
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+
+
+@dataclass(slots=True)
+class PullMessageRequestHeader:
+    """PULL_MESSAGE. ``subscription`` and ``expression_type`` ("TAG" or "SQL92") say what the
+    broker filters on; ``suspend_timeout_millis`` is how long a pull that finds nothing may be held;
+    ``commit_offset`` is stored as the group's offset when ``sys_flag`` has COMMIT_OFFSET."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int = 32
+    sys_flag: int = 0
+    commit_offset: int = 0
+    suspend_timeout_millis: int = 15_000
+    subscription: str = "*"
+    sub_version: int = 0
+    expression_type: str = "TAG"
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader:
+    """The answer's offsets: where to pull next, and the queue's bounds."""
+
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int = 0
+
+
+@dataclass(slots=True)
+class ConsumerGroupRequestHeader:
+    """GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST, NOTIFY_CONSUMER_IDS_CHANGED: one group."""
+
+    consumer_group: str
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader:
+    """QUERY_CONSUMER_OFFSET; answered with ext {offset}, or QUERY_NOT_FOUND when the group has none."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader:
+    """UPDATE_CONSUMER_OFFSET: the group's next offset to consume in one queue."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader:
+    """GET_CONSUME_STATS: one group's progress, over every topic it consumes or just ``topic``."""
+
+    consumer_group: str
+    topic: Optional[str] = None
+
+
+@dataclass(slots=True)
+class ResetOffsetRequestHeader:
+    """INVOKE_BROKER_TO_RESET_OFFSET (admin -> broker) and RESET_CONSUMER_CLIENT_OFFSET (broker -> client):
+    move ``group``'s offsets in ``topic`` to the first message stored at or after ``timestamp`` ms."""
+
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = True
+
+
+@dataclass(slots=True)
+class SubscriptionGroupRequestHeader:
+    """DELETE_SUBSCRIPTIONGROUP: one group."""
+
+    group_name: str
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader:
+    """CONSUMER_SEND_MSG_BACK: a message the group failed to consume, by its commitlog ``offset``, to be
+    retried through ``%RETRY%<group>`` after ``delay_level`` (0: the broker picks 3 + reconsume times)."""
+
+    offset: int
+    group: str
+    delay_level: int = 0
+    origin_msg_id: Optional[str] = None
+    origin_topic: Optional[str] = None
+    unit_mode: bool = False
+    max_reconsume_times: Optional[int] = None
