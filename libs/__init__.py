@@ -24,6 +24,12 @@ _EXPORTS = {
     "RequestTimeoutError": "rocketmesh.client",
     "SendResult": "rocketmesh.client",
     "SendStatus": "rocketmesh.client",
+    "PushConsumer": "rocketmesh.client.consumer",
+    "PullConsumer": "rocketmesh.client.consumer",
+    "ConsumeConcurrentlyStatus": "rocketmesh.client.consumer",
+    "ConsumeOrderlyStatus": "rocketmesh.client.consumer",
+    "ConsumeFromWhere": "rocketmesh.client.consumer",
+    "MessageModel": "rocketmesh.client.consumer",
     "Message": "rocketmesh.message",
     "MessageExt": "rocketmesh.message",
     "MessageQueue": "rocketmesh.message",
@@ -41,6 +47,14 @@ if TYPE_CHECKING:
         RequestTimeoutError,
         SendResult,
         SendStatus,
+    )
+    from rocketmesh.client.consumer import (
+        ConsumeConcurrentlyStatus,
+        ConsumeFromWhere,
+        ConsumeOrderlyStatus,
+        MessageModel,
+        PullConsumer,
+        PushConsumer,
     )
     from rocketmesh.message import Message, MessageExt, MessageQueue
 

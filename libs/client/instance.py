@@ -28,11 +28,12 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 import orjson
 
 from rocketmesh.log import get_logger
+from rocketmesh.message import MessageQueue
 from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -63,6 +64,16 @@ _TICK_S = 0.5
 PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]
 #: Returns one entry of a heartbeat's consumerDataSet.
 ConsumerDataProvider = Callable[[], dict[str, Any]]
+
+
+class ConsumerHooks(Protocol):
+    """What a consumer registered with the instance is told by its brokers."""
+
+    def rebalance_now(self) -> None:
+        """The group's member list changed (NOTIFY_CONSUMER_IDS_CHANGED)."""
+
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """An admin moved the group's offsets (RESET_CONSUMER_CLIENT_OFFSET)."""
 
 
 def namesrv_addrs_from(namesrv: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -184,6 +195,7 @@ class ClientInstance:
         self._route_lock = threading.Lock()
         self._producers: dict[str, int] = {}
         self._consumers: dict[str, ConsumerDataProvider] = {}
+        self._consumer_hooks: dict[str, ConsumerHooks] = {}
         self._push_handlers: dict[int, PushHandler] = {}
         #: Brokers (by name) no connection came up to; queue choice skips them for a while.
         self.unreachable = LatencyFaultTolerance()
@@ -237,14 +249,22 @@ class ClientInstance:
         if not self._closed:
             self._unregister_at_brokers(producer_group=group, timeout_s=timeout_s)
 
-    def register_consumer(self, group: str, provider: ConsumerDataProvider) -> None:
-        """Add a consumer group; ``provider()`` returns its entry of a heartbeat's consumerDataSet."""
+    def register_consumer(self, group: str, provider: ConsumerDataProvider,
+                          hooks: Optional[ConsumerHooks] = None) -> None:
+        """Add a consumer group; ``provider()`` returns its entry of a heartbeat's consumerDataSet,
+        ``hooks`` hears the group's NOTIFY_CONSUMER_IDS_CHANGED and RESET_CONSUMER_CLIENT_OFFSET."""
+        if group in self._consumers:
+            raise MQClientError(f"the consumer group[{group}] has been created before in this client "
+                                "instance, specify another name please")
         self._consumers[group] = provider
+        if hooks is not None:
+            self._consumer_hooks[group] = hooks
         self._heartbeat_soon = True
         self._tasks.wakeup()
 
     def unregister_consumer(self, group: str, timeout_s: float = 1.0) -> None:
         """Drop a consumer group and tell the brokers (bounded)."""
+        self._consumer_hooks.pop(group, None)
         if self._consumers.pop(group, None) is not None and not self._closed:
             self._unregister_at_brokers(consumer_group=group, timeout_s=timeout_s)
 
@@ -559,10 +579,33 @@ class ClientInstance:
             self._log.warning("route update failed", topic=topic, error=str(exc))
 
     def _on_push(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+        if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
+            hooks = self._consumer_hooks.get((cmd.ext or {}).get("consumerGroup", ""))
+            if hooks is not None:
+                self._log.info("consumer ids changed", group=cmd.ext.get("consumerGroup"), broker=addr)
+                hooks.rebalance_now()
+            return None
+        if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
+            return self._on_reset_offset(addr, cmd)
         handler = self._push_handlers.get(cmd.code)
         if handler is None:
             return response_to(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported")
         return handler(addr, cmd)
+
+    def _on_reset_offset(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+        ext = cmd.ext or {}
+        hooks = self._consumer_hooks.get(ext.get("group", ""))
+        if hooks is None:
+            return None
+        try:
+            table = orjson.loads(cmd.body).get("offsetTable") or []
+            offsets = {MessageQueue(d["topic"], d["brokerName"], int(d["queueId"])): int(d["offset"]) for d in table}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._log.warning("bad reset offset request", broker=addr, error=str(exc))
+            return None
+        self._log.info("reset offset", group=ext.get("group"), topic=ext.get("topic"), broker=addr)
+        hooks.reset_offset(str(ext.get("topic", "")), offsets)
+        return None
 
     def _remoting(self) -> RemotingClient:
         remoting = self.remoting

@@ -20,6 +20,8 @@ class ClientChannel:
     identity: bytes
     remote: str
     last_update: float = field(default_factory=time.monotonic)
+    #: Wall-clock time of the last heartbeat, in ms (what admin tools show).
+    last_update_ms: int = field(default_factory=lambda: int(time.time() * 1000))
 
 
 @dataclass
@@ -113,6 +115,19 @@ class ClientManager:
     def producer_channels(self, group: str) -> list[ClientChannel]:
         with self._lock:
             return list(self.producers.get(group, {}).values())
+
+    def consumer_group(self, group: str) -> Optional[ConsumerGroupInfo]:
+        """A copy of ``group``'s entry (members, subscriptions, model), or None when it has none."""
+        with self._lock:
+            info = self.consumers.get(group)
+            if info is None:
+                return None
+            return ConsumerGroupInfo(info.group, info.consume_type, info.message_model, info.consume_from_where,
+                                     dict(info.subscriptions), dict(info.channels), info.last_update)
+
+    def consumer_groups(self) -> list[str]:
+        with self._lock:
+            return sorted(g for g, i in self.consumers.items() if i.channels)
 
     def consumer_ids(self, group: str) -> list[str]:
         with self._lock:

@@ -45,6 +45,20 @@ class BrokerConfig:
     client_scan_interval: int = 10_000
     #: RocketMQ's pull / admin thread pools; sends go through one ordered send worker.
     admin_broker_thread_pool_nums: int = 4
+    #: Hold a pull that finds nothing until a message arrives (up to the client's suspend timeout).
+    long_polling_enable: bool = True
+    #: Without long polling, how long a pull that finds nothing is held (ms).
+    short_polling_time_mills: int = 1000
+    #: Allow SQL92 subscriptions (filtering on message properties).
+    enable_property_filter: bool = False
+    #: The most messages one pull returns.
+    max_pull_msg_nums: int = 1024
+    #: How often consumerOffset.json is written when offsets moved (ms).
+    flush_consumer_offset_interval: int = 5000
+    #: Create a subscription group on first use (pull, heartbeat) rather than refusing it.
+    auto_create_subscription_group: bool = True
+    #: An orderly consumer's queue lock lapses when not renewed for this long (ms).
+    rebalance_lock_max_live_time: int = 60_000
 
 
 def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str, Any]] = None,

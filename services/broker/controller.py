@@ -18,16 +18,22 @@ from rocketmesh.remoting import (
     RequestContext,
     ResponseCode,
     parse_addr_list,
+    request,
     response_to,
 )
 from rocketmesh.service_thread import ServiceThread
 from rocketmesh.broker.admin import AdminProcessor
 from rocketmesh.broker.client_manager import ClientManager
 from rocketmesh.broker.config import BrokerConfig
+from rocketmesh.broker.consumer_manage import ConsumerManageProcessor
+from rocketmesh.broker.consumer_offsets import ConsumerOffsetManager, OffsetPersister
+from rocketmesh.broker.pull import PullMessageProcessor
+from rocketmesh.broker.rebalance_lock import RebalanceLockManager
 from rocketmesh.broker.registration import NamesrvRegistration
 from rocketmesh.broker.send import SendMessageProcessor
 from rocketmesh.broker.stats import RateSampler
 from rocketmesh.broker.store import MessageStore, MessageStoreConfig
+from rocketmesh.broker.subscription_group import SubscriptionGroupManager
 from rocketmesh.broker.topic_config import TopicConfigManager
 
 
@@ -56,6 +62,11 @@ class BrokerController:
         self.clients = ClientManager(config.channel_expired_timeout)
         self.executor = ThreadPoolExecutor(config.admin_broker_thread_pool_nums, thread_name_prefix="broker-admin")
         self.send: Optional[SendMessageProcessor] = None
+        self.pull: Optional[PullMessageProcessor] = None
+        self.offsets: Optional[ConsumerOffsetManager] = None
+        self.offset_persister: Optional[OffsetPersister] = None
+        self.subscription_groups: Optional[SubscriptionGroupManager] = None
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.registration: Optional[NamesrvRegistration] = None
         self.sampler: Optional[RateSampler] = None
         self.scanner = _ClientScanner(self.clients, config.client_scan_interval)
@@ -80,13 +91,26 @@ class BrokerController:
             cfg.broker_cluster_name, cfg.broker_name, cfg.auto_create_topic_enable,
             cfg.default_topic_queue_nums, len(self.store.delay_levels))
         self.topics.load()
+        config_dir = os.path.join(self.store_config.store_path_root_dir, "config")
+        self.offsets = ConsumerOffsetManager(os.path.join(config_dir, "consumerOffset.json"))
+        self.offsets.load()
+        self.subscription_groups = SubscriptionGroupManager(os.path.join(config_dir, "subscriptionGroup.json"),
+                                                            cfg.auto_create_subscription_group)
+        self.subscription_groups.load()
+        self.clients.on_consumer_ids_changed = self._notify_consumer_ids_changed
         self.store.start()
         self.send = SendMessageProcessor(self)
         self.send.start()
         self.server.register(RequestCode.SEND_MESSAGE, self.send.enqueue)
         self.server.register(RequestCode.SEND_MESSAGE_V2, self.send.enqueue)
         self.server.register(RequestCode.SEND_BATCH_MESSAGE, self.send.enqueue)
+        self.pull = PullMessageProcessor(self)
+        self.pull.start()
+        self.server.register(RequestCode.PULL_MESSAGE, self.pull.handle)
         AdminProcessor(self).register(self.server, self.executor)
+        ConsumerManageProcessor(self).register(self.server, self.executor)
+        self.offset_persister = OffsetPersister(self.offsets, cfg.flush_consumer_offset_interval)
+        self.offset_persister.start()
         self.server.register_default(self._not_supported)
         self.sampler = RateSampler(self._counters)
         self.sampler.start()
@@ -106,6 +130,17 @@ class BrokerController:
     def _not_supported(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return response_to(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                            f"request code {req.code} is not supported by this broker")
+
+    def _notify_consumer_ids_changed(self, group: str) -> None:
+        """Tell every member of ``group`` that the member list changed, so each rebalances now."""
+        group_cfg = self.subscription_groups.find(group) if self.subscription_groups else None
+        if group_cfg is not None and not group_cfg.notify_consumer_ids_changed_enable:
+            return
+        info = self.clients.consumer_group(group)
+        if info is None:
+            return
+        for ch in info.channels.values():
+            self.server.push(ch.identity, request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
 
     def _registration_ext(self) -> dict[str, Any]:
         c = self.config
@@ -153,11 +188,15 @@ class BrokerController:
         # Answer every queued send (later ones hear the broker is stopping), then stop the server.
         if self.send is not None:
             self.send.stop()
+        if self.pull is not None:
+            self.pull.stop()
         self.server.stop(grace_s=2.0)
-        for svc in (self.sampler, self.scanner):
+        for svc in (self.sampler, self.scanner, self.offset_persister):
             if svc is not None:
                 svc.stop(2)
         self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.offsets is not None:
+            self.offsets.persist()
         if self.store is not None:
             self.store.shutdown()
         self.client.close()

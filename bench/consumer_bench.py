@@ -1,0 +1,216 @@
+"""Consumer throughput (draining a backlog) and end-to-end latency, against services it starts itself.
+
+Run::
+
+    python bench/consumer_bench.py                               # backlog of 1,000,000 1 KiB messages, e2e at 2,000 msg/s
+    python bench/consumer_bench.py --modes pull --backlog 200000  # a smaller backlog, pull consumer only
+    python bench/consumer_bench.py --modes e2e --rate 2000 --duration 10
+    python bench/consumer_bench.py --namesrv 127.0.0.1:9876      # use running services instead
+
+Modes:
+  pull   PullConsumer polls the whole backlog (msg/s from first to last message)
+  push   PushConsumer with a listener that only counts (msg/s likewise)
+  e2e    one producer sends --rate msg/s; a PushConsumer measures send-to-listener latency (p50/p99)
+  wake   a held long-poll pull: latency from the send to the pull's answer (p50/p99 over --wakes sends)
+
+The backlog is filled once (batch sends) into topic ConsumerBench with 8
+queues; each drain mode uses a fresh consumer group starting from the first
+offset, so modes read the same messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from producer_bench import Services, percentile  # noqa: E402
+
+from rocketmesh import Admin, Message, Producer  # noqa: E402
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer  # noqa: E402
+
+TOPIC = "ConsumerBench"
+E2E_TOPIC = "ConsumerBenchE2E"
+SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def fill(namesrv: str, n: int, size: int, queues: int) -> None:
+    with Admin(namesrv) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=queues, write_queue_nums=queues)
+        admin.wait_topic_route(TOPIC)
+        have = sum(o.max_offset for o in admin.topic_status(TOPIC).values())
+    if have >= n:
+        return
+    body = b"x" * size
+    batch = 64
+    t0 = time.monotonic()
+    with Producer("bench-fill", namesrv) as p:
+        futures = []
+        for _ in range(0, n - have, batch):
+            futures.append(p.send_batch_async([Message(TOPIC, body) for _ in range(batch)]))
+            if len(futures) >= 32:
+                futures.pop(0).result()
+        for f in futures:
+            f.result()
+    print(f"filled {n - have} messages in {time.monotonic() - t0:.1f} s", flush=True)
+
+
+def drain_pull(namesrv: str, n: int, batch: int) -> float:
+    group = f"bench-pull-{time.time_ns()}"
+    with PullConsumer(group, namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=batch,
+                      pull_threshold_for_all=50_000) as c:
+        c.subscribe(TOPIC)
+        got = 0
+        first = None
+        while got < n:
+            msgs = c.poll(timeout_ms=10_000)
+            if not msgs:
+                raise SystemExit(f"pull drain stalled at {got}/{n}")
+            if first is None:
+                first = time.monotonic()
+            got += len(msgs)
+        return got / (time.monotonic() - first)
+
+
+def drain_push(namesrv: str, n: int, batch: int, consume_batch: int, threads: int) -> float:
+    group = f"bench-push-{time.time_ns()}"
+    lock = threading.Lock()
+    state = {"got": 0, "first": 0.0, "last": 0.0}
+    done = threading.Event()
+
+    def listener(msgs):
+        with lock:
+            if not state["got"]:
+                state["first"] = time.monotonic()
+            state["got"] += len(msgs)
+            if state["got"] >= n:
+                state["last"] = time.monotonic()
+                done.set()
+        return SUCCESS
+
+    c = PushConsumer(group, namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=batch,
+                     consume_message_batch_max_size=consume_batch, consume_thread_nums=threads)
+    c.subscribe(TOPIC)
+    c.register_listener(listener)
+    c.start()
+    try:
+        if not done.wait(600):
+            raise SystemExit(f"push drain stalled at {state['got']}/{n}")
+    finally:
+        c.shutdown()
+    return state["got"] / (state["last"] - state["first"])
+
+
+def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, float, int]:
+    with Admin(namesrv) as admin:
+        admin.create_topic(E2E_TOPIC, read_queue_nums=8, write_queue_nums=8)
+        admin.wait_topic_route(E2E_TOPIC)
+    lat: list[float] = []
+    lock = threading.Lock()
+
+    def listener(msgs):
+        now = time.time_ns()
+        with lock:
+            for m in msgs:
+                lat.append((now - int(m.body[:19])) / 1e6)
+        return SUCCESS
+
+    c = PushConsumer(f"bench-e2e-{time.time_ns()}", namesrv)
+    c.subscribe(E2E_TOPIC)
+    c.register_listener(listener)
+    c.start()
+    c.wait_assigned()
+    time.sleep(1.0)
+    pad = b"x" * max(0, size - 19)
+    sent = 0
+    with Producer("bench-e2e", namesrv) as p:
+        interval = 1.0 / rate
+        start = time.monotonic()
+        while time.monotonic() - start < duration:
+            due = start + sent * interval
+            delay = due - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            p.send_oneway(Message(E2E_TOPIC, str(time.time_ns()).encode() + pad))
+            sent += 1
+    deadline = time.monotonic() + 10
+    while len(lat) < sent and time.monotonic() < deadline:
+        time.sleep(0.1)
+    c.shutdown()
+    values = sorted(lat[len(lat) // 10:])  # the first tenth warms up
+    return percentile(values, 0.5), percentile(values, 0.99), len(lat)
+
+
+def wake(namesrv: str, n: int) -> tuple[float, float]:
+    with Admin(namesrv) as admin:
+        admin.create_topic("ConsumerBenchWake", read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route("ConsumerBenchWake")
+    out = []
+    with PullConsumer(f"bench-wake-{time.time_ns()}", namesrv) as c, Producer("bench-wake", namesrv) as p:
+        c.subscribe("ConsumerBenchWake")
+        while not c.assignment():
+            time.sleep(0.05)
+        c.poll(timeout_ms=500)
+        for _ in range(n):
+            time.sleep(0.2)  # the pull is held by now
+            t0 = time.monotonic()
+            p.send_oneway(Message("ConsumerBenchWake", b"w"))
+            msgs = c.poll(timeout_ms=5000)
+            if msgs:
+                out.append((time.monotonic() - t0) * 1000)
+    out.sort()
+    return percentile(out, 0.5), percentile(out, 0.99)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--modes", default="pull,push,e2e,wake")
+    ap.add_argument("--backlog", type=int, default=1_000_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--pull-batch", type=int, default=32)
+    ap.add_argument("--consume-batch", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=20)
+    ap.add_argument("--repeat", type=int, default=1, help="drains per mode (median reported)")
+    ap.add_argument("--rate", type=int, default=2000)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--wakes", type=int, default=50)
+    ap.add_argument("--namesrv")
+    ap.add_argument("--set", action="append", default=[], help="broker config key=value")
+    a = ap.parse_args()
+    modes = a.modes.split(",")
+    services = None
+    namesrv = a.namesrv
+    if namesrv is None:
+        services = Services(["mappedFileSizeCommitLog=268435456", *a.set])
+        namesrv = services.namesrv
+    try:
+        if "pull" in modes or "push" in modes:
+            fill(namesrv, a.backlog, a.size, a.queues)
+        if "pull" in modes:
+            rates = [drain_pull(namesrv, a.backlog, a.pull_batch) for _ in range(a.repeat)]
+            print(f"pull  drain {a.backlog} x {a.size} B: {statistics.median(rates):,.0f} msg/s "
+                  f"(runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
+        if "push" in modes:
+            rates = [drain_push(namesrv, a.backlog, a.pull_batch, a.consume_batch, a.threads) for _ in range(a.repeat)]
+            print(f"push  drain {a.backlog} x {a.size} B (consume batch {a.consume_batch}): "
+                  f"{statistics.median(rates):,.0f} msg/s (runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
+        if "e2e" in modes:
+            p50, p99, n = e2e(namesrv, a.rate, a.duration, a.size)
+            print(f"e2e   {a.rate} msg/s for {a.duration:.0f} s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({n} messages)",
+                  flush=True)
+        if "wake" in modes:
+            p50, p99 = wake(namesrv, a.wakes)
+            print(f"wake  held pull answered after a send: p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
+    finally:
+        if services is not None:
+            services.stop()
+
+
+if __name__ == "__main__":
+    main()

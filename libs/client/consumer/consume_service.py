@@ -1,0 +1,280 @@
+"""Running the push consumer's listener: concurrently, or in queue order (RocketMQ's
+ConsumeMessageConcurrentlyService and ConsumeMessageOrderlyService)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Callable
+
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.remoting import RequestCode
+from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
+from rocketmesh.client.errors import MQError
+from rocketmesh.client.consumer.process_queue import ProcessQueue
+from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
+
+if TYPE_CHECKING:
+    from rocketmesh.client.consumer.core import ConsumerCore, PullRequest
+
+log = get_logger("client", component="consume")
+
+Listener = Callable[[list[MessageExt]], Any]
+
+#: Messages whose send-back failed are consumed again locally after this pause (ms).
+RECONSUME_LOCALLY_DELAY_MS = 5000
+#: An orderly consume task yields its thread after this long, so one busy queue cannot starve others.
+MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0
+#: An orderly queue whose broker lock is not held is tried again after this pause (ms).
+LOCK_RETRY_DELAY_MS = 100
+
+
+class _Workers:
+    """A fixed pool of consume threads over one FIFO of tasks (cheaper per task than an executor)."""
+
+    def __init__(self, name: str, size: int) -> None:
+        self._tasks: collections.deque[Callable[[], None]] = collections.deque()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._busy = 0
+        self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(size)]
+
+    def start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._cond:
+            self._tasks.append(task)
+            self._cond.notify()
+
+    def submit_many(self, tasks: list[Callable[[], None]]) -> None:
+        with self._cond:
+            self._tasks.extend(tasks)
+            self._cond.notify(len(tasks))
+
+    def backlog(self) -> int:
+        return len(self._tasks)
+
+    def idle(self) -> bool:
+        with self._cond:
+            return not self._tasks and self._busy == 0
+
+    def stop(self, timeout_s: float) -> None:
+        """Let running tasks finish (bounded); queued ones are dropped (their messages are redelivered)."""
+        with self._cond:
+            self._stopped = True
+            self._tasks.clear()
+            self._cond.notify_all()
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+
+    def _run(self) -> None:
+        tasks = self._tasks
+        cond = self._cond
+        while True:
+            with cond:
+                while not tasks:
+                    if self._stopped:
+                        return
+                    cond.wait()
+                if self._stopped:
+                    return
+                task = tasks.popleft()
+                self._busy += 1
+            try:
+                task()
+            except Exception:  # noqa: BLE001
+                log.exception("consume_task_failed")
+            finally:
+                with cond:
+                    self._busy -= 1
+
+
+def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str) -> Any:
+    now = str(int(time.time() * 1000))
+    for m in msgs:
+        m.properties[MessageConst.CONSUME_START_TIME] = now
+    try:
+        return listener(msgs)
+    except Exception:  # noqa: BLE001 - a throwing listener means "retry later"
+        log.exception("listener_raised", group=group, msg_ids=[m.msg_id for m in msgs][:8])
+        return failed
+
+
+class ConcurrentConsumeService:
+    """Hands pulled messages to a pool of consume threads, ``batch_max_size`` at a time, in any order."""
+
+    def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
+                 max_reconsume_times: int) -> None:
+        self.core = core
+        self.listener = listener
+        self.batch_max_size = batch_max_size
+        self.max_reconsume_times = max_reconsume_times
+        self.workers = _Workers(f"consume-{core.group}", thread_nums)
+
+    def start(self) -> None:
+        self.workers.start()
+
+    def stop(self, timeout_s: float) -> None:
+        self.workers.stop(timeout_s)
+
+    def submit(self, req: "PullRequest", msgs: list[MessageExt]) -> None:
+        n = self.batch_max_size
+        mq, pq = req.mq, req.pq
+        if len(msgs) <= n:
+            self.workers.submit(lambda: self._consume(mq, pq, msgs))
+            return
+        self.workers.submit_many([
+            (lambda chunk: lambda: self._consume(mq, pq, chunk))(msgs[i:i + n]) for i in range(0, len(msgs), n)])
+
+    def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        if pq.dropped:
+            return
+        core = self.core
+        status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group)
+        if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
+            log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
+            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if pq.dropped:
+            # The queue went to another client while we consumed: it will redeliver from the last commit.
+            return
+        done = msgs
+        if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            done = []
+            if core.message_model is MessageModel.BROADCASTING:
+                for m in msgs:
+                    log.warning("broadcast_consume_failed_dropped", group=core.group, msg_id=m.msg_id)
+                done = msgs
+            else:
+                retry_locally = []
+                for m in msgs:
+                    (done if self.send_back(m) else retry_locally).append(m)
+                if retry_locally:
+                    for m in retry_locally:
+                        m.reconsume_times += 1
+                    core.scheduler.call_later(RECONSUME_LOCALLY_DELAY_MS,
+                                              lambda: self.workers.submit(lambda: self._consume(mq, pq, retry_locally)))
+        if done:
+            offset = pq.remove_messages(done)
+            core.commit(mq, pq, offset)
+
+    def send_back(self, msg: MessageExt) -> bool:
+        """Hand a failed message to the broker's retry (CONSUMER_SEND_MSG_BACK); False when that failed."""
+        core = self.core
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=msg.commitlog_offset, group=core.group, delay_level=0, origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic, max_reconsume_times=self.max_reconsume_times)
+        try:
+            addr = core.pull_api.broker_addr(MessageQueue(msg.topic, _broker_of(core, msg), msg.queue_id))
+            core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000)
+            return True
+        except MQError as exc:
+            log.info("send_back_failed_retry_locally", group=core.group, msg_id=msg.msg_id, error=str(exc))
+            return False
+
+
+def _broker_of(core: "ConsumerCore", msg: MessageExt) -> str:
+    for mq in core.requests:
+        if mq.topic == msg.topic and mq.queue_id == msg.queue_id:
+            return mq.broker_name
+    return ""
+
+
+class OrderlyConsumeService:
+    """Consumes each queue on one thread at a time, in offset order, while this client holds its broker lock."""
+
+    def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
+                 suspend_time_ms: int) -> None:
+        self.core = core
+        self.listener = listener
+        self.batch_max_size = batch_max_size
+        self.suspend_time_ms = suspend_time_ms
+        self.workers = _Workers(f"consume-orderly-{core.group}", thread_nums)
+
+    def start(self) -> None:
+        self.workers.start()
+
+    def stop(self, timeout_s: float) -> None:
+        self.workers.stop(timeout_s)
+
+    def submit(self, req: "PullRequest", msgs: list[MessageExt]) -> None:
+        pq = req.pq
+        if pq.is_suspended():
+            return  # the task scheduled at the end of the pause takes these too
+        self._schedule(req.mq, pq, 0)
+
+    def _schedule(self, mq: MessageQueue, pq: ProcessQueue, delay_ms: float) -> None:
+        if delay_ms <= 0:
+            self.workers.submit(lambda: self._run(mq, pq))
+        else:
+            self.core.scheduler.call_later(delay_ms, lambda: self.workers.submit(lambda: self._run(mq, pq)))
+
+    def _run(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        if pq.dropped:
+            return
+        # One task per queue at a time: a second one finding the queue busy leaves.
+        if not pq.task_lock.acquire(blocking=False):
+            return
+        try:
+            drained = self._consume_queue(mq, pq)
+        finally:
+            pq.task_lock.release()
+        # Messages that arrived while the lock was being released found the queue busy: take them now.
+        if drained and not pq.dropped and pq.msg_count > 0:
+            self._schedule(mq, pq, 0)
+
+    def _consume_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Consume ``pq`` in order until it is empty (True) or must pause (False)."""
+        core = self.core
+        clustering = core.message_model is MessageModel.CLUSTERING
+        begin = time.monotonic()
+        while not pq.dropped and core.running:
+            if clustering and (not pq.locked or pq.lock_expired()):
+                self._try_lock_later(mq, pq)
+                return False
+            if time.monotonic() - begin > MAX_TIME_CONSUME_CONTINUOUSLY_S:
+                self._schedule(mq, pq, 10)
+                return False
+            msgs = pq.take_messages(self.batch_max_size)
+            if not msgs:
+                return True
+            with pq.consume_lock:
+                if pq.dropped:
+                    return False
+                status = _call_listener(self.listener, msgs, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+                                        core.group)
+                if status is None or not isinstance(status, (str, ConsumeOrderlyStatus)):
+                    log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
+                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                if status == ConsumeOrderlyStatus.SUCCESS:
+                    # Committed even if the queue was taken away meanwhile: its release waits for
+                    # this lock and persists this offset before the next owner may lock the queue.
+                    offset = pq.commit()
+                    if offset >= 0:
+                        core.offset_store.update(mq, offset, True)
+                    continue
+            for m in msgs:
+                m.reconsume_times += 1
+            pq.make_messages_to_consume_again(msgs)
+            pq.suspend_until = time.monotonic() + self.suspend_time_ms / 1000.0
+            self._schedule(mq, pq, self.suspend_time_ms)
+            return False
+        return False
+
+    def _try_lock_later(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        def relock() -> None:
+            if pq.dropped:
+                return
+            if mq in self.core.rebalance.lock_batch([mq]):
+                pq.locked = True
+                pq.last_lock_timestamp = time.monotonic()
+                self._schedule(mq, pq, 0)
+            else:
+                self._schedule(mq, pq, 3000)
+        self.core.scheduler.call_later(LOCK_RETRY_DELAY_MS, lambda: self.workers.submit(relock))
+

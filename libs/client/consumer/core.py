@@ -1,0 +1,544 @@
+"""What the push and the pull consumer share: subscriptions, rebalance, offsets, and the pull loop.
+
+Each queue this client consumes has one pull in flight at a time. A pull is
+long-polled by the broker (held up to ``broker_suspend_max_time_ms`` when
+there is nothing new); its messages go to the front-end (a consume service
+or the poll cache) and the next pull is sent at once, or later under flow
+control. One scheduler thread sends every pull; responses are handled on
+the client's callback thread.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.remoting import RequestCode, ResponseCode
+from rocketmesh.remoting.headers import QueueOffsetRequestHeader, SearchOffsetRequestHeader, to_ext
+from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
+from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
+from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.validators import check_group, check_topic
+from rocketmesh.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from rocketmesh.client.consumer.process_queue import ProcessQueue
+from rocketmesh.client.consumer.pull_api import PullAPI, build_sys_flag
+from rocketmesh.client.consumer.rebalance import Rebalance
+from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel, PullResult, PullStatus
+
+log = get_logger("client", component="consumer")
+
+#: Pause before pulling a queue again under flow control, after an error, after an illegal offset (ms).
+PULL_DELAY_WHEN_FLOW_CONTROL_MS = 50
+PULL_DELAY_WHEN_EXCEPTION_MS = 3000
+PULL_DELAY_WHEN_SUSPENDED_MS = 1000
+#: RocketMQ's offset-store directory for broadcasting consumers is ~/.rocketmq_offsets.
+DEFAULT_OFFSET_STORE_DIR = os.path.join(os.path.expanduser("~"), ".rocketmesh_offsets")
+
+
+def _enum(cls: Any, value: Any) -> Any:
+    """``value`` as a member of ``cls``: a member, its value or its name."""
+    if isinstance(value, cls):
+        return value
+    if isinstance(value, str) and value.upper() in cls.__members__:
+        return cls.__members__[value.upper()]
+    try:
+        return cls(value)
+    except ValueError:
+        raise MQClientError(f"{value!r} is not one of {', '.join(cls.__members__)}") from None
+
+
+def make_subscription(topic: str, expression: Optional[str] = "*", sql: Optional[str] = None) -> SubscriptionData:
+    """A subscription of ``topic`` by tags (``"TagA || TagB"``, ``"*"``) or by a SQL92 expression.
+
+    Raises MQClientError (SUBSCRIPTION_PARSE_FAILED) for an illegal topic or an expression that does not parse.
+    """
+    check_topic(topic)
+    try:
+        if sql is not None:
+            return build_subscription(topic, sql, ExpressionType.SQL92)
+        return build_subscription(topic, expression, ExpressionType.TAG)
+    except (FilterSyntaxError, ValueError) as exc:
+        raise MQClientError(f"subscription of {topic!r} failed: {exc}", ResponseCode.SUBSCRIPTION_PARSE_FAILED) from exc
+
+
+@dataclass(eq=False)
+class PullRequest:
+    """The pull state of one assigned queue."""
+
+    mq: MessageQueue
+    pq: ProcessQueue
+    next_offset: int
+
+
+class _Scheduler:
+    """One thread running callables at due times (pulls now and later, retries after a pause)."""
+
+    def __init__(self, name: str) -> None:
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._heap.clear()
+            self._cond.notify()
+        if self._thread is not threading.current_thread():
+            self._thread.join(2.0)
+
+    def call_later(self, delay_ms: float, fn: Callable[[], None]) -> None:
+        due = time.monotonic() + delay_ms / 1000.0
+        with self._cond:
+            if self._stopped:
+                return
+            heapq.heappush(self._heap, (due, next(self._seq), fn))
+            if self._heap[0][2] is fn:
+                self._cond.notify()
+
+    def call_soon(self, fn: Callable[[], None]) -> None:
+        self.call_later(0, fn)
+
+    def _run(self) -> None:
+        heap = self._heap
+        while True:
+            with self._cond:
+                while True:
+                    if self._stopped:
+                        return
+                    if heap:
+                        wait = heap[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                        self._cond.wait(wait)
+                    else:
+                        self._cond.wait()
+                batch = []
+                now = time.monotonic()
+                while heap and heap[0][0] <= now:
+                    batch.append(heapq.heappop(heap)[2])
+            for fn in batch:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - one failed task must not stop the others
+                    log.exception("scheduled_task_failed")
+
+
+class ConsumerCore:
+    """The machinery behind :class:`PushConsumer` and :class:`PullConsumer` (see the module docstring).
+
+    The front-end supplies ``deliver(request, messages)`` (messages were put in
+    the queue's ProcessQueue; hand them on) and ``can_pull(request) -> delay_ms``
+    (0 to pull now, else how long to wait: flow control).
+    """
+
+    consume_type = "CONSUME_PASSIVELY"
+
+    def __init__(self, group: str, namesrv: Any, *, message_model: MessageModel | str,
+                 consume_from: ConsumeFromWhere | str, consume_timestamp: Optional[int],
+                 allocate: AllocateStrategy | str | None, orderly: bool, pull_batch_size: int,
+                 pull_interval_ms: int, broker_suspend_max_time_ms: int, consumer_timeout_ms_when_suspend: int,
+                 persist_consumer_offset_interval_ms: int, rebalance_interval_ms: int,
+                 offset_store_dir: Optional[str], instance_options: dict[str, Any]) -> None:
+        check_group(group)
+        self.group = group
+        self.message_model = _enum(MessageModel, message_model)
+        self.consume_from = _enum(ConsumeFromWhere, consume_from)
+        #: CONSUME_FROM_TIMESTAMP starts here; RocketMQ's default is half an hour ago.
+        self.consume_timestamp = consume_timestamp if consume_timestamp is not None else int(time.time() * 1000) - 1_800_000
+        if allocate is None:
+            allocate = AllocateAveragely()
+        elif isinstance(allocate, str):
+            allocate = strategy_by_name(allocate)
+        self.allocate = allocate
+        self.orderly = orderly
+        if not 1 <= pull_batch_size <= 1024:
+            raise MQClientError(f"pull_batch_size must be within 1..1024, got {pull_batch_size}")
+        self.pull_batch_size = pull_batch_size
+        self.pull_interval_ms = pull_interval_ms
+        self.broker_suspend_max_time_ms = broker_suspend_max_time_ms
+        self.consumer_timeout_ms_when_suspend = consumer_timeout_ms_when_suspend
+        if broker_suspend_max_time_ms >= consumer_timeout_ms_when_suspend:
+            raise MQClientError("broker_suspend_max_time_ms must be less than consumer_timeout_ms_when_suspend")
+        self.persist_interval_s = persist_consumer_offset_interval_ms / 1000.0
+        self.rebalance_interval_s = rebalance_interval_ms / 1000.0
+        self.offset_store_dir = offset_store_dir or DEFAULT_OFFSET_STORE_DIR
+        self.namesrv = namesrv
+        self.instance_options = instance_options
+        self.subscriptions: dict[str, SubscriptionData] = {}
+        self.instance: Optional[ClientInstance] = None
+        self.offset_store: Optional[OffsetStore] = None
+        self.rebalance: Optional[Rebalance] = None
+        self.pull_api: Optional[PullAPI] = None
+        self.scheduler = _Scheduler(f"pull-{group}")
+        self.running = False
+        self.paused = False
+        #: False when queues are assigned by hand (PullConsumer.assign): no rebalance then.
+        self.use_rebalance = True
+        #: Push consumers commit with every pull and on shutdown; a manual-commit PullConsumer only on commit().
+        self.auto_commit = True
+        self._tasks: Optional[threading.Thread] = None
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._rebalance_requested = True
+        #: Pull requests by queue, for seeks and resets.
+        self.requests: dict[MessageQueue, PullRequest] = {}
+        # Hooks the front-end sets.
+        self.deliver: Callable[[PullRequest, list[MessageExt]], None] = lambda req, msgs: None
+        self.can_pull: Callable[[PullRequest], float] = lambda req: 0
+        self.on_queue_removed: Callable[[MessageQueue, ProcessQueue], None] = lambda mq, pq: None
+        self.periodic: Callable[[], None] = lambda: None
+        self.on_idle_offset: Callable[[MessageQueue, int], None] = self._idle_offset
+
+    def _idle_offset(self, mq: MessageQueue, offset: int) -> None:
+        self.offset_store.update(mq, offset, True)
+
+    # --- subscriptions ---
+
+    def subscribe(self, topic: str, expression: Optional[str] = "*", sql: Optional[str] = None) -> SubscriptionData:
+        """Subscribe ``topic`` (see :func:`make_subscription`); a running consumer rebalances at once."""
+        sub = make_subscription(topic, expression, sql)
+        self.subscriptions[topic] = sub
+        if self.rebalance is not None:
+            self.rebalance.subscriptions[topic] = sub
+            self.instance.add_topic(topic)
+            self.instance.send_heartbeat_to_all_brokers()
+            self.rebalance_now()
+        return sub
+
+    def unsubscribe(self, topic: str) -> None:
+        self.subscriptions.pop(topic, None)
+        if self.rebalance is not None:
+            self.rebalance.subscriptions.pop(topic, None)
+            self.rebalance_now()
+
+    def heartbeat_entry(self) -> dict[str, Any]:
+        """This group's entry of the HEARTBEAT body's consumerDataSet."""
+        return {"groupName": self.group, "consumeType": self.consume_type,
+                "messageModel": self.message_model.value, "consumeFromWhere": self.consume_from.value,
+                "subscriptionDataSet": [s.to_json() for s in self.subscriptions.values()], "unitMode": False}
+
+    # --- life cycle ---
+
+    def start(self) -> None:
+        if self.running:
+            raise MQClientError("the consumer is already running")
+        self.instance = ClientInstance.acquire(self.namesrv, **self.instance_options)
+        try:
+            inst = self.instance
+            self.pull_api = PullAPI(inst, self.group)
+            if self.message_model is MessageModel.BROADCASTING:
+                self.offset_store = LocalFileOffsetStore(self.offset_store_dir, inst.client_id, self.group)
+            else:
+                self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
+            self.offset_store.load()
+            self.rebalance = Rebalance(inst, self.group, self.message_model, self.allocate, self.orderly,
+                                       self._on_queue_added, self._on_queue_removed)
+            self.rebalance.subscriptions.update(self.subscriptions)
+            inst.register_consumer(self.group, self.heartbeat_entry, self)
+            for topic in self.subscriptions:
+                inst.add_topic(topic)
+                try:
+                    inst.update_topic_route(topic)
+                except MQError as exc:
+                    log.warning("route_unavailable", topic=topic, error=str(exc))
+            self._check_client_in_broker()
+            inst.send_heartbeat_to_all_brokers()
+        except BaseException:
+            self.instance.unregister_consumer(self.group)
+            self.instance.release()
+            self.instance = None
+            raise
+        self.running = True
+        self.scheduler.start()
+        self._tasks = threading.Thread(target=self._tasks_loop, name=f"consumer-tasks-{self.group}", daemon=True)
+        self._tasks.start()
+
+    def _check_client_in_broker(self) -> None:
+        """A SQL92 subscription must be one the brokers can run: ask them now, fail start otherwise."""
+        import orjson
+
+        inst = self.instance
+        for sub in self.subscriptions.values():
+            if sub.expression_type is ExpressionType.TAG:
+                continue
+            body = orjson.dumps({"group": self.group, "subscriptionData": sub.to_json()})
+            for name in sorted({mq.broker_name for mq in self._topic_queues(sub.topic)}):
+                addr = inst.master_addr(name)
+                if addr is None:
+                    continue
+                try:
+                    inst.invoke_broker(addr, RequestCode.CHECK_CLIENT_CONFIG, body=body)
+                except MQBrokerError as exc:
+                    raise MQClientError(f"the broker {name} cannot serve the subscription {sub.sub_string!r} of "
+                                        f"{sub.topic}: {exc.remark}", exc.response_code) from exc
+
+    def _topic_queues(self, topic: str) -> list[MessageQueue]:
+        from rocketmesh.client.consumer.rebalance import subscribe_queues
+
+        return subscribe_queues(self.instance, topic)
+
+    def shutdown(self) -> None:
+        """Stop pulling, persist offsets, release queue locks, leave the group (bounded)."""
+        if not self.running:
+            return
+        self.running = False
+        self._stop.set()
+        self._wake.set()
+        self.scheduler.stop()
+        if self._tasks is not None:
+            self._tasks.join(5.0)
+
+    def finish_shutdown(self) -> None:
+        """After the front-end drained what it holds: offsets out, locks released, unregister."""
+        try:
+            if self.rebalance is not None:
+                if self.auto_commit:
+                    self.persist_offsets(self.rebalance.assigned())
+                if self.orderly and self.message_model is MessageModel.CLUSTERING:
+                    self.rebalance.unlock_all()
+        finally:
+            if self.instance is not None:
+                self.instance.unregister_consumer(self.group)
+                self.instance.release()
+
+    def persist_offsets(self, mqs: Optional[Sequence[MessageQueue]] = None) -> None:
+        if self.offset_store is None or self.rebalance is None:
+            return
+        try:
+            self.offset_store.persist_all(self.rebalance.assigned() if mqs is None else mqs)
+        except Exception:  # noqa: BLE001
+            log.exception("persist_offsets_failed", group=self.group)
+
+    # --- background: rebalance, offsets, locks ---
+
+    def rebalance_now(self) -> None:
+        self._rebalance_requested = True
+        self._wake.set()
+
+    def _tasks_loop(self) -> None:
+        next_rebalance = 0.0
+        next_persist = time.monotonic() + self.persist_interval_s
+        next_lock = time.monotonic() + 20.0
+        while not self._stop.is_set():
+            now = time.monotonic()
+            try:
+                if self.use_rebalance and (self._rebalance_requested or now >= next_rebalance):
+                    self._rebalance_requested = False
+                    self.rebalance.do_rebalance()
+                    soon = self.rebalance.retry_soon
+                    next_rebalance = now + (1.0 if soon else self.rebalance_interval_s)
+                if now >= next_persist:
+                    next_persist = now + self.persist_interval_s
+                    self.persist_offsets()
+                if self.orderly and self.message_model is MessageModel.CLUSTERING and now >= next_lock:
+                    next_lock = now + 20.0
+                    self.rebalance.lock_all()
+                self.periodic()
+            except Exception:  # noqa: BLE001
+                log.exception("consumer_task_failed", group=self.group)
+            wait = min(next_rebalance if self.use_rebalance else next_persist, next_persist) - time.monotonic()
+            self._wake.wait(max(0.01, min(wait, 1.0)))
+            self._wake.clear()
+
+    # --- queues coming and going ---
+
+    def _on_queue_added(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        offset = self.compute_pull_from_where(mq)
+        if offset < 0:
+            log.warning("start_offset_unknown", group=self.group, mq=str(mq))
+            return False
+        req = PullRequest(mq, pq, offset)
+        self.requests[mq] = req
+        log.info("queue_assigned", group=self.group, mq=str(mq), offset=offset)
+        self.scheduler.call_soon(lambda: self.pull(req))
+        return True
+
+    def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        self.requests.pop(mq, None)
+        self.on_queue_removed(mq, pq)
+        if self.offset_store is not None:
+            try:
+                self.offset_store.persist(mq)
+            except MQError as exc:
+                log.warning("persist_offset_failed", mq=str(mq), error=str(exc))
+            self.offset_store.remove(mq)
+        log.info("queue_dropped", group=self.group, mq=str(mq))
+
+    def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """Where consumption of a newly assigned queue starts (RocketMQ's computePullFromWhere); -1 unknown."""
+        last = self.offset_store.read(mq, ReadOffsetType.READ_FROM_STORE)
+        if last >= 0:
+            return last
+        if last != -1:
+            return -1
+        retry = mq.topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+        try:
+            if self.consume_from is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+                return 0
+            if self.consume_from is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP and not retry:
+                return self.search_offset(mq, self.consume_timestamp)
+            return 0 if retry else self.max_offset(mq)
+        except MQError as exc:
+            log.warning("compute_pull_from_where_failed", mq=str(mq), error=str(exc))
+            return -1
+
+    def max_offset(self, mq: MessageQueue) -> int:
+        return self._queue_call(mq, RequestCode.GET_MAX_OFFSET, to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id)))
+
+    def min_offset(self, mq: MessageQueue) -> int:
+        return self._queue_call(mq, RequestCode.GET_MIN_OFFSET, to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id)))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        return self._queue_call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                to_ext(SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)))
+
+    def _queue_call(self, mq: MessageQueue, code: int, ext: dict) -> int:
+        resp = self.instance.invoke_broker(self.pull_api.broker_addr(mq), code, ext)
+        return int(resp.ext["offset"])
+
+    # --- pulling ---
+
+    def pull(self, req: PullRequest) -> None:
+        """Send the next pull of ``req``'s queue (on the scheduler thread)."""
+        pq = req.pq
+        if pq.dropped or not self.running:
+            return
+        pq.last_pull_timestamp = time.monotonic()
+        if self.paused:
+            self.scheduler.call_later(PULL_DELAY_WHEN_SUSPENDED_MS, lambda: self.pull(req))
+            return
+        delay = self.can_pull(req)
+        if delay > 0:
+            self.scheduler.call_later(delay, lambda: self.pull(req))
+            return
+        sub = self.subscriptions.get(req.mq.topic) or self._assigned_subscription(req.mq.topic)
+        if sub is None:
+            self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
+            return
+        commit_offset = 0
+        if self.message_model is MessageModel.CLUSTERING and self.auto_commit:
+            commit_offset = self.offset_store.read(req.mq, ReadOffsetType.READ_FROM_MEMORY)
+        sys_flag = build_sys_flag(commit_offset > 0, True, False)
+        offset = req.next_offset
+
+        def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
+            self._on_pulled(req, offset, result, error)
+
+        try:
+            self.pull_api.pull_async(req.mq, sub, offset, self.pull_batch_size, sys_flag=sys_flag,
+                                     commit_offset=max(commit_offset, 0),
+                                     suspend_timeout_ms=self.broker_suspend_max_time_ms,
+                                     timeout_ms=self.consumer_timeout_ms_when_suspend, callback=on_result)
+        except MQError as exc:
+            log.warning("pull_failed", mq=str(req.mq), error=str(exc))
+            self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
+
+    def _assigned_subscription(self, topic: str) -> Optional[SubscriptionData]:
+        sub = build_subscription(topic, "*")
+        self.subscriptions[topic] = sub
+        return sub
+
+    def _on_pulled(self, req: PullRequest, offset: int, result: Optional[PullResult],
+                   error: Optional[BaseException]) -> None:
+        pq = req.pq
+        if pq.dropped or not self.running:
+            return
+        if error is not None:
+            if self.running:
+                log.warning("pull_failed", mq=str(req.mq), error=str(error))
+            self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
+            return
+        status = result.status
+        if status is PullStatus.FOUND:
+            req.next_offset = result.next_begin_offset
+            msgs = result.messages
+            if msgs:
+                pq.put_messages(msgs)
+                self.deliver(req, msgs)
+            elif pq.msg_count == 0:
+                self.on_idle_offset(req.mq, req.next_offset)
+            if self.pull_interval_ms > 0:
+                self.scheduler.call_later(self.pull_interval_ms, lambda: self.pull(req))
+            else:
+                self.pull(req)
+            return
+        if status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
+            req.next_offset = result.next_begin_offset
+            if pq.msg_count == 0:
+                # Nothing in flight: the filtered-out stretch counts as consumed.
+                self.on_idle_offset(req.mq, req.next_offset)
+            self.pull(req)
+            return
+        # OFFSET_ILLEGAL: start over from where the broker says, after a pause.
+        log.warning("pull_offset_illegal", mq=str(req.mq), offset=offset, next=result.next_begin_offset)
+        req.next_offset = result.next_begin_offset
+        pq.dropped = True
+
+        def fix() -> None:
+            self.offset_store.update(req.mq, req.next_offset, False)
+            try:
+                self.offset_store.persist(req.mq)
+            except MQError:
+                pass
+            if self.rebalance is not None:
+                with self.rebalance._lock:
+                    if self.rebalance.process_queues.get(req.mq) is pq:
+                        self.rebalance.process_queues.pop(req.mq, None)
+                        self.requests.pop(req.mq, None)
+            self.rebalance_now()
+        self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS * 3, fix)
+
+    def restart_queue(self, mq: MessageQueue, offset: int) -> None:
+        """Pull ``mq`` from ``offset`` with a fresh ProcessQueue; the old one is dropped with what it held."""
+        with self.rebalance._lock:
+            old = self.rebalance.process_queues.get(mq)
+            if old is None:
+                raise MQClientError(f"the message queue {mq} is not assigned to this consumer")
+            old.dropped = True
+            pq = ProcessQueue()
+            self.rebalance.process_queues[mq] = pq
+            req = PullRequest(mq, pq, offset)
+            self.requests[mq] = req
+        self.scheduler.call_soon(lambda: self.pull(req))
+
+    # --- offsets moved from outside ---
+
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: start the queues of ``topic`` over at ``offsets``."""
+        if self.rebalance is None:
+            return
+        with self.rebalance._lock:
+            for mq, off in offsets.items():
+                self.offset_store.update(mq, off, False)
+                pq = self.rebalance.process_queues.pop(mq, None)
+                self.requests.pop(mq, None)
+                if pq is not None:
+                    pq.dropped = True
+                    pq.clear()
+                    self.on_queue_removed(mq, pq)
+        self.persist_offsets(list(offsets))
+        self.rebalance_now()
+
+    def commit(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
+        """Record ``offset`` as consumed for ``mq`` (persisted by the periodic task)."""
+        if offset >= 0 and not pq.dropped:
+            self.offset_store.update(mq, offset, True)

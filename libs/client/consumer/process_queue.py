@@ -1,0 +1,161 @@
+"""ProcessQueue: the messages of one queue pulled but not yet consumed (RocketMQ's ProcessQueue).
+
+Messages are held by queue offset. The offset a consumer may commit is the
+smallest offset still held (or one past the largest ever held when none is
+left), so a crash re-delivers what was in flight and never skips it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterable, Optional
+
+from rocketmesh.message import MessageExt
+
+#: A queue lock taken from the broker counts as held for this long without renewal (RocketMQ: 30 s).
+REBALANCE_LOCK_MAX_LIVE_S = 30.0
+#: A pull service that has not pulled a queue for this long considers it idle (RocketMQ: 120 s).
+PULL_MAX_IDLE_S = 120.0
+
+
+class ProcessQueue:
+    """See the module docstring. All methods are thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        # Offsets arrive in increasing order, so insertion order is offset order.
+        self._msgs: dict[int, MessageExt] = {}
+        #: Orderly consumption: messages taken by the consuming thread, not yet committed.
+        self._consuming: dict[int, MessageExt] = {}
+        self.msg_count = 0
+        self.msg_size = 0
+        self.queue_offset_max = -1
+        self.dropped = False
+        self.last_pull_timestamp = time.monotonic()
+        self.last_consume_timestamp = time.monotonic()
+        #: Orderly: the broker lock is held, and when it was last renewed.
+        self.locked = False
+        self.last_lock_timestamp = 0.0
+        #: Orderly: a consume task for this queue is running or scheduled.
+        self.consuming = False
+        #: Serialises orderly consumption of this queue with its removal in rebalance.
+        self.consume_lock = threading.Lock()
+        #: Orderly: held by the one consume task running for this queue.
+        self.task_lock = threading.Lock()
+        #: Orderly: a failed batch pauses the queue until this monotonic time.
+        self.suspend_until = 0.0
+
+    # --- pulled messages ---
+
+    def put_messages(self, msgs: Iterable[MessageExt]) -> bool:
+        """Add pulled messages; True when an orderly consumer should start a consume task."""
+        with self._lock:
+            held = self._msgs
+            added = 0
+            size = 0
+            last = self.queue_offset_max
+            for m in msgs:
+                off = m.queue_offset
+                if off not in held:
+                    held[off] = m
+                    added += 1
+                    size += len(m.body)
+                if off > last:
+                    last = off
+            self.queue_offset_max = last
+            self.msg_count += added
+            self.msg_size += size
+            dispatch = False
+            if held and not self.consuming:
+                self.consuming = True
+                dispatch = True
+            return dispatch
+
+    def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
+        """Drop consumed messages; returns the offset now safe to commit, or -1 when nothing was held."""
+        with self._lock:
+            held = self._msgs
+            if not held and self.queue_offset_max < 0:
+                return -1
+            self.last_consume_timestamp = time.monotonic()
+            removed = 0
+            size = 0
+            for m in msgs:
+                if held.pop(m.queue_offset, None) is not None:
+                    removed += 1
+                    size += len(m.body)
+            self.msg_count -= removed
+            self.msg_size -= size
+            if held:
+                return next(iter(held))
+            return self.queue_offset_max + 1
+
+    def max_span(self) -> int:
+        """Largest minus smallest held offset (flow control on out-of-order progress)."""
+        with self._lock:
+            if not self._msgs:
+                return 0
+            return self.queue_offset_max - next(iter(self._msgs))
+
+    def is_empty(self) -> bool:
+        with self._lock:
+            return not self._msgs and not self._consuming
+
+    def held_offsets(self) -> list[int]:
+        with self._lock:
+            return list(self._msgs)
+
+    def clear(self) -> None:
+        """Forget everything held (the queue's offset was reset)."""
+        with self._lock:
+            self._msgs.clear()
+            self._consuming.clear()
+            self.msg_count = 0
+            self.msg_size = 0
+            self.queue_offset_max = -1
+
+    # --- orderly consumption ---
+
+    def take_messages(self, n: int) -> list[MessageExt]:
+        """Move up to ``n`` messages, in offset order, to the consuming set; [] ends the consume task."""
+        with self._lock:
+            out: list[MessageExt] = []
+            held = self._msgs
+            while held and len(out) < n:
+                off = next(iter(held))
+                m = held.pop(off)
+                self._consuming[off] = m
+                out.append(m)
+            if not out:
+                self.consuming = False
+            self.last_consume_timestamp = time.monotonic()
+            return out
+
+    def commit(self) -> int:
+        """The consuming set was consumed: drop it; returns the offset to commit (-1 when none)."""
+        with self._lock:
+            if not self._consuming:
+                return -1
+            last = max(self._consuming)
+            size = sum(len(m.body) for m in self._consuming.values())
+            self.msg_count -= len(self._consuming)
+            self.msg_size -= size
+            self._consuming.clear()
+            return last + 1
+
+    def make_messages_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
+        """Put messages taken by :meth:`take_messages` back, to be taken again in order."""
+        with self._lock:
+            back = {m.queue_offset: self._consuming.pop(m.queue_offset, m) for m in msgs}
+            merged = dict(sorted({**back, **self._msgs}.items()))
+            self._msgs = merged
+
+    def is_suspended(self) -> bool:
+        return time.monotonic() < self.suspend_until
+
+    def lock_expired(self, now: Optional[float] = None) -> bool:
+        return ((now or time.monotonic()) - self.last_lock_timestamp) > REBALANCE_LOCK_MAX_LIVE_S
+
+    def pull_expired(self, now: Optional[float] = None) -> bool:
+        return ((now or time.monotonic()) - self.last_pull_timestamp) > PULL_MAX_IDLE_S

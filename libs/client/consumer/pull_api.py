@@ -1,0 +1,122 @@
+"""One pull from a broker: the request, the response decoded, the client-side tag check
+(RocketMQ's PullAPIWrapper)."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Callable, Optional
+
+from rocketmesh.filter import ExpressionType, SubscriptionData
+from rocketmesh.message import MessageConst, MessageQueue
+from rocketmesh.message_codec import decode_records
+from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request
+from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
+from rocketmesh.client.errors import MQBrokerError, MQClientError, from_remoting
+from rocketmesh.client.consumer.types import PullResult, PullStatus
+
+if TYPE_CHECKING:
+    from rocketmesh.client.instance import ClientInstance
+
+_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+_TAGS = MessageConst.TAGS
+_MIN_OFFSET = MessageConst.MIN_OFFSET
+_MAX_OFFSET = MessageConst.MAX_OFFSET
+
+
+def build_sys_flag(commit_offset: bool, suspend: bool, subscription: bool) -> int:
+    """RocketMQ's PullSysFlag.buildSysFlag."""
+    return ((PullSysFlag.COMMIT_OFFSET if commit_offset else 0) | (PullSysFlag.SUSPEND if suspend else 0)
+            | (PullSysFlag.SUBSCRIPTION if subscription else 0))
+
+
+def decode_pull_response(resp: RemotingCommand, sub: SubscriptionData, addr: str) -> PullResult:
+    """A PULL_MESSAGE response as a PullResult; raises MQBrokerError for an error answer."""
+    status = _STATUS.get(resp.code)
+    if status is None:
+        raise MQBrokerError(resp.code, resp.remark, addr)
+    ext = resp.ext or {}
+    result = PullResult(status, int(ext.get("nextBeginOffset", 0)), int(ext.get("minOffset", 0)),
+                        int(ext.get("maxOffset", 0)))
+    if status is PullStatus.FOUND and resp.body:
+        msgs = decode_records(resp.body)
+        # The broker filters by tag hash code; two tags can share one, so check the tag itself.
+        if sub.expression_type is ExpressionType.TAG and not sub.matches_all():
+            tags_set = sub.tags_set
+            msgs = [m for m in msgs if m.properties.get(_TAGS) in tags_set]
+        min_s, max_s = str(result.min_offset), str(result.max_offset)
+        for m in msgs:
+            props = m.properties
+            props[_MIN_OFFSET] = min_s
+            props[_MAX_OFFSET] = max_s
+        result.messages = msgs
+    return result
+
+
+class PullAPI:
+    """Sends pulls for one consumer group through a client instance."""
+
+    def __init__(self, instance: "ClientInstance", group: str) -> None:
+        self.instance = instance
+        self.group = group
+
+    def broker_addr(self, mq: MessageQueue) -> str:
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            self.instance.update_topic_route(mq.topic)
+            addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"the broker[{mq.broker_name}] not exist")
+        return addr
+
+    def _request(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, sys_flag: int,
+                 commit_offset: int, suspend_timeout_ms: int) -> RemotingCommand:
+        header = PullMessageRequestHeader(
+            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
+            suspend_timeout_millis=suspend_timeout_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
+            expression_type=sub.expression_type.value)
+        return request(RequestCode.PULL_MESSAGE, to_ext(header))
+
+    def pull_async(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
+                   sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0, timeout_ms: int = 30_000,
+                   callback: Callable[[Optional[PullResult], Optional[BaseException]], None]) -> None:
+        """Pull and call ``callback(result, None)`` or ``callback(None, error)`` on the client's callback thread."""
+        addr = self.broker_addr(mq)
+        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
+
+        def done(fut: "Future[RemotingCommand]") -> None:
+            try:
+                resp = fut.result()
+            except RemotingError as exc:
+                callback(None, from_remoting(exc, addr))
+                return
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+                callback(None, exc)
+                return
+            try:
+                result = decode_pull_response(resp, sub, addr)
+            except Exception as exc:  # noqa: BLE001 - a bad answer is the caller's error to handle
+                callback(None, exc)
+                return
+            callback(result, None)
+
+        try:
+            self.instance.remoting.invoke_async(addr, cmd, timeout_ms, callback=done)
+        except RemotingError as exc:
+            raise from_remoting(exc, addr) from exc
+
+    def pull_sync(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
+                  sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0,
+                  timeout_ms: int = 10_000) -> PullResult:
+        addr = self.broker_addr(mq)
+        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
+        try:
+            resp = self.instance.remoting.invoke_sync(addr, cmd, timeout_ms)
+        except RemotingError as exc:
+            raise from_remoting(exc, addr) from exc
+        return decode_pull_response(resp, sub, addr)

@@ -1,0 +1,285 @@
+"""PullConsumer: the application polls for messages (RocketMQ's DefaultLitePullConsumer).
+
+    with PullConsumer("reports", "127.0.0.1:9876") as consumer:   # start() on enter
+        consumer.subscribe("Orders")          # rebalanced among the group, or consumer.assign([...])
+        while True:
+            for msg in consumer.poll(timeout_ms=1000):
+                handle(msg)
+
+Queues are pulled in the background into a bounded cache; ``poll`` returns
+the next batch. With ``auto_commit`` (the default) the offsets of what earlier
+polls returned are committed every ``auto_commit_interval_ms`` at the next
+poll, so a message is committed only after the application asked for more;
+without it, call ``commit()``. ``seek`` and ``seek_to_time`` move a queue.
+"""
+
+from __future__ import annotations
+
+import queue as queue_mod
+import threading
+import time
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.client.allocate import AllocateStrategy
+from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest
+from rocketmesh.client.consumer.offset_store import ReadOffsetType
+from rocketmesh.client.consumer.process_queue import ProcessQueue
+from rocketmesh.client.consumer.rebalance import subscribe_queues
+from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
+
+_MiB = 1024 * 1024
+
+
+@dataclass(slots=True)
+class _Batch:
+    req: PullRequest
+    messages: list[MessageExt]
+
+
+class PullConsumer:
+    """See the module docstring. Settings are RocketMQ's DefaultLitePullConsumer ones, snake_case."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        message_model: MessageModel | str = MessageModel.CLUSTERING,
+        consume_from: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+        consume_timestamp: Optional[int] = None,
+        allocate: AllocateStrategy | str | None = None,
+        auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5000,
+        pull_batch_size: int = 10,
+        pull_threshold_for_queue: int = 1000,
+        pull_threshold_size_for_queue: int = 100,
+        pull_threshold_for_all: int = 10_000,
+        poll_timeout_ms: int = 5000,
+        rebalance_interval_ms: int = 20_000,
+        broker_suspend_max_time_ms: int = 15_000,
+        consumer_timeout_ms_when_suspend: int = 30_000,
+        offset_store_dir: Optional[str] = None,
+        instance_name: Optional[str] = None,
+        heartbeat_broker_interval_ms: int = 30_000,
+        poll_name_server_interval_ms: int = 30_000,
+    ) -> None:
+        if auto_commit_interval_ms < 1000:
+            raise MQClientError("auto_commit_interval_ms must be at least 1000")
+        self.auto_commit = auto_commit
+        self.auto_commit_interval_s = auto_commit_interval_ms / 1000.0
+        self.pull_threshold_for_queue = pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue * _MiB
+        self.pull_threshold_for_all = pull_threshold_for_all
+        self.poll_timeout_ms = poll_timeout_ms
+        self._core = ConsumerCore(
+            group, namesrv, message_model=message_model, consume_from=consume_from,
+            consume_timestamp=consume_timestamp, allocate=allocate, orderly=False, pull_batch_size=pull_batch_size,
+            pull_interval_ms=0, broker_suspend_max_time_ms=broker_suspend_max_time_ms,
+            consumer_timeout_ms_when_suspend=consumer_timeout_ms_when_suspend,
+            persist_consumer_offset_interval_ms=auto_commit_interval_ms if auto_commit else 3_600_000,
+            rebalance_interval_ms=rebalance_interval_ms, offset_store_dir=offset_store_dir,
+            instance_options=dict(instance_name=instance_name, heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
+                                  poll_name_server_interval_ms=poll_name_server_interval_ms))
+        self._core.consume_type = "CONSUME_ACTIVELY"
+        self._core.deliver = self._deliver
+        self._core.can_pull = self._flow_control
+        self._core.on_queue_removed = self._on_queue_removed
+        self._core.on_idle_offset = self._idle_offset
+        self._core.auto_commit = auto_commit
+        self._cache: queue_mod.SimpleQueue[_Batch] = queue_mod.SimpleQueue()
+        self._cached = 0
+        self._assigned: Optional[list[MessageQueue]] = None
+        #: Per queue: offset after the last message a poll returned (what commit() stores).
+        self._consumed: dict[MessageQueue, int] = {}
+        self._next_auto_commit = 0.0
+        self._lock = threading.Lock()
+        self._started = False
+
+    @property
+    def group(self) -> str:
+        return self._core.group
+
+    # --- what to consume ---
+
+    def subscribe(self, topic: str, expression: Optional[str] = "*", *, sql: Optional[str] = None) -> None:
+        """Consume ``topic`` as a member of the group (queues rebalanced among its clients)."""
+        if self._assigned is not None:
+            raise MQClientError("subscribe and assign are mutually exclusive")
+        self._core.subscribe(topic, expression, sql)
+
+    def unsubscribe(self, topic: str) -> None:
+        self._core.unsubscribe(topic)
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` (no rebalance); the group's stored offsets are still used."""
+        if self._core.subscriptions and self._assigned is None:
+            raise MQClientError("subscribe and assign are mutually exclusive")
+        queues = sorted(set(queues))
+        self._assigned = queues
+        self._core.use_rebalance = False
+        for mq in queues:
+            if mq.topic not in self._core.subscriptions:
+                self._core.subscriptions[mq.topic] = self._core._assigned_subscription(mq.topic)
+        if self._started:
+            self._apply_assignment()
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The readable queues of ``topic`` (for ``assign``)."""
+        self._require_started()
+        return subscribe_queues(self._core.instance, topic)
+
+    def _apply_assignment(self) -> None:
+        reb = self._core.rebalance
+        wanted = set(self._assigned or [])
+        with reb._lock:
+            for mq in [mq for mq in reb.process_queues if mq not in wanted]:
+                reb._drop(mq)
+            for mq in sorted(wanted - set(reb.process_queues)):
+                pq = ProcessQueue()
+                reb.process_queues[mq] = pq
+                if not self._core._on_queue_added(mq, pq):
+                    del reb.process_queues[mq]
+
+    # --- life cycle ---
+
+    def start(self) -> "PullConsumer":
+        if self._started:
+            raise MQClientError("the consumer is already started")
+        self._core.start()
+        self._started = True
+        self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
+        if self._assigned is not None:
+            for topic in {mq.topic for mq in self._assigned}:
+                self._core.instance.add_topic(topic)
+            self._apply_assignment()
+        return self
+
+    def shutdown(self) -> None:
+        """Stop pulling, commit what polls returned (auto commit), leave the group."""
+        if not self._started:
+            return
+        self._started = False
+        self._core.shutdown()
+        if self.auto_commit:
+            self._commit_consumed()
+        self._core.finish_shutdown()
+
+    def __enter__(self) -> "PullConsumer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise MQClientError("the consumer is not started")
+
+    # --- polling ---
+
+    def poll(self, timeout_ms: Optional[int] = None) -> list[MessageExt]:
+        """The next batch of messages (one queue's, in order), or [] after ``timeout_ms`` (default 5 s)."""
+        self._require_started()
+        if self.auto_commit and time.monotonic() >= self._next_auto_commit:
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
+            self._commit_consumed()
+        timeout = (self.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                batch = self._cache.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue_mod.Empty:
+                return []
+            with self._lock:
+                self._cached -= len(batch.messages)
+            req = batch.req
+            pq = req.pq
+            if pq.dropped or self._core.requests.get(req.mq) is not req:
+                if time.monotonic() >= deadline:
+                    return []
+                continue
+            offset = pq.remove_messages(batch.messages)
+            if offset >= 0:
+                self._consumed[req.mq] = offset
+            return batch.messages
+
+    def _deliver(self, req: PullRequest, msgs: list[MessageExt]) -> None:
+        with self._lock:
+            self._cached += len(msgs)
+        self._cache.put(_Batch(req, msgs))
+
+    def _flow_control(self, req: PullRequest) -> float:
+        pq = req.pq
+        if self._cached > self.pull_threshold_for_all:
+            return PULL_DELAY_WHEN_FLOW_CONTROL_MS
+        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+            return PULL_DELAY_WHEN_FLOW_CONTROL_MS
+        return 0
+
+    def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        off = self._consumed.pop(mq, None)
+        if off is not None and self.auto_commit:
+            self._core.offset_store.update(mq, off, True)
+
+    def _idle_offset(self, mq: MessageQueue, offset: int) -> None:
+        # Everything pulled was polled and the broker filtered out the rest up to ``offset``.
+        req = self._core.requests.get(mq)
+        if req is not None and req.pq.msg_count == 0:
+            self._consumed[mq] = offset
+
+    # --- offsets ---
+
+    def _commit_consumed(self) -> None:
+        store = self._core.offset_store
+        for mq, off in list(self._consumed.items()):
+            if mq in self._core.requests:
+                store.update(mq, off, False)
+        self._core.persist_offsets()
+
+    def commit(self) -> None:
+        """Commit, on the brokers (or the local file), the offsets of every message polls returned."""
+        self._require_started()
+        self._commit_consumed()
+
+    def committed(self, queue: MessageQueue) -> int:
+        """The group's committed offset of ``queue`` as stored (-1 when none)."""
+        self._require_started()
+        return self._core.offset_store.read(queue, ReadOffsetType.READ_FROM_STORE)
+
+    def seek(self, queue: MessageQueue, offset: int) -> None:
+        """Consume ``queue`` from ``offset`` on (must be assigned; within its min and max offsets)."""
+        self._require_started()
+        req = self._core.requests.get(queue)
+        if req is None:
+            raise MQClientError(f"the message queue {queue} is not assigned to this consumer")
+        lo, hi = self._core.min_offset(queue), self._core.max_offset(queue)
+        if not lo <= offset <= hi:
+            raise MQClientError(f"seek offset {offset} is out of range [{lo}, {hi}] of {queue}")
+        self._consumed[queue] = offset
+        # A fresh pull state: the pull in flight (maybe held by the broker) and what it brings are dropped.
+        self._core.restart_queue(queue, offset)
+
+    def seek_to_time(self, timestamp_ms: int, queue: Optional[MessageQueue] = None) -> None:
+        """Move ``queue`` (or every assigned queue) to its first message stored at or after ``timestamp_ms``."""
+        self._require_started()
+        queues = [queue] if queue is not None else list(self._core.requests)
+        for mq in queues:
+            self.seek(mq, self._core.search_offset(mq, timestamp_ms))
+
+    def seek_to_begin(self, queue: MessageQueue) -> None:
+        self.seek(queue, self._core.min_offset(queue))
+
+    def seek_to_end(self, queue: MessageQueue) -> None:
+        self.seek(queue, self._core.max_offset(queue))
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer pulls now."""
+        return sorted(self._core.requests)
+
+    def pause(self) -> None:
+        self._core.paused = True
+
+    def resume(self) -> None:
+        self._core.paused = False

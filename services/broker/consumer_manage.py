@@ -1,0 +1,253 @@
+"""Consumer-side requests besides pulls: group members, offsets, queue locks, progress, reset,
+subscription groups (RocketMQ's ConsumerManageProcessor and the consumer part of its admin processor)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import orjson
+
+from rocketmesh.filter import FilterSyntaxError
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageQueue
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, request, response_to
+from rocketmesh.remoting.headers import (
+    ConsumerGroupRequestHeader,
+    GetConsumeStatsRequestHeader,
+    HeaderError,
+    QueryConsumerOffsetRequestHeader,
+    ResetOffsetRequestHeader,
+    SubscriptionGroupRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+    from_ext,
+    to_ext,
+)
+from rocketmesh.broker.message_filter import filter_for
+from rocketmesh.broker.subscription_group import SubscriptionGroupConfig
+
+if TYPE_CHECKING:
+    from rocketmesh.broker.controller import BrokerController
+
+log = get_logger("broker", component="consumer_manage")
+
+
+def _ok(req: RemotingCommand, ext: Optional[dict] = None, body: bytes = b"") -> RemotingCommand:
+    return response_to(req, ResponseCode.SUCCESS, None, ext, body)
+
+
+def mq_to_json(mq: MessageQueue) -> dict[str, Any]:
+    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
+
+
+def mq_from_json(d: Any) -> MessageQueue:
+    if not isinstance(d, dict):
+        raise ValueError("a message queue must be an object with topic, brokerName, queueId")
+    topic, broker, qid = d.get("topic"), d.get("brokerName"), d.get("queueId")
+    if not isinstance(topic, str) or not isinstance(broker, str) or not isinstance(qid, int) or isinstance(qid, bool):
+        raise ValueError(f"bad message queue {d!r}")
+    return MessageQueue(topic, broker, qid)
+
+
+class ConsumerManageProcessor:
+    """Handlers for consumer-side requests other than PULL_MESSAGE; see :meth:`register`."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.store = broker.store
+        self.offsets = broker.offsets
+        self.locks = broker.locks
+        self.groups = broker.subscription_groups
+        self.clients = broker.clients
+
+    def register(self, server, executor) -> None:
+        handlers = {
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: (self.get_consumer_list_by_group, None),
+            RequestCode.QUERY_CONSUMER_OFFSET: (self.query_consumer_offset, None),
+            RequestCode.UPDATE_CONSUMER_OFFSET: (self.update_consumer_offset, None),
+            RequestCode.LOCK_BATCH_MQ: (self.lock_batch_mq, None),
+            RequestCode.UNLOCK_BATCH_MQ: (self.unlock_batch_mq, None),
+            RequestCode.GET_CONSUME_STATS: (self.get_consume_stats, executor),
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: (self.get_consumer_connection_list, None),
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: (self.reset_offset, executor),
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: (self.update_subscription_group, executor),
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: (self.get_all_subscription_groups, None),
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: (self.delete_subscription_group, executor),
+            RequestCode.GET_ALL_CONSUMER_OFFSET: (self.get_all_consumer_offset, None),
+            RequestCode.CHECK_CLIENT_CONFIG: (self.check_client_config, None),
+        }
+        for code, (fn, ex) in handlers.items():
+            server.register(code, self._guarded(fn), ex)
+
+    @staticmethod
+    def _guarded(fn):
+        """A bad header or body is answered SYSTEM_ERROR with what was wrong, never a traceback."""
+        def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+            try:
+                return fn(req, ctx)
+            except (HeaderError, ValueError, TypeError, KeyError, orjson.JSONDecodeError) as exc:
+                return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad {fn.__name__} request: {exc}")
+        handler.__name__ = fn.__name__
+        return handler
+
+    @staticmethod
+    def _body(req: RemotingCommand) -> dict[str, Any]:
+        data = orjson.loads(req.body or b"{}")
+        if not isinstance(data, dict):
+            raise ValueError("the request body must be a JSON object")
+        return data
+
+    # --- members ---
+
+    def get_consumer_list_by_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(ConsumerGroupRequestHeader, req.ext)
+        ids = self.clients.consumer_ids(h.consumer_group)
+        if not ids:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
+        return _ok(req, body=orjson.dumps({"consumerIdList": ids}))
+
+    def get_consumer_connection_list(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(ConsumerGroupRequestHeader, req.ext)
+        info = self.clients.consumer_group(h.consumer_group)
+        if info is None or not info.channels:
+            return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE,
+                               f"the consumer group[{h.consumer_group}] not online")
+        body = {
+            "connectionSet": [{"clientId": ch.client_id, "clientAddr": ch.remote, "language": "PYTHON",
+                               "lastUpdateTimestamp": ch.last_update_ms} for ch in info.channels.values()],
+            "subscriptionTable": info.subscriptions,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "consumeFromWhere": info.consume_from_where,
+        }
+        return _ok(req, body=orjson.dumps(body))
+
+    def check_client_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """Can this broker serve a subscription? (SQL92 needs enablePropertyFilter and a valid expression.)"""
+        data = self._body(req)
+        sub = data.get("subscriptionData") or {}
+        expr_type = sub.get("expressionType", "TAG")
+        if expr_type == "TAG":
+            return _ok(req)
+        if expr_type != "SQL92":
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"unknown expression type {expr_type!r}")
+        if not self.broker.config.enable_property_filter:
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               f"The broker does not support consumer to filter message by {expr_type} "
+                               "(set enablePropertyFilter=true)")
+        try:
+            filter_for(str(sub.get("subString", "")), expr_type)
+        except FilterSyntaxError as exc:
+            return response_to(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        return _ok(req)
+
+    # --- offsets ---
+
+    def query_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(QueryConsumerOffsetRequestHeader, req.ext)
+        offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
+        if offset < 0:
+            return response_to(req, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
+        return _ok(req, {"offset": offset})
+
+    def update_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(UpdateConsumerOffsetRequestHeader, req.ext)
+        self.offsets.commit_offset(ctx.remote, h.consumer_group, h.topic, h.queue_id, h.commit_offset)
+        return _ok(req)
+
+    def get_all_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return _ok(req, body=orjson.dumps({"offsetTable": self.offsets.table_snapshot()}, option=orjson.OPT_NON_STR_KEYS))
+
+    # --- orderly locks ---
+
+    def _lock_request(self, req: RemotingCommand) -> tuple[str, str, list[MessageQueue]]:
+        data = self._body(req)
+        group, client_id = data.get("consumerGroup"), data.get("clientId")
+        if not isinstance(group, str) or not group or not isinstance(client_id, str) or not client_id:
+            raise ValueError("consumerGroup and clientId are required")
+        return group, client_id, [mq_from_json(d) for d in data.get("mqSet") or []]
+
+    def lock_batch_mq(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        group, client_id, mqs = self._lock_request(req)
+        locked = self.locks.try_lock_batch(group, mqs, client_id)
+        return _ok(req, body=orjson.dumps({"lockOKMQSet": [mq_to_json(mq) for mq in sorted(locked)]}))
+
+    def unlock_batch_mq(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        group, client_id, mqs = self._lock_request(req)
+        self.locks.unlock_batch(group, mqs, client_id)
+        return _ok(req)
+
+    # --- progress and reset ---
+
+    def _group_topics(self, group: str, topic: Optional[str]) -> list[str]:
+        if topic:
+            return [topic]
+        topics = set(self.offsets.topics_of_group(group))
+        info = self.clients.consumer_group(group)
+        if info is not None:
+            topics.update(info.subscriptions)
+        return sorted(t for t in topics if self.broker.topics.get(t) is not None)
+
+    def get_consume_stats(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """Per queue: the broker's max offset, the group's offset, the store time of the last consumed message."""
+        h = from_ext(GetConsumeStatsRequestHeader, req.ext)
+        table = []
+        broker_name = self.broker.config.broker_name
+        for topic in self._group_topics(h.consumer_group, h.topic):
+            cfg = self.broker.topics.get(topic)
+            if cfg is None:
+                continue
+            for qid in range(cfg.read_queue_nums):
+                broker_offset = self.store.get_max_offset_in_queue(topic, qid)
+                consumer_offset = max(0, self.offsets.query_offset(h.consumer_group, topic, qid))
+                last = self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset > 0 else 0
+                table.append({"topic": topic, "brokerName": broker_name, "queueId": qid,
+                              "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
+                              "lastTimestamp": max(last, 0)})
+        if not table:
+            return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE,
+                               f"the consumer group[{h.consumer_group}] has no progress on this broker")
+        return _ok(req, body=orjson.dumps({"offsetTable": table, "consumeTps": 0.0}))
+
+    def reset_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """Move ``group``'s offsets in ``topic`` to ``timestamp`` (-1: the end), here and in its running clients."""
+        h = from_ext(ResetOffsetRequestHeader, req.ext)
+        cfg = self.broker.topics.get(h.topic)
+        if cfg is None:
+            return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        broker_name = self.broker.config.broker_name
+        new: dict[int, int] = {}
+        for qid in range(cfg.read_queue_nums):
+            if h.timestamp < 0:
+                target = self.store.get_max_offset_in_queue(h.topic, qid)
+            else:
+                target = self.store.get_offset_in_queue_by_time(h.topic, qid, h.timestamp)
+            current = self.offsets.query_offset(h.group, h.topic, qid)
+            if not h.is_force and 0 <= current <= target:
+                target = current
+            new[qid] = target
+        self.offsets.reset(h.group, h.topic, new)
+        self.offsets.persist_if_dirty()
+        table = [{"topic": h.topic, "brokerName": broker_name, "queueId": q, "offset": o} for q, o in sorted(new.items())]
+        body = orjson.dumps({"offsetTable": table})
+        info = self.clients.consumer_group(h.group)
+        for ch in (info.channels.values() if info else ()):
+            self.broker.server.push(ch.identity, request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, to_ext(h), body))
+        log.info("offset_reset", group=h.group, topic=h.topic, timestamp=h.timestamp, offsets=new,
+                 clients=len(info.channels) if info else 0)
+        return _ok(req, body=body)
+
+    # --- subscription groups ---
+
+    def update_subscription_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        cfg = SubscriptionGroupConfig.from_json(self._body(req))
+        self.groups.update(cfg)
+        return _ok(req)
+
+    def get_all_subscription_groups(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return _ok(req, body=orjson.dumps({"subscriptionGroupTable": {c.group_name: c.to_json() for c in self.groups.all()}}))
+
+    def delete_subscription_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        h = from_ext(SubscriptionGroupRequestHeader, req.ext)
+        self.groups.delete(h.group_name)
+        self.offsets.remove_group(h.group_name)
+        return _ok(req)

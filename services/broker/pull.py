@@ -1,0 +1,293 @@
+"""PULL_MESSAGE: checks, the filtered read, and long polling (RocketMQ's PullMessageProcessor and
+PullRequestHoldService).
+
+A pull that finds nothing new is held, not answered, when the client allows
+it (``PullSysFlag.SUSPEND``): the store's arriving listener wakes the held
+pulls of the queue that grew, they are run again and answered. A pull whose
+new messages all fail its filter keeps waiting from the later offset, so a
+selective consumer is not sent round trips for messages it does not want. A
+held pull is answered at its deadline at the latest, and a re-check every
+``shortPollingTimeMills`` (or 5 s with long polling) covers a wake-up lost
+to a race. Nothing spins while a pull waits.
+"""
+
+from __future__ import annotations
+
+import heapq
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
+
+from rocketmesh.filter import FilterSyntaxError
+from rocketmesh.log import get_logger
+from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.headers import (
+    HeaderError,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    PullSysFlag,
+    from_ext,
+    to_ext,
+)
+from rocketmesh.broker.config import PERM_READ
+from rocketmesh.broker.message_filter import filter_for
+from rocketmesh.broker.store import GetMessageStatus
+
+if TYPE_CHECKING:
+    from rocketmesh.broker.controller import BrokerController
+
+log = get_logger("broker", component="pull")
+
+#: Store read outcome -> response code, as RocketMQ answers them.
+_CODES = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+#: The re-check of held pulls when long polling is on (RocketMQ's PullRequestHoldService, 5 s).
+_LONG_POLL_CHECK_S = 5.0
+#: Held pulls answer this much before the client's own timeout would fire.
+_SUSPEND_MARGIN_MS = 0
+
+
+@dataclass(eq=False)
+class _HeldPull:
+    """A pull waiting for its queue to grow."""
+
+    request: RemotingCommand
+    ctx: RequestContext
+    header: PullMessageRequestHeader
+    #: Offset the next read starts at (moves past messages the filter refused while held).
+    offset: int
+    deadline: float
+    done: bool = field(default=False)
+
+
+class PullMessageProcessor:
+    """Answers PULL_MESSAGE; holds pulls that find nothing (see the module docstring)."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self.store = broker.store
+        cfg = broker.config
+        self.long_polling = cfg.long_polling_enable
+        self.short_polling_s = cfg.short_polling_time_mills / 1000.0
+        self._held: dict[tuple[str, int], list[_HeldPull]] = {}
+        self._deadlines: list[tuple[float, int, _HeldPull]] = []
+        self._seq = 0
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._stopped = False
+        self._thread = threading.Thread(target=self._hold_loop, name="PullRequestHoldService", daemon=True)
+
+    def start(self) -> None:
+        self.store.register_arriving_listener(self.on_arriving)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Answer every held pull now (PULL_NOT_FOUND with its offsets) and stop the hold thread."""
+        with self._cond:
+            self._stopped = True
+            held = [h for hs in self._held.values() for h in hs]
+            self._held.clear()
+            self._deadlines.clear()
+            self._cond.notify_all()
+        for h in held:
+            self._answer(h)
+        self._thread.join(2.0)
+
+    @property
+    def held_count(self) -> int:
+        with self._lock:
+            return sum(len(v) for v in self._held.values())
+
+    # --- requests ---
+
+    def handle(self, req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+        try:
+            header = from_ext(PullMessageRequestHeader, req.ext)
+        except HeaderError as exc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
+        resp = self._process(req, header, header.queue_offset, allow_suspend=True, ctx=ctx)
+        if resp is None:
+            return None
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self.broker.config.broker_id == 0:
+            try:
+                self.broker.offsets.commit_offset(ctx.remote, header.consumer_group, header.topic,
+                                                  header.queue_id, header.commit_offset)
+            except ValueError as exc:
+                log.warning("commit_offset_refused", group=header.consumer_group, error=str(exc))
+        return resp
+
+    def _process(self, req: RemotingCommand, h: PullMessageRequestHeader, offset: int, allow_suspend: bool,
+                 ctx: Optional[RequestContext] = None) -> Optional[RemotingCommand]:
+        """The response for a pull from ``offset``; None when the pull was held."""
+        broker = self.broker
+        if not broker.config.broker_permission & PERM_READ:
+            return response_to(req, ResponseCode.NO_PERMISSION,
+                               f"the broker[{broker.config.broker_name}] pulling message is forbidden")
+        group_cfg = broker.subscription_groups.find(h.consumer_group)
+        if group_cfg is None:
+            return response_to(req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                               f"subscription group [{h.consumer_group}] does not exist")
+        if not group_cfg.consume_enable:
+            return response_to(req, ResponseCode.NO_PERMISSION,
+                               f"subscription group no permission, {h.consumer_group}")
+        topic_cfg = broker.topics.get(h.topic)
+        if topic_cfg is None:
+            return response_to(req, ResponseCode.TOPIC_NOT_EXIST,
+                               f"topic[{h.topic}] not exist, apply first please!")
+        if not topic_cfg.readable:
+            return response_to(req, ResponseCode.NO_PERMISSION, f"the topic[{h.topic}] pulling message is forbidden")
+        if not 0 <= h.queue_id < topic_cfg.read_queue_nums:
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               f"queueId[{h.queue_id}] is illegal, topic:[{h.topic}] "
+                               f"topicConfig.readQueueNums:[{topic_cfg.read_queue_nums}]")
+        if h.expression_type != "TAG" and not broker.config.enable_property_filter:
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               f"The broker does not support consumer to filter message by {h.expression_type} "
+                               "(set enablePropertyFilter=true)")
+        try:
+            message_filter = filter_for(h.subscription, h.expression_type)
+        except FilterSyntaxError as exc:
+            return response_to(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+        max_nums = max(1, min(h.max_msg_nums, broker.config.max_pull_msg_nums))
+        try:
+            result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, offset, max_nums, message_filter)
+        except ValueError:
+            # A read racing the expiry of the file it reads sees the mapping closed.
+            result = None
+        if result is None:
+            return response_to(req, ResponseCode.PULL_RETRY_IMMEDIATELY, "message was removing")
+        status = result.status
+        if status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE):
+            # An empty queue asked from a non-zero offset: the client's offset is wrong, fix it.
+            code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        else:
+            code = _CODES[status]
+        ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset))
+        if code == ResponseCode.SUCCESS:
+            return response_to(req, code, None, ext, b"".join(result.records))
+        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & PullSysFlag.SUSPEND and ctx is not None:
+            timeout_ms = h.suspend_timeout_millis if self.long_polling else self.short_polling_s * 1000
+            if timeout_ms > 0:
+                self._hold(_HeldPull(req, ctx, h, offset, time.monotonic() + timeout_ms / 1000.0))
+                return None
+        return response_to(req, code, status.value, ext)
+
+    # --- long polling ---
+
+    def _hold(self, held: _HeldPull) -> None:
+        key = (held.header.topic, held.header.queue_id)
+        with self._cond:
+            if self._stopped:
+                pass
+            else:
+                self._held.setdefault(key, []).append(held)
+                self._seq += 1
+                heapq.heappush(self._deadlines, (held.deadline, self._seq, held))
+                if self._deadlines[0][2] is held:
+                    self._cond.notify()
+                held = None  # type: ignore[assignment]
+        if held is not None:
+            self._answer(held)
+            return
+        # A message may have arrived between the read and the hold: look once more.
+        if self.store.get_max_offset_in_queue(*key) > self._offset_of(key):
+            self.on_arriving(key[0], key[1], self.store.get_max_offset_in_queue(*key))
+
+    def _offset_of(self, key: tuple[str, int]) -> int:
+        with self._lock:
+            hs = self._held.get(key)
+            return min((h.offset for h in hs), default=1 << 62) if hs else 1 << 62
+
+    def on_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
+        """The store's listener: ``topic``/``queue_id`` now ends at ``max_offset``."""
+        key = (topic, queue_id)
+        with self._lock:
+            hs = self._held.get(key)
+            if not hs:
+                return
+            ready = [h for h in hs if h.offset < max_offset]
+            if not ready:
+                return
+            rest = [h for h in hs if h.offset >= max_offset]
+            if rest:
+                self._held[key] = rest
+            else:
+                del self._held[key]
+        for h in ready:
+            self._wake(h)
+
+    def _wake(self, held: _HeldPull) -> None:
+        """Run a held pull again: answer it, or keep holding from past what the filter refused."""
+        if held.done:
+            return
+        resp = self._process(held.request, held.header, held.offset, allow_suspend=False)
+        if resp is not None and resp.code in (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_NOT_FOUND) \
+                and time.monotonic() < held.deadline and resp.ext.get("nextBeginOffset", -1) >= held.offset \
+                and resp.remark in (GetMessageStatus.NO_MATCHED_MESSAGE.value, GetMessageStatus.OFFSET_OVERFLOW_ONE.value):
+            held.offset = resp.ext["nextBeginOffset"]
+            key = (held.header.topic, held.header.queue_id)
+            with self._lock:
+                if not self._stopped:
+                    self._held.setdefault(key, []).append(held)
+                    resp = None
+            if resp is None:
+                if self.store.get_max_offset_in_queue(*key) > held.offset:
+                    self.on_arriving(key[0], key[1], self.store.get_max_offset_in_queue(*key))
+                return
+        self._respond(held, resp)
+
+    def _answer(self, held: _HeldPull) -> None:
+        """Answer a held pull with whatever its queue holds now (deadline or shutdown)."""
+        if held.done:
+            return
+        self._respond(held, self._process(held.request, held.header, held.offset, allow_suspend=False))
+
+    def _respond(self, held: _HeldPull, resp: Optional[RemotingCommand]) -> None:
+        held.done = True
+        if resp is not None:
+            held.ctx.respond(resp)
+
+    def _hold_loop(self) -> None:
+        check_s = _LONG_POLL_CHECK_S if self.long_polling else self.short_polling_s
+        next_check = time.monotonic() + check_s
+        while True:
+            expired: list[_HeldPull] = []
+            recheck: list[tuple[str, int]] = []
+            with self._cond:
+                if self._stopped:
+                    return
+                now = time.monotonic()
+                while self._deadlines and (self._deadlines[0][2].done or self._deadlines[0][0] <= now):
+                    _, _, h = heapq.heappop(self._deadlines)
+                    if h.done:
+                        continue
+                    hs = self._held.get((h.header.topic, h.header.queue_id))
+                    if hs is not None and h in hs:
+                        hs.remove(h)
+                        if not hs:
+                            del self._held[(h.header.topic, h.header.queue_id)]
+                    expired.append(h)
+                if now >= next_check:
+                    recheck = list(self._held)
+                    next_check = now + check_s
+                if not expired and not recheck:
+                    wait = next_check - now
+                    if self._deadlines:
+                        wait = min(wait, self._deadlines[0][0] - now)
+                    self._cond.wait(max(0.0, wait))
+                    continue
+            for h in expired:
+                try:
+                    self._answer(h)
+                except Exception:  # noqa: BLE001 - one bad pull must not stop the hold service
+                    log.exception("held_pull_answer_failed", topic=h.header.topic)
+            for topic, queue_id in recheck:
+                self.on_arriving(topic, queue_id, self.store.get_max_offset_in_queue(topic, queue_id))
