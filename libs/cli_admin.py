@@ -1,4 +1,5 @@
-"""``rocketmesh admin <command>`` (mqadmin's commands, kebab-case) and ``rocketmesh produce``.
+"""``rocketmesh admin <command>`` (mqadmin's commands, kebab-case), ``rocketmesh produce`` and
+``rocketmesh consume`` (the quickstart producer and consumer).
 
 Every command takes ``-n host:port;host:port`` (default: NAMESRV_ADDR). Errors
 print one line naming what went wrong and exit 1.
@@ -8,18 +9,54 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import signal
 import sys
+import threading
 import time
 from typing import Any, Callable
 
-from rocketmesh.client import Admin, MQError, Producer
+from rocketmesh.client import Admin, MQClientError, MQError, Producer
+from rocketmesh.config import camel_case
 from rocketmesh.message import Message, MessageExt
+from rocketmesh.remoting import ResponseCode
+
+#: RocketMQ's timestamp format of resetOffsetByTime: yyyy-MM-dd#HH:mm:ss:SSS (local time).
+RESET_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
 
 
 def _ts(ms: int) -> str:
     if ms <= 0:
         return "-"
     return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
+
+
+def _ts_seconds(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.datetime.fromtimestamp(ms / 1000).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def parse_bool(text: str, option: str) -> bool:
+    """``true`` or ``false`` (any case) as a bool; MQClientError naming ``option`` otherwise."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise MQClientError(f"{option} takes true or false, got {text!r}", ResponseCode.MESSAGE_ILLEGAL)
+    return value == "true"
+
+
+def parse_timestamp(text: str) -> int:
+    """A reset-offset time as epoch ms: ``now`` (-1, the end of each queue), epoch ms, or
+    ``yyyy-MM-dd#HH:mm:ss:SSS`` in local time. MQClientError for anything else."""
+    value = text.strip()
+    if value == "now":
+        return -1
+    if value.isdigit():
+        return int(value)
+    try:
+        return int(datetime.datetime.strptime(value, RESET_TIME_FORMAT).timestamp() * 1000)
+    except ValueError:
+        raise MQClientError(f"bad timestamp {text!r}: give now, epoch milliseconds or yyyy-MM-dd#HH:mm:ss:SSS",
+                            ResponseCode.MESSAGE_ILLEGAL) from None
 
 
 def _print_message(m: MessageExt) -> None:
@@ -114,6 +151,73 @@ def send_message(a: argparse.Namespace, admin: Admin) -> None:
     print(f"{r.message_queue.broker_name:<20}{r.message_queue.queue_id:>5}{r.send_status.value:>16}  {r.msg_id}")
 
 
+def consumer_progress(a: argparse.Namespace, admin: Admin) -> None:
+    stats = admin.consume_stats(a.group, a.topic)
+    print(f"{'#Topic':<32}  {'#Broker Name':<24}  {'#QID':<4}  {'#Broker Offset':<16}  {'#Consumer Offset':<16}  "
+          f"{'#Diff':<12}  #LastTime")
+    for mq, w in stats.offset_table.items():
+        print(f"{mq.topic:<32}  {mq.broker_name:<24}  {mq.queue_id:<4}  {w.broker_offset:<16}  "
+              f"{w.consumer_offset:<16}  {w.diff:<12}  {_ts_seconds(w.last_timestamp)}")
+    print()
+    print(f"Consume TPS: {stats.consume_tps:.2f}")
+    print(f"Diff Total: {stats.total_diff()}")
+
+
+def consumer_connection(a: argparse.Namespace, admin: Admin) -> None:
+    cc = admin.consumer_connection(a.group)
+    print(f"{'#No':<5}{'#ClientId':<40}  {'#ClientAddr':<24}  {'#Language':<10}  #LastHeartbeat")
+    for i, c in enumerate(cc.connections, 1):
+        print(f"{i:03d}  {c.client_id:<40}  {c.client_addr:<24}  {c.language:<10}  "
+              f"{_ts(c.last_update_timestamp)}")
+    print()
+    print("Subscriptions:")
+    print(f"{'#No':<5}{'#Topic':<40}  {'#Type':<6}  #SubExpression")
+    for i, (topic, sub) in enumerate(cc.subscriptions.items(), 1):
+        print(f"{i:03d}  {topic:<40}  {sub.get('expressionType') or 'TAG':<6}  {sub.get('subString', '')}")
+    print()
+    print(f"ConsumeType: {cc.consume_type or '-'}")
+    print(f"MessageModel: {cc.message_model or '-'}")
+    print(f"ConsumeFromWhere: {cc.consume_from_where or '-'}")
+
+
+def reset_offset_by_time(a: argparse.Namespace, admin: Admin) -> None:
+    timestamp = parse_timestamp(a.timestamp)
+    force = parse_bool(a.force, "-f/--force") if a.force is not None else True
+    offsets = admin.reset_offset_by_time(a.group, a.topic, timestamp, force)
+    print(f"reset offsets of group [{a.group}] in topic [{a.topic}] to timestamp [{a.timestamp}] "
+          f"({timestamp} ms), force [{str(force).lower()}]")
+    print(f"{'#brokerName':<32}  {'#queueId':<10}  #offset")
+    for mq, offset in offsets.items():
+        print(f"{mq.broker_name:<32}  {mq.queue_id:<10}  {offset}")
+
+
+def update_sub_group(a: argparse.Namespace, admin: Admin) -> None:
+    def flag(value: str | None, option: str, default: bool) -> bool:
+        return default if value is None else parse_bool(value, option)
+
+    config: dict[str, Any] = {
+        "consume_enable": flag(a.consume_enable, "--consume-enable", True),
+        "consume_from_min_enable": flag(a.consume_from_min_enable, "--consume-from-min-enable", True),
+        "consume_broadcast_enable": flag(a.consume_broadcast_enable, "--consume-broadcast-enable", True),
+        "notify_consumer_ids_changed_enable": flag(a.notify_consumer_ids_changed_enable,
+                                                   "--notify-consumer-ids-changed-enable", True),
+        "retry_queue_nums": a.retry_queue_nums,
+        "retry_max_times": a.retry_max_times,
+        "broker_id": a.broker_id,
+        "which_broker_when_consume_slowly": a.which_broker_when_consume_slowly,
+    }
+    for addr in admin.update_subscription_group(a.group, broker_addr=a.broker_addr, cluster=a.cluster, **config):
+        print(f"create or update subscription group [{a.group}] on {addr} success.")
+    print(f"SubscriptionGroupConfig [groupName={a.group}, "
+          + ", ".join(f"{camel_case(k)}={str(v).lower() if isinstance(v, bool) else v}" for k, v in config.items())
+          + "]")
+
+
+def delete_sub_group(a: argparse.Namespace, admin: Admin) -> None:
+    admin.delete_subscription_group(a.group, a.cluster)
+    print(f"delete subscription group [{a.group}] from cluster [{a.cluster or 'all'}] success.")
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, Admin], None], Callable[[argparse.ArgumentParser], None]]] = {}
 
 
@@ -188,6 +292,48 @@ def _(p):
     p.add_argument("-g", "--group", default="rocketmesh-admin-producer")
 
 
+@_command("consumer-progress", "a consumer group's offsets and lag per queue")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-t", "--topic", help="only this topic (default: every topic the group consumes)")
+
+
+@_command("consumer-connection", "a consumer group's running clients and subscriptions")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+
+
+@_command("reset-offset-by-time", "move a consumer group's offsets in a topic to a point in time")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-s", "--timestamp", required=True, help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+    p.add_argument("-f", "--force", metavar="true|false",
+                   help="true (default): every queue goes to the time; false: a queue only goes back, never forward")
+
+
+@_command("update-sub-group", "create or update a subscription group on a broker or a cluster")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("-b", "--broker-addr")
+    where.add_argument("-c", "--cluster")
+    p.add_argument("-s", "--consume-enable", metavar="true|false")
+    p.add_argument("-m", "--consume-from-min-enable", metavar="true|false")
+    p.add_argument("-d", "--consume-broadcast-enable", metavar="true|false")
+    p.add_argument("-a", "--notify-consumer-ids-changed-enable", metavar="true|false")
+    p.add_argument("-q", "--retry-queue-nums", type=int, default=1)
+    p.add_argument("-r", "--retry-max-times", type=int, default=16)
+    p.add_argument("-i", "--broker-id", type=int, default=0)
+    p.add_argument("-w", "--which-broker-when-consume-slowly", type=int, default=1)
+
+
+@_command("delete-sub-group", "delete a subscription group (and its offsets) from the brokers")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-c", "--cluster")
+
+
 def run_admin(a: argparse.Namespace) -> int:
     _, fn, _ = COMMANDS[a.admin_command]
     try:
@@ -217,8 +363,76 @@ def run_produce(a: argparse.Namespace) -> int:
     return 0
 
 
+def run_consume(a: argparse.Namespace) -> int:
+    """RocketMQ's quickstart Consumer: a push consumer printing one line per message.
+
+    Stops, shutting the consumer down cleanly and exiting 0, after ``--count``
+    messages, after ``--timeout`` seconds in which no message came (an idle
+    timeout, counted from the start until the first message), or on Ctrl-C /
+    SIGTERM. Messages are consumed on one thread, so lines come in arrival
+    order; a message past ``--count`` is not acknowledged, so the group gets
+    it again next time.
+    """
+    from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+
+    if a.count < 0 or (a.timeout is not None and a.timeout <= 0):
+        print("consume: --count must be >= 0 and --timeout > 0", file=sys.stderr)
+        return 1
+    if a.sql is not None and a.subscription != "*":
+        print("consume: give either -s (tags) or --sql, not both", file=sys.stderr)
+        return 1
+    stop = threading.Event()
+    received = 0
+    last_message = time.monotonic()
+    lock = threading.Lock()
+
+    def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        nonlocal received, last_message
+        for m in msgs:
+            with lock:
+                over = bool(a.count) and received >= a.count
+                if not over:
+                    received += 1
+                    last_message = time.monotonic()
+                    body = m.body.decode("utf-8", errors="replace")
+                    print(f"Receive New Messages: {m.unique_key or m.msg_id} {m.topic} {m.queue_id} "
+                          f"{m.queue_offset} {m.tags or ''} {body}", flush=True)
+                    if a.count and received >= a.count:
+                        stop.set()
+            if over:
+                # Never return for a message past --count: it stays unacknowledged (its offset is not
+                # committed, so the group gets it again), where RECONSUME_LATER would send it to the retry
+                # topic. The consume thread is a daemon and ends with the process.
+                threading.Event().wait()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consume_from = "CONSUME_FROM_FIRST_OFFSET" if a.from_ == "first" else "CONSUME_FROM_LAST_OFFSET"
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    consumer = None
+    try:
+        consumer = PushConsumer(a.group, a.namesrv, consume_from=consume_from, consume_thread_nums=1)
+        consumer.subscribe(a.topic, a.subscription, sql=a.sql)
+        consumer.register_listener(on_messages)
+        consumer.start()
+        print(f"Consumer Started. group={a.group} topic={a.topic}", file=sys.stderr, flush=True)
+        while not stop.wait(0.1):
+            if a.timeout is not None and time.monotonic() - last_message >= a.timeout:
+                print(f"consume: no message for {a.timeout:g} s; received {received}", file=sys.stderr)
+                break
+    except MQError as exc:
+        print(f"consume: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if consumer is not None:
+            # Short: the only listener that can still be running is one holding back a message past --count.
+            consumer.shutdown(timeout_s=0.5)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0
+
+
 def add_admin_commands(sub: Any) -> None:
-    """Add ``admin`` and ``produce`` to the ``rocketmesh`` parser."""
+    """Add ``admin``, ``produce`` and ``consume`` to the ``rocketmesh`` parser."""
     admin = sub.add_parser("admin", help="mqadmin's commands: update-topic, topic-status, query-msg-by-key ...")
     cmds = admin.add_subparsers(dest="admin_command", required=True)
     for name, (help_text, _fn, setup) in COMMANDS.items():
@@ -235,3 +449,15 @@ def add_admin_commands(sub: Any) -> None:
     produce.add_argument("-g", "--group", default="please_rename_unique_group_name")
     produce.add_argument("--interval-ms", type=int, default=0)
     produce.set_defaults(func=run_produce)
+
+    consume = sub.add_parser("consume", help="the quickstart consumer: print each message a push consumer receives")
+    consume.add_argument("-n", "--namesrv", help="host:port;host:port (default: NAMESRV_ADDR)")
+    consume.add_argument("-t", "--topic", default="TopicTest")
+    consume.add_argument("-g", "--group", default="please_rename_unique_group_name_4")
+    consume.add_argument("-s", "--subscription", default="*", help='tags, e.g. "TagA || TagB" (default *)')
+    consume.add_argument("--sql", help="a SQL92 filter on message properties instead of tags")
+    consume.add_argument("--from", dest="from_", choices=("first", "last"), default="first",
+                         help="where a group with no stored offset starts (default first)")
+    consume.add_argument("--count", type=int, default=0, help="exit after N messages (default: run until stopped)")
+    consume.add_argument("--timeout", type=float, help="exit after SECONDS without a message")
+    consume.set_defaults(func=run_consume)

@@ -1,9 +1,10 @@
-"""Admin: topics, clusters, offsets and message look-ups (RocketMQ's DefaultMQAdminExt / mqadmin).
+"""Admin: topics, clusters, offsets, consumer groups and message look-ups (RocketMQ's DefaultMQAdminExt / mqadmin).
 
     with Admin("127.0.0.1:9876") as admin:
         admin.create_topic("Orders", read_queue_nums=4, write_queue_nums=4)
         for mq, offsets in admin.topic_status("Orders").items():
             print(mq, offsets.min_offset, offsets.max_offset)
+        print("lag:", admin.consume_stats("orders-consumer", "Orders").total_diff())
 
 Failures are typed as everywhere in the SDK: :class:`MQBrokerError` with
 the server's ``response_code`` and ``remark``, :class:`RequestTimeoutError`,
@@ -22,10 +23,14 @@ from rocketmesh.message_codec import CorruptRecord, decode_message_id, decode_re
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.addr import join_addr
 from rocketmesh.remoting.headers import (
+    ConsumerGroupRequestHeader,
     CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
     QueryMessageRequestHeader,
     QueueOffsetRequestHeader,
+    ResetOffsetRequestHeader,
     SearchOffsetRequestHeader,
+    SubscriptionGroupRequestHeader,
     TopicRequestHeader,
     ViewMessageRequestHeader,
     to_ext,
@@ -33,10 +38,10 @@ from rocketmesh.remoting.headers import (
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import DEFAULT_TIMEOUT_MS, ClientInstance, namesrv_addrs_from
-from rocketmesh.client.results import TopicOffset
+from rocketmesh.client.results import Connection, ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset
 from rocketmesh.client.route import Perm, TopicRouteData
 from rocketmesh.client.unique_id import looks_like_message_id
-from rocketmesh.client.validators import check_topic
+from rocketmesh.client.validators import check_group, check_topic
 
 _END_OF_TIME_MS = QueryMessageRequestHeader.__dataclass_fields__["end_timestamp"].default
 
@@ -180,8 +185,7 @@ class Admin:
 
     def topic_status(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         """Per queue of ``topic`` on each of its brokers: min and max offset and last update time, queue order."""
-        route = self.topic_route(topic)
-        targets = [(bd.broker_name, bd.master_addr) for bd in route.broker_datas if bd.master_addr]
+        targets = self._route_masters(topic)
         ext = to_ext(TopicRequestHeader(topic))
         results = self.instance.invoke_brokers(
             [(addr, request(RequestCode.GET_TOPIC_STATS_INFO, dict(ext))) for _, addr in targets], self.timeout_ms
@@ -225,6 +229,182 @@ class Admin:
         resp = self.instance.invoke_broker(self._addr_of(mq), RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext,
                                            timeout_ms=self.timeout_ms)
         return self._ext_int(resp, "offset")
+
+    # -- consumer groups -------------------------------------------------------
+
+    def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """``group``'s progress per queue: broker offset, consumer offset, lag (RocketMQ's examineConsumeStats).
+
+        Asks every master of the cluster (of ``topic``'s route when given) at
+        once and merges their answers; the TPS is summed. A broker that knows
+        nothing of the group is skipped; MQClientError(CONSUMER_NOT_ONLINE)
+        when none does, the broker's error when one fails.
+        """
+        check_group(group)
+        if topic is not None:
+            addrs = [addr for _, addr in self._route_masters(topic)]
+        else:
+            addrs = self._master_addrs(None)
+        ext = to_ext(GetConsumeStatsRequestHeader(group, topic))
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for resp in self._answers_from(addrs, RequestCode.GET_CONSUME_STATS, ext):
+            data = self._json(resp)
+            tps += float(data.get("consumeTps") or 0.0)
+            try:
+                for e in data.get("offsetTable") or []:
+                    mq = MessageQueue(str(e["topic"]), str(e["brokerName"]), int(e["queueId"]))
+                    table[mq] = OffsetWrapper(int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0)),
+                                              int(e.get("lastTimestamp", 0)))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise MQClientError(f"malformed consume stats of group {group!r}: {exc}") from exc
+        if not table:
+            raise MQClientError(f"the consumer group {group} has no progress on any broker: "
+                                "not online, or never consumed", ResponseCode.CONSUMER_NOT_ONLINE)
+        return ConsumeStats(dict(sorted(table.items())), tps)
+
+    def consumer_connection(self, group: str) -> ConsumerConnection:
+        """``group``'s running clients and subscriptions, merged over every master (RocketMQ's
+        examineConsumerConnectionInfo).
+
+        A client seen by several brokers is listed once, with its latest
+        heartbeat. MQClientError(CONSUMER_NOT_ONLINE) when no broker has a
+        client of the group.
+        """
+        check_group(group)
+        ext = to_ext(ConsumerGroupRequestHeader(group))
+        conns: dict[str, Connection] = {}
+        out = ConsumerConnection([], {})
+        for resp in self._answers_from(self._master_addrs(None), RequestCode.GET_CONSUMER_CONNECTION_LIST, ext):
+            data = self._json(resp)
+            try:
+                for c in data.get("connectionSet") or []:
+                    conn = Connection(str(c["clientId"]), str(c.get("clientAddr", "")), str(c.get("language", "")),
+                                      int(c.get("lastUpdateTimestamp", 0)))
+                    seen = conns.get(conn.client_id)
+                    if seen is None or seen.last_update_timestamp < conn.last_update_timestamp:
+                        conns[conn.client_id] = conn
+                for t, sub in dict(data.get("subscriptionTable") or {}).items():
+                    out.subscriptions.setdefault(str(t), dict(sub))
+            except (KeyError, TypeError, ValueError) as exc:
+                raise MQClientError(f"malformed connection list of group {group!r}: {exc}") from exc
+            out.consume_type = out.consume_type or data.get("consumeType")
+            out.message_model = out.message_model or data.get("messageModel")
+            out.consume_from_where = out.consume_from_where or data.get("consumeFromWhere")
+        if not conns:
+            raise MQClientError(f"the consumer group {group} is not online: no broker has a client of it",
+                                ResponseCode.CONSUMER_NOT_ONLINE)
+        out.connections = sorted(conns.values(), key=lambda c: c.client_id)
+        out.subscriptions = dict(sorted(out.subscriptions.items()))
+        return out
+
+    def consumer_ids(self, group: str) -> list[str]:
+        """The client ids of ``group``'s running clients, over every master, sorted ([] when none)."""
+        check_group(group)
+        addrs = self._master_addrs(None)
+        ext = to_ext(ConsumerGroupRequestHeader(group))
+        results = self.instance.invoke_brokers(
+            [(a, request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, dict(ext))) for a in addrs], self.timeout_ms
+        )
+        ids: set[str] = set()
+        for addr, res in zip(addrs, results):
+            # The broker answers SYSTEM_ERROR when it has no client of the group.
+            if not isinstance(res, MQError) and res.code == ResponseCode.SYSTEM_ERROR:
+                continue
+            ids.update(str(i) for i in self._json(self._ok(res, addr)).get("consumerIdList") or [])
+        return sorted(ids)
+
+    def reset_offset_by_time(
+        self, group: str, topic: str, timestamp_ms: int, force: bool = True
+    ) -> dict[MessageQueue, int]:
+        """Move ``group``'s offsets in ``topic`` to the first message stored at or after ``timestamp_ms``
+        (-1: to the end of each queue), on every master of the topic's route.
+
+        The brokers store the new offsets and push them to the group's running
+        clients, so no restart is needed. Without ``force`` a queue whose
+        offset is already at or before the target is left where it is.
+        Returns the new offset of each queue, in queue order.
+        """
+        check_group(group)
+        if not isinstance(topic, str) or not topic:
+            raise MQClientError("give the topic whose offsets to reset", ResponseCode.MESSAGE_ILLEGAL)
+        ts = int(timestamp_ms)
+        if ts < -1:
+            raise MQClientError(f"the timestamp must be epoch ms or -1 (the end), got {ts}",
+                                ResponseCode.MESSAGE_ILLEGAL)
+        targets = self._route_masters(topic)
+        ext = to_ext(ResetOffsetRequestHeader(topic, group, ts, bool(force)))
+        results = self.instance.invoke_brokers(
+            [(addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, dict(ext))) for _, addr in targets],
+            self.timeout_ms,
+        )
+        out: dict[MessageQueue, int] = {}
+        for (broker_name, addr), res in zip(targets, results):
+            data = self._json(self._ok(res, addr))
+            try:
+                for e in data.get("offsetTable") or []:
+                    mq = MessageQueue(str(e.get("topic") or topic), str(e.get("brokerName") or broker_name),
+                                      int(e["queueId"]))
+                    out[mq] = int(e["offset"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise MQClientError(f"malformed reset answer from {addr}: {exc}") from exc
+        return dict(sorted(out.items()))
+
+    def update_subscription_group(
+        self,
+        group: str,
+        *,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
+        consume_enable: bool = True,
+        consume_broadcast_enable: bool = True,
+        retry_queue_nums: int = 1,
+        retry_max_times: int = 16,
+        consume_from_min_enable: bool = True,
+        which_broker_when_consume_slowly: int = 1,
+        notify_consumer_ids_changed_enable: bool = True,
+        broker_id: int = 0,
+    ) -> list[str]:
+        """Create or replace ``group``'s subscription group config on ``broker_addr``, else on every master of
+        ``cluster``, else of all clusters (RocketMQ's updateSubGroup). Returns the broker addresses written to.
+
+        ``consume_enable=False`` makes the brokers refuse the group's pulls
+        (NO_PERMISSION); ``retry_max_times`` is how often a message is retried
+        before it goes to the group's dead-letter queue.
+        """
+        check_group(group)
+        for name, value in (("retry_queue_nums", retry_queue_nums), ("retry_max_times", retry_max_times),
+                            ("which_broker_when_consume_slowly", which_broker_when_consume_slowly),
+                            ("broker_id", broker_id)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise MQClientError(f"{name} must be an integer >= 0, got {value!r}", ResponseCode.MESSAGE_ILLEGAL)
+        config = {
+            "groupName": group,
+            "consumeEnable": bool(consume_enable),
+            "consumeFromMinEnable": bool(consume_from_min_enable),
+            "consumeBroadcastEnable": bool(consume_broadcast_enable),
+            "retryQueueNums": retry_queue_nums,
+            "retryMaxTimes": retry_max_times,
+            "brokerId": broker_id,
+            "whichBrokerWhenConsumeSlowly": which_broker_when_consume_slowly,
+            "notifyConsumerIdsChangedEnable": bool(notify_consumer_ids_changed_enable),
+        }
+        addrs = [broker_addr] if broker_addr else self._master_addrs(cluster)
+        self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, orjson.dumps(config))
+        return addrs
+
+    def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
+        """A broker's subscription group configs: group -> RocketMQ's SubscriptionGroupConfig fields."""
+        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+                                           timeout_ms=self.timeout_ms)
+        return dict(self._json(resp).get("subscriptionGroupTable") or {})
+
+    def delete_subscription_group(self, group: str, cluster: str | None = None) -> None:
+        """Delete ``group``'s config and its stored offsets from the masters of ``cluster``, else of all clusters."""
+        if not isinstance(group, str) or not group:
+            raise MQClientError("give the consumer group to delete", ResponseCode.MESSAGE_ILLEGAL)
+        self._on_each(self._master_addrs(cluster), RequestCode.DELETE_SUBSCRIPTIONGROUP,
+                      to_ext(SubscriptionGroupRequestHeader(group)))
 
     # -- messages --------------------------------------------------------------
 
@@ -342,10 +522,30 @@ class Admin:
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         return addrs
 
-    def _on_each(self, addrs: list[str], code: int, ext: dict[str, Any]) -> None:
-        results = self.instance.invoke_brokers([(a, request(code, dict(ext))) for a in addrs], self.timeout_ms)
+    def _on_each(self, addrs: list[str], code: int, ext: dict[str, Any], body: bytes = b"") -> None:
+        results = self.instance.invoke_brokers([(a, request(code, dict(ext), body)) for a in addrs], self.timeout_ms)
         for addr, res in zip(addrs, results):
             self._ok(res, addr)
+
+    def _answers_from(self, addrs: list[str], code: int, ext: dict[str, Any]) -> list[RemotingCommand]:
+        """Ask every broker at once; the SUCCESS answers. CONSUMER_NOT_ONLINE (the broker does not know the
+        group) is skipped; any other failure is raised."""
+        results = self.instance.invoke_brokers([(a, request(code, dict(ext))) for a in addrs], self.timeout_ms)
+        out = []
+        for addr, res in zip(addrs, results):
+            if not isinstance(res, MQError) and res.code == ResponseCode.CONSUMER_NOT_ONLINE:
+                continue
+            out.append(self._ok(res, addr))
+        return out
+
+    def _route_masters(self, topic: str) -> list[tuple[str, str]]:
+        """(broker name, master address) of each broker in ``topic``'s route that has a master."""
+        route = self.topic_route(topic)
+        targets = [(bd.broker_name, bd.master_addr) for bd in route.broker_datas if bd.master_addr]
+        if not targets:
+            raise MQClientError(f"topic {topic!r} has no master broker in its route",
+                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        return targets
 
     def _addr_of(self, mq: MessageQueue) -> str:
         instance = self.instance

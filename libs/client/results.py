@@ -1,10 +1,10 @@
-"""What the SDK hands back: send results and per-queue offset figures."""
+"""What the SDK hands back: send results, per-queue offset figures, consumer group progress and connections."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Optional
+from typing import Any, Optional
 
 from rocketmesh.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
@@ -71,3 +71,60 @@ class TopicOffset:
     def count(self) -> int:
         """Messages held: max - min."""
         return self.max_offset - self.min_offset
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWrapper:
+    """One queue's progress for a consumer group (RocketMQ's OffsetWrapper).
+
+    ``broker_offset`` is the queue's max offset, ``consumer_offset`` the
+    group's committed offset, ``last_timestamp`` the store time (epoch ms) of
+    the last message the group consumed there (0 when none).
+    """
+
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        """Messages not consumed yet: broker offset - consumer offset."""
+        return self.broker_offset - self.consumer_offset
+
+
+@dataclass(slots=True)
+class ConsumeStats:
+    """A consumer group's progress over its queues (RocketMQ's ConsumeStats), queues in order."""
+
+    offset_table: dict[MessageQueue, OffsetWrapper]
+    consume_tps: float = 0.0
+
+    def total_diff(self) -> int:
+        """The lag summed over every queue."""
+        return sum(w.diff for w in self.offset_table.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Connection:
+    """One client of a consumer group as a broker sees it (RocketMQ's Connection)."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    last_update_timestamp: int
+
+
+@dataclass(slots=True)
+class ConsumerConnection:
+    """A consumer group's running clients and what they subscribe (RocketMQ's ConsumerConnection).
+
+    ``subscriptions`` maps each topic to RocketMQ's SubscriptionData JSON
+    (``topic``, ``subString``, ``expressionType`` ...). ``consume_type`` is
+    CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (pull).
+    """
+
+    connections: list[Connection]
+    subscriptions: dict[str, dict[str, Any]]
+    consume_type: str | None = None
+    message_model: str | None = None
+    consume_from_where: str | None = None

@@ -1,0 +1,355 @@
+"""Admin's consumer-group commands and the quickstart consumer, against real name server and broker
+processes (black box): progress, connections, offset reset, subscription groups, ``rocketmesh consume``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from procs import BrokerProcess, wait_for
+from rocketmesh import Admin, Message, MQClientError, MQError, Producer
+from rocketmesh.client import ResponseCode
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
+from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.remoting import RemotingClient, RequestCode, request
+from rocketmesh.remoting.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader, to_ext
+
+StartBroker = Callable[..., BrokerProcess]
+CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
+#: Short client timings so joins show within seconds. The broker keeps its default channel expiry: a consumer
+#: shares the client instance the test's Admin started first, whose heartbeat interval is the default one.
+FAST_CLIENT = {"heartbeat_broker_interval_ms": 1000, "poll_name_server_interval_ms": 1000}
+
+
+@pytest.fixture
+def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
+    return start_broker(namesrv.addr)
+
+
+@pytest.fixture
+def admin(namesrv, broker) -> Iterator[Admin]:
+    with Admin(namesrv.addr) as a:
+        yield a
+
+
+@pytest.fixture
+def producer(namesrv, broker) -> Iterator[Producer]:
+    with Producer("admin-consumer-producer", namesrv.addr) as p:
+        yield p
+
+
+def make_topic(admin: Admin, topic: str, queues: int = 2) -> None:
+    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
+    admin.wait_topic_route(topic)
+
+
+def send_to(producer: Producer, admin: Admin, topic: str, per_queue: dict[int, int], prefix: str = "m") -> None:
+    """Send ``per_queue[qid]`` messages to each queue of broker-a and wait until they are in the consume queues."""
+    expected = {}
+    for qid, n in per_queue.items():
+        mq = MessageQueue(topic, "broker-a", qid)
+        for i in range(n):
+            producer.send(Message(topic, f"{prefix}-{qid}-{i}", tags="TagA"), queue=mq)
+        expected[mq] = n
+    # The consume queue is built asynchronously; wait until every message is counted.
+    for mq, n in expected.items():
+        wait_for(lambda mq=mq, n=n: admin.max_offset(mq) >= n, what=f"messages in {mq}")
+
+
+def commit_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: int, offset: int) -> None:
+    resp = client.invoke_sync(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET,
+                                            to_ext(UpdateConsumerOffsetRequestHeader(group, topic, qid, offset))))
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def pull_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: int, offset: int = 0) -> int:
+    header = PullMessageRequestHeader(group, topic, qid, offset, max_msg_nums=8, suspend_timeout_millis=0)
+    return client.invoke_sync(addr, request(RequestCode.PULL_MESSAGE, to_ext(header))).code
+
+
+def quietly(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` for wait_for: an MQError (say, not online yet) counts as not yet."""
+    def call() -> object:
+        try:
+            return fn()
+        except MQError:
+            return None
+    return call
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False)
+
+
+# --- admin only: offsets driven by raw requests -------------------------------------------------------------
+
+
+def test_consume_stats_from_committed_offsets(admin: Admin, producer: Producer, broker: BrokerProcess,
+                                              remoting_client: RemotingClient) -> None:
+    make_topic(admin, "StatsT")
+    send_to(producer, admin, "StatsT", {0: 6, 1: 4})
+    commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 0, 4)
+    commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 1, 1)
+
+    stats = admin.consume_stats("stats-group")
+    q0, q1 = MessageQueue("StatsT", "broker-a", 0), MessageQueue("StatsT", "broker-a", 1)
+    assert list(stats.offset_table) == [q0, q1]
+    assert (stats.offset_table[q0].broker_offset, stats.offset_table[q0].consumer_offset) == (6, 4)
+    assert (stats.offset_table[q1].broker_offset, stats.offset_table[q1].consumer_offset) == (4, 1)
+    assert stats.offset_table[q0].diff == 2 and stats.offset_table[q1].diff == 3
+    assert stats.total_diff() == 5
+    # The store time of the last consumed message (offset 3 of queue 0).
+    assert stats.offset_table[q0].last_timestamp > 0
+    assert admin.consume_stats("stats-group", "StatsT") == stats
+
+
+def test_consume_stats_of_an_unknown_group(admin: Admin) -> None:
+    with pytest.raises(MQClientError, match="no progress on any broker") as ei:
+        admin.consume_stats("nobody-home")
+    assert ei.value.response_code == ResponseCode.CONSUMER_NOT_ONLINE
+    with pytest.raises(MQClientError) as ei:
+        admin.consumer_connection("nobody-home")
+    assert ei.value.response_code == ResponseCode.CONSUMER_NOT_ONLINE
+    assert admin.consumer_ids("nobody-home") == []
+
+
+def test_reset_offset_by_time(admin: Admin, producer: Producer, broker: BrokerProcess,
+                              remoting_client: RemotingClient) -> None:
+    make_topic(admin, "ResetT")
+    send_to(producer, admin, "ResetT", {0: 3, 1: 2}, prefix="first")
+    time.sleep(0.05)
+    between = int(time.time() * 1000)
+    time.sleep(0.05)
+    send_to(producer, admin, "ResetT", {0: 2, 1: 1}, prefix="second")
+    q0, q1 = MessageQueue("ResetT", "broker-a", 0), MessageQueue("ResetT", "broker-a", 1)
+
+    assert admin.reset_offset_by_time("reset-group", "ResetT", between) == {q0: 3, q1: 2}
+    stats = admin.consume_stats("reset-group", "ResetT")  # the broker stored the new offsets
+    assert {mq: w.consumer_offset for mq, w in stats.offset_table.items()} == {q0: 3, q1: 2}
+    assert admin.reset_offset_by_time("reset-group", "ResetT", -1) == {q0: 5, q1: 3}
+    assert admin.reset_offset_by_time("reset-group", "ResetT", 0) == {q0: 0, q1: 0}
+    # Without force an offset only goes back, never forward.
+    assert admin.reset_offset_by_time("reset-group", "ResetT", -1, force=False) == {q0: 0, q1: 0}
+    commit_raw(remoting_client, broker.addr, "reset-group", "ResetT", 0, 5)
+    assert admin.reset_offset_by_time("reset-group", "ResetT", between, force=False) == {q0: 3, q1: 0}
+
+    with pytest.raises(MQClientError):
+        admin.reset_offset_by_time("reset-group", "ResetT", -5)
+
+
+def test_update_and_delete_subscription_group(admin: Admin, producer: Producer, broker: BrokerProcess,
+                                              remoting_client: RemotingClient) -> None:
+    make_topic(admin, "SubGroupT", queues=1)
+    send_to(producer, admin, "SubGroupT", {0: 1})
+    assert admin.update_subscription_group("gated", broker_addr=broker.addr, consume_enable=False,
+                                           retry_max_times=3) == [broker.addr]
+    cfg = admin.subscription_groups(broker.addr)["gated"]
+    assert cfg["consumeEnable"] is False and cfg["retryMaxTimes"] == 3 and cfg["groupName"] == "gated"
+    assert pull_raw(remoting_client, broker.addr, "gated", "SubGroupT", 0) == ResponseCode.NO_PERMISSION
+
+    assert admin.update_subscription_group("gated", cluster="DefaultCluster") == [broker.addr]
+    assert admin.subscription_groups(broker.addr)["gated"]["consumeEnable"] is True
+    assert pull_raw(remoting_client, broker.addr, "gated", "SubGroupT", 0) == ResponseCode.SUCCESS
+
+    admin.delete_subscription_group("gated")
+    assert "gated" not in admin.subscription_groups(broker.addr)
+    with pytest.raises(MQClientError, match="no cluster named"):
+        admin.update_subscription_group("gated", cluster="NoSuchCluster")
+    with pytest.raises(MQClientError):
+        admin.update_subscription_group("bad group name", broker_addr=broker.addr)
+    with pytest.raises(MQClientError):
+        admin.update_subscription_group("gated", broker_addr=broker.addr, retry_max_times=-1)
+
+
+def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, broker: BrokerProcess,
+                                     remoting_client: RemotingClient) -> None:
+    make_topic(admin, "CliProgT")
+    send_to(producer, admin, "CliProgT", {0: 3, 1: 2})
+    commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 0, 1)
+    commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 1, 1)
+
+    progress = cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "cli-group")
+    assert progress.returncode == 0, progress.stderr
+    assert "#Broker Offset" in progress.stdout and "#Consumer Offset" in progress.stdout
+    assert re.search(r"^CliProgT\s+broker-a\s+0\s+3\s+1\s+2\s", progress.stdout, re.MULTILINE), progress.stdout
+    assert "Diff Total: 3" in progress.stdout and "Consume TPS:" in progress.stdout
+
+    missing = cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "no-such-group")
+    assert missing.returncode == 1
+    assert len(missing.stderr.strip().splitlines()) == 1 and "no progress" in missing.stderr
+
+    reset = cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "now")
+    assert reset.returncode == 0, reset.stderr
+    assert "#brokerName" in reset.stdout
+    assert re.search(r"^broker-a\s+0\s+3$", reset.stdout, re.MULTILINE)
+    assert re.search(r"^broker-a\s+1\s+2$", reset.stdout, re.MULTILINE)
+    assert admin.consume_stats("cli-group").total_diff() == 0
+    dated = cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT",
+                "-s", "2000-01-01#00:00:00:000", "-f", "true")
+    assert dated.returncode == 0, dated.stderr
+    assert admin.consume_stats("cli-group").total_diff() == 5
+    bad = cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "soon")
+    assert bad.returncode == 1 and "bad timestamp" in bad.stderr
+
+    update = cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-b", broker.addr,
+                 "--consume-enable", "false", "--retry-max-times", "5")
+    assert update.returncode == 0, update.stderr
+    assert broker.addr in update.stdout
+    cfg = admin.subscription_groups(broker.addr)["cli-sub"]
+    assert cfg["consumeEnable"] is False and cfg["retryMaxTimes"] == 5
+    bad_flag = cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-c", "DefaultCluster",
+                   "--consume-enable", "maybe")
+    assert bad_flag.returncode == 1 and "--consume-enable" in bad_flag.stderr
+    deleted = cli("admin", "delete-sub-group", "-n", namesrv.addr, "-g", "cli-sub")
+    assert deleted.returncode == 0, deleted.stderr
+    assert "cli-sub" not in admin.subscription_groups(broker.addr)
+
+
+# --- with the consumer SDK --------------------------------------------------------------------------------------
+
+
+def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, producer: Producer) -> None:
+    make_topic(admin, "LagT")
+    send_to(producer, admin, "LagT", {0: 6, 1: 4})
+    n, k = 10, 4
+    consumer = PullConsumer("lag-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", auto_commit=False,
+                            pull_batch_size=1, **FAST_CLIENT)
+    consumer.subscribe("LagT")
+    consumer.start()
+    try:
+        got: list[MessageExt] = []
+        deadline = time.monotonic() + 20
+        while len(got) < k and time.monotonic() < deadline:
+            got.extend(consumer.poll(timeout_ms=1000))
+        assert len(got) == k
+        consumer.commit()
+        stats = wait_for(quietly(lambda: (s := admin.consume_stats("lag-group", "LagT")).total_diff() == n - k and s),
+                         what="the commit on the broker")
+    finally:
+        consumer.shutdown()
+    q0, q1 = MessageQueue("LagT", "broker-a", 0), MessageQueue("LagT", "broker-a", 1)
+    assert {mq: w.broker_offset for mq, w in stats.offset_table.items()} == {q0: 6, q1: 4}
+    assert sum(w.consumer_offset for w in stats.offset_table.values()) == k
+    assert all(w.diff == w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
+    # Without a topic the group's retry topic may be listed too, with nothing in it.
+    assert admin.consume_stats("lag-group").total_diff() == n - k
+
+
+def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -> None:
+    make_topic(admin, "ConnT")
+    consumer = PushConsumer("conn-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+    consumer.subscribe("ConnT", "TagA || TagB")
+    consumer.register_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    consumer.start()
+    try:
+        client_id = consumer.client_id
+        cc = wait_for(quietly(lambda: admin.consumer_connection("conn-group")), what="the consumer's heartbeat")
+        assert [c.client_id for c in cc.connections] == [client_id]
+        assert cc.connections[0].language and cc.connections[0].last_update_timestamp > 0
+        assert cc.subscriptions["ConnT"]["subString"] == "TagA || TagB"
+        assert cc.consume_type == "CONSUME_PASSIVELY"
+        assert cc.message_model == "CLUSTERING"
+        assert cc.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"
+        assert admin.consumer_ids("conn-group") == [client_id]
+
+        shown = cli("admin", "consumer-connection", "-n", namesrv.addr, "-g", "conn-group")
+        assert shown.returncode == 0, shown.stderr
+        assert client_id in shown.stdout and "TagA || TagB" in shown.stdout
+        assert "ConsumeType: CONSUME_PASSIVELY" in shown.stdout and "MessageModel: CLUSTERING" in shown.stdout
+    finally:
+        consumer.shutdown()
+
+    def gone() -> bool:
+        try:
+            admin.consumer_connection("conn-group")
+        except MQClientError as exc:
+            return exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE
+        return False
+
+    wait_for(gone, what="the consumer to leave the group")
+
+
+def test_reset_offset_reaches_a_running_push_consumer(namesrv, admin: Admin, producer: Producer) -> None:
+    make_topic(admin, "ResetPushT")
+    send_to(producer, admin, "ResetPushT", {0: 2, 1: 1}, prefix="first")
+    time.sleep(0.05)
+    between = int(time.time() * 1000)
+    time.sleep(0.05)
+    send_to(producer, admin, "ResetPushT", {0: 1, 1: 1}, prefix="second")
+    lock = threading.Lock()
+    bodies: list[str] = []
+
+    def on_messages(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        with lock:
+            bodies.extend(m.body.decode() for m in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("reset-push-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+    consumer.subscribe("ResetPushT")
+    consumer.register_listener(on_messages)
+    consumer.start()
+    try:
+        wait_for(lambda: len(bodies) == 5, timeout_s=20, what="all 5 messages")
+        wait_for(quietly(lambda: admin.consume_stats("reset-push-group", "ResetPushT").total_diff() == 0),
+                 timeout_s=15, what="the offsets committed")
+        admin.reset_offset_by_time("reset-push-group", "ResetPushT", between)
+        wait_for(lambda: len(bodies) == 7, timeout_s=20, what="the second batch again")
+        with lock:
+            assert sorted(bodies[5:]) == ["second-0-0", "second-1-0"]
+    finally:
+        consumer.shutdown()
+
+
+def test_disabled_group_gets_no_messages_until_enabled(namesrv, admin: Admin, producer: Producer,
+                                                       broker: BrokerProcess) -> None:
+    make_topic(admin, "GateT", queues=1)
+    send_to(producer, admin, "GateT", {0: 3})
+    admin.update_subscription_group("gate-group", broker_addr=broker.addr, consume_enable=False)
+    assert admin.subscription_groups(broker.addr)["gate-group"]["consumeEnable"] is False
+    consumer = PullConsumer("gate-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+    consumer.subscribe("GateT")
+    consumer.start()
+    try:
+        assert consumer.poll(timeout_ms=3000) == []
+        admin.update_subscription_group("gate-group", broker_addr=broker.addr, consume_enable=True)
+        got: list[MessageExt] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            got.extend(consumer.poll(timeout_ms=1000))
+        assert sorted(m.body.decode() for m in got) == ["m-0-0", "m-0-1", "m-0-2"]
+    finally:
+        consumer.shutdown()
+
+
+def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, producer: Producer) -> None:
+    make_topic(admin, "CliConsumeT")
+    send_to(producer, admin, "CliConsumeT", {0: 3, 1: 2})
+    first = cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--count", "3",
+                "--from", "first", "--timeout", "30")
+    assert first.returncode == 0, first.stderr
+    lines = [ln for ln in first.stdout.splitlines() if ln.startswith("Receive New Messages: ")]
+    assert len(lines) == 3, first.stdout
+    fields = lines[0].split(" ", 8)
+    assert re.fullmatch(r"[0-9A-F]{32}", fields[3]) and fields[4] == "CliConsumeT" and fields[7] == "TagA"
+
+    # What the first run printed was committed; what it did not print comes next time.
+    rest = cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--timeout", "5")
+    assert rest.returncode == 0, rest.stderr
+    seen_first = {ln.rsplit(" ", 1)[1] for ln in lines}
+    seen_rest = {ln.rsplit(" ", 1)[1] for ln in rest.stdout.splitlines() if ln.startswith("Receive New Messages: ")}
+    assert seen_first.isdisjoint(seen_rest)
+    assert seen_first | seen_rest == {"m-0-0", "m-0-1", "m-0-2", "m-1-0", "m-1-1"}
+
+
+def test_cli_consume_refuses_a_bad_sql_expression(namesrv, broker) -> None:
+    bad = cli("consume", "-n", namesrv.addr, "-t", "AnyT", "--sql", "a >", "--timeout", "5")
+    assert bad.returncode == 1
+    err = bad.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("consume: ") and "SUBSCRIPTION_PARSE_FAILED" in err[0], bad.stderr
+    assert "Receive New Messages" not in bad.stdout
