@@ -147,27 +147,71 @@ class Message:
             self.properties[name] = value
 
 
-@dataclass(slots=True)
-class MessageExt:
-    """A stored message as read back from a broker's commitlog."""
+_EXT_FIELDS = ("topic", "body", "properties", "flag", "queue_id", "queue_offset", "commitlog_offset", "store_size",
+               "sys_flag", "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times",
+               "prepared_transaction_offset", "body_crc", "msg_id")
 
-    topic: str
-    body: bytes
-    properties: dict[str, str]
-    flag: int
-    queue_id: int
-    queue_offset: int
-    commitlog_offset: int
-    store_size: int
-    sys_flag: int
-    born_timestamp: int
-    born_host: str
-    store_timestamp: int
-    store_host: str
-    reconsume_times: int
-    prepared_transaction_offset: int
-    body_crc: int
-    msg_id: str
+
+class MessageExt:
+    """A stored message as read back from a broker's commitlog.
+
+    ``properties`` may be given decoded (a dict) or, with ``properties=None``,
+    as the record's raw ``raw_properties`` bytes, decoded on first use: a
+    consumer that never looks at them does not pay for them.
+    """
+
+    __slots__ = ("topic", "body", "_properties", "_raw_properties", "flag", "queue_id", "queue_offset",
+                 "commitlog_offset", "store_size", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
+                 "store_host", "reconsume_times", "prepared_transaction_offset", "body_crc", "msg_id")
+
+    def __init__(self, topic: str, body: bytes, properties: Optional[dict[str, str]], flag: int, queue_id: int,
+                 queue_offset: int, commitlog_offset: int, store_size: int, sys_flag: int, born_timestamp: int,
+                 born_host: str, store_timestamp: int, store_host: str, reconsume_times: int,
+                 prepared_transaction_offset: int, body_crc: int, msg_id: str, raw_properties: bytes = b"") -> None:
+        self.topic = topic
+        self.body = body
+        self._properties = properties
+        self._raw_properties = raw_properties
+        self.flag = flag
+        self.queue_id = queue_id
+        self.queue_offset = queue_offset
+        self.commitlog_offset = commitlog_offset
+        self.store_size = store_size
+        self.sys_flag = sys_flag
+        self.born_timestamp = born_timestamp
+        self.born_host = born_host
+        self.store_timestamp = store_timestamp
+        self.store_host = store_host
+        self.reconsume_times = reconsume_times
+        self.prepared_transaction_offset = prepared_transaction_offset
+        self.body_crc = body_crc
+        self.msg_id = msg_id
+
+    @property
+    def properties(self) -> dict[str, str]:
+        props = self._properties
+        if props is None:
+            props = {}
+            if self._raw_properties:
+                it = iter(self._raw_properties.decode().replace("\x02", "\x01").split("\x01"))
+                props = dict(zip(it, it))
+                props.pop("", None)
+            self._properties = props
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MessageExt):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _EXT_FIELDS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return "MessageExt(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in _EXT_FIELDS) + ")"
 
     @property
     def tags(self) -> Optional[str]:

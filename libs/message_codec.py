@@ -168,15 +168,50 @@ def decode_record(buf: bytes | memoryview, pos: int = 0, check_crc: bool = False
     )
 
 
-def decode_records(buf: bytes | memoryview) -> list[MessageExt]:
-    """Decode back-to-back records, as a pull response carries them."""
-    out = []
+@lru_cache(maxsize=1024)
+def _host_text(raw: bytes) -> str:
+    return decode_host(raw)
+
+
+def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str, str]] = None) -> list[MessageExt]:
+    """Decode back-to-back records, as a pull response carries them; ``extra_properties`` are added to
+    each message's own (the pull's MIN_OFFSET and MAX_OFFSET).
+
+    The consumer's hot path: one header unpack per record, hosts decoded once
+    per distinct host, properties left raw until first used. Raises CorruptRecord like
+    :func:`decode_record` (the body CRC is not checked here).
+    """
+    out: list[MessageExt] = []
+    append = out.append
+    unpack = RECORD_HEADER.unpack_from
+    header_size = RECORD_HEADER_SIZE
+    host_text = _host_text
+    magic_ok = MESSAGE_MAGIC_CODE
+    data = bytes(buf)
+    extra = encode_properties(extra_properties) if extra_properties else b""
     pos = 0
-    n = len(buf)
-    while pos + RECORD_HEADER_SIZE <= n:
-        msg = decode_record(buf, pos)
-        out.append(msg)
-        pos += msg.store_size
+    n = len(data)
+    while pos + header_size <= n:
+        (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host,
+         store_ts, store_host, reconsume, prepared, body_len) = unpack(data, pos)
+        end = pos + total
+        p = pos + header_size
+        if magic != magic_ok or body_len < 0 or p + body_len + 3 > end or end > n:
+            raise CorruptRecord(f"bad record at {pos}: magic {magic:#x}, size {total}, body {body_len}")
+        body = data[p:p + body_len]
+        p += body_len
+        topic_len = data[p]
+        topic = data[p + 1:p + 1 + topic_len].decode()
+        p += 1 + topic_len
+        props_len = (data[p] << 8) | data[p + 1]
+        p += 2
+        if p + props_len != end:
+            raise CorruptRecord(f"record at {pos} declares {total} bytes but holds {p + props_len - pos}")
+        append(MessageExt(topic, body, None, flag, queue_id, queue_offset, phys, total, sys_flag, born_ts,
+                          host_text(born_host), store_ts, host_text(store_host), reconsume, prepared, crc,
+                          (store_host + phys.to_bytes(8, "big", signed=True)).hex().upper(),
+                          data[p:end] + extra if extra else data[p:end]))
+        pos = end
     return out
 
 

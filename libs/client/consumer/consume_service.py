@@ -3,13 +3,13 @@ ConsumeMessageConcurrentlyService and ConsumeMessageOrderlyService)."""
 
 from __future__ import annotations
 
-import collections
+import queue as queue_mod
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
 from rocketmesh.client.errors import MQError
@@ -27,6 +27,8 @@ Listener = Callable[[list[MessageExt]], Any]
 RECONSUME_LOCALLY_DELAY_MS = 5000
 #: An orderly consume task yields its thread after this long, so one busy queue cannot starve others.
 MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0
+#: Listener calls packed into one consume task when every consume thread is busy.
+_PACKED_CALLS = 8
 #: An orderly queue whose broker lock is not held is tried again after this pause (ms).
 LOCK_RETRY_DELAY_MS = 100
 
@@ -35,10 +37,9 @@ class _Workers:
     """A fixed pool of consume threads over one FIFO of tasks (cheaper per task than an executor)."""
 
     def __init__(self, name: str, size: int) -> None:
-        self._tasks: collections.deque[Callable[[], None]] = collections.deque()
-        self._cond = threading.Condition()
+        self._tasks: queue_mod.SimpleQueue[Optional[Callable[[], None]]] = queue_mod.SimpleQueue()
         self._stopped = False
-        self._busy = 0
+        self.size = size
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(size)]
 
     def start(self) -> None:
@@ -46,59 +47,39 @@ class _Workers:
             t.start()
 
     def submit(self, task: Callable[[], None]) -> None:
-        with self._cond:
-            self._tasks.append(task)
-            self._cond.notify()
+        self._tasks.put(task)
 
     def submit_many(self, tasks: list[Callable[[], None]]) -> None:
-        with self._cond:
-            self._tasks.extend(tasks)
-            self._cond.notify(len(tasks))
+        put = self._tasks.put
+        for t in tasks:
+            put(t)
 
     def backlog(self) -> int:
-        return len(self._tasks)
-
-    def idle(self) -> bool:
-        with self._cond:
-            return not self._tasks and self._busy == 0
+        return self._tasks.qsize()
 
     def stop(self, timeout_s: float) -> None:
         """Let running tasks finish (bounded); queued ones are dropped (their messages are redelivered)."""
-        with self._cond:
-            self._stopped = True
-            self._tasks.clear()
-            self._cond.notify_all()
+        self._stopped = True
+        for _ in self._threads:
+            self._tasks.put(None)
         deadline = time.monotonic() + timeout_s
         for t in self._threads:
             if t is not threading.current_thread():
                 t.join(max(0.0, deadline - time.monotonic()))
 
     def _run(self) -> None:
-        tasks = self._tasks
-        cond = self._cond
+        get = self._tasks.get
         while True:
-            with cond:
-                while not tasks:
-                    if self._stopped:
-                        return
-                    cond.wait()
-                if self._stopped:
-                    return
-                task = tasks.popleft()
-                self._busy += 1
+            task = get()
+            if task is None or self._stopped:
+                return
             try:
                 task()
             except Exception:  # noqa: BLE001
                 log.exception("consume_task_failed")
-            finally:
-                with cond:
-                    self._busy -= 1
 
 
 def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str) -> Any:
-    now = str(int(time.time() * 1000))
-    for m in msgs:
-        m.properties[MessageConst.CONSUME_START_TIME] = now
     try:
         return listener(msgs)
     except Exception:  # noqa: BLE001 - a throwing listener means "retry later"
@@ -129,8 +110,18 @@ class ConcurrentConsumeService:
         if len(msgs) <= n:
             self.workers.submit(lambda: self._consume(mq, pq, msgs))
             return
+        chunks = [msgs[i:i + n] for i in range(0, len(msgs), n)]
+        # Each listener call still gets at most ``batch_max_size`` messages. When every thread already
+        # has work queued, several calls share one task: parallelism is saturated anyway, and fewer
+        # hand-offs leave more of the interpreter to the listeners.
+        per_task = 1 if self.workers.backlog() < self.workers.size else _PACKED_CALLS
         self.workers.submit_many([
-            (lambda chunk: lambda: self._consume(mq, pq, chunk))(msgs[i:i + n]) for i in range(0, len(msgs), n)])
+            (lambda group: lambda: self._consume_each(mq, pq, group))(chunks[i:i + per_task])
+            for i in range(0, len(chunks), per_task)])
+
+    def _consume_each(self, mq: MessageQueue, pq: ProcessQueue, chunks: list[list[MessageExt]]) -> None:
+        for chunk in chunks:
+            self._consume(mq, pq, chunk)
 
     def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         if pq.dropped:
@@ -160,8 +151,7 @@ class ConcurrentConsumeService:
                     core.scheduler.call_later(RECONSUME_LOCALLY_DELAY_MS,
                                               lambda: self.workers.submit(lambda: self._consume(mq, pq, retry_locally)))
         if done:
-            offset = pq.remove_messages(done)
-            core.commit(mq, pq, offset)
+            pq.remove_messages(done)  # moves pq.committed_offset, which the consumer persists
 
     def send_back(self, msg: MessageExt) -> bool:
         """Hand a failed message to the broker's retry (CONSUMER_SEND_MSG_BACK); False when that failed."""
@@ -254,9 +244,7 @@ class OrderlyConsumeService:
                 if status == ConsumeOrderlyStatus.SUCCESS:
                     # Committed even if the queue was taken away meanwhile: its release waits for
                     # this lock and persists this offset before the next owner may lock the queue.
-                    offset = pq.commit()
-                    if offset >= 0:
-                        core.offset_store.update(mq, offset, True)
+                    pq.commit()
                     continue
             for m in msgs:
                 m.reconsume_times += 1

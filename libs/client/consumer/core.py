@@ -193,7 +193,8 @@ class ConsumerCore:
         self.paused = False
         #: False when queues are assigned by hand (PullConsumer.assign): no rebalance then.
         self.use_rebalance = True
-        #: Push consumers commit with every pull and on shutdown; a manual-commit PullConsumer only on commit().
+        #: Copy consumption progress to the offset store on its own (periodically, with pulls, when a
+        #: queue goes, on shutdown). The push consumer does; the PullConsumer commits from poll()/commit().
         self.auto_commit = True
         self._tasks: Optional[threading.Thread] = None
         self._wake = threading.Event()
@@ -206,10 +207,6 @@ class ConsumerCore:
         self.can_pull: Callable[[PullRequest], float] = lambda req: 0
         self.on_queue_removed: Callable[[MessageQueue, ProcessQueue], None] = lambda mq, pq: None
         self.periodic: Callable[[], None] = lambda: None
-        self.on_idle_offset: Callable[[MessageQueue, int], None] = self._idle_offset
-
-    def _idle_offset(self, mq: MessageQueue, offset: int) -> None:
-        self.offset_store.update(mq, offset, True)
 
     # --- subscriptions ---
 
@@ -320,9 +317,17 @@ class ConsumerCore:
                 self.instance.unregister_consumer(self.group)
                 self.instance.release()
 
+    def sync_offsets(self) -> None:
+        """Copy how far each queue's consumption got into the offset store (memory)."""
+        for mq, pq in list(self.rebalance.process_queues.items()):
+            if pq.committed_offset >= 0 and not pq.dropped:
+                self.offset_store.update(mq, pq.committed_offset, False)
+
     def persist_offsets(self, mqs: Optional[Sequence[MessageQueue]] = None) -> None:
         if self.offset_store is None or self.rebalance is None:
             return
+        if self.auto_commit:
+            self.sync_offsets()
         try:
             self.offset_store.persist_all(self.rebalance.assigned() if mqs is None else mqs)
         except Exception:  # noqa: BLE001
@@ -376,6 +381,8 @@ class ConsumerCore:
         self.requests.pop(mq, None)
         self.on_queue_removed(mq, pq)
         if self.offset_store is not None:
+            if self.auto_commit and pq.committed_offset >= 0:
+                self.offset_store.update(mq, pq.committed_offset, False)
             try:
                 self.offset_store.persist(mq)
             except MQError as exc:
@@ -436,18 +443,31 @@ class ConsumerCore:
             return
         commit_offset = 0
         if self.message_model is MessageModel.CLUSTERING and self.auto_commit:
-            commit_offset = self.offset_store.read(req.mq, ReadOffsetType.READ_FROM_MEMORY)
+            commit_offset = pq.committed_offset
+            if commit_offset < 0:
+                commit_offset = self.offset_store.read(req.mq, ReadOffsetType.READ_FROM_MEMORY)
         sys_flag = build_sys_flag(commit_offset > 0, True, False)
         offset = req.next_offset
 
+        early = [False]
+
+        def on_found(next_offset: int) -> None:
+            # Pipelining: the next pull goes out while this one's messages are decoded and delivered.
+            if pq.dropped or not self.running or self.pull_interval_ms > 0:
+                return
+            req.next_offset = next_offset
+            early[0] = True
+            self.pull(req)
+
         def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
-            self._on_pulled(req, offset, result, error)
+            self._on_pulled(req, offset, result, error, early[0])
 
         try:
             self.pull_api.pull_async(req.mq, sub, offset, self.pull_batch_size, sys_flag=sys_flag,
                                      commit_offset=max(commit_offset, 0),
                                      suspend_timeout_ms=self.broker_suspend_max_time_ms,
-                                     timeout_ms=self.consumer_timeout_ms_when_suspend, callback=on_result)
+                                     timeout_ms=self.consumer_timeout_ms_when_suspend, callback=on_result,
+                                     on_found=on_found)
         except MQError as exc:
             log.warning("pull_failed", mq=str(req.mq), error=str(exc))
             self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
@@ -458,7 +478,7 @@ class ConsumerCore:
         return sub
 
     def _on_pulled(self, req: PullRequest, offset: int, result: Optional[PullResult],
-                   error: Optional[BaseException]) -> None:
+                   error: Optional[BaseException], next_sent: bool = False) -> None:
         pq = req.pq
         if pq.dropped or not self.running:
             return
@@ -469,13 +489,15 @@ class ConsumerCore:
             return
         status = result.status
         if status is PullStatus.FOUND:
-            req.next_offset = result.next_begin_offset
             msgs = result.messages
             if msgs:
                 pq.put_messages(msgs)
                 self.deliver(req, msgs)
-            elif pq.msg_count == 0:
-                self.on_idle_offset(req.mq, req.next_offset)
+            else:
+                pq.advance_committed(result.next_begin_offset)
+            if next_sent:
+                return
+            req.next_offset = result.next_begin_offset
             if self.pull_interval_ms > 0:
                 self.scheduler.call_later(self.pull_interval_ms, lambda: self.pull(req))
             else:
@@ -483,9 +505,8 @@ class ConsumerCore:
             return
         if status in (PullStatus.NO_NEW_MSG, PullStatus.NO_MATCHED_MSG):
             req.next_offset = result.next_begin_offset
-            if pq.msg_count == 0:
-                # Nothing in flight: the filtered-out stretch counts as consumed.
-                self.on_idle_offset(req.mq, req.next_offset)
+            # With nothing in flight, the stretch the broker filtered out counts as consumed.
+            pq.advance_committed(req.next_offset)
             self.pull(req)
             return
         # OFFSET_ILLEGAL: start over from where the broker says, after a pause.
@@ -515,6 +536,7 @@ class ConsumerCore:
                 raise MQClientError(f"the message queue {mq} is not assigned to this consumer")
             old.dropped = True
             pq = ProcessQueue()
+            pq.committed_offset = offset
             self.rebalance.process_queues[mq] = pq
             req = PullRequest(mq, pq, offset)
             self.requests[mq] = req
@@ -537,8 +559,3 @@ class ConsumerCore:
                     self.on_queue_removed(mq, pq)
         self.persist_offsets(list(offsets))
         self.rebalance_now()
-
-    def commit(self, mq: MessageQueue, pq: ProcessQueue, offset: int) -> None:
-        """Record ``offset`` as consumed for ``mq`` (persisted by the periodic task)."""
-        if offset >= 0 and not pq.dropped:
-            self.offset_store.update(mq, offset, True)

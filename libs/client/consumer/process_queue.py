@@ -7,6 +7,7 @@ left), so a crash re-delivers what was in flight and never skips it.
 
 from __future__ import annotations
 
+import heapq
 import threading
 import time
 from typing import Iterable, Optional
@@ -26,11 +27,16 @@ class ProcessQueue:
         self._lock = threading.Lock()
         # Offsets arrive in increasing order, so insertion order is offset order.
         self._msgs: dict[int, MessageExt] = {}
+        #: Held offsets, smallest first; entries already consumed are dropped lazily.
+        self._heap: list[int] = []
         #: Orderly consumption: messages taken by the consuming thread, not yet committed.
         self._consuming: dict[int, MessageExt] = {}
         self.msg_count = 0
         self.msg_size = 0
         self.queue_offset_max = -1
+        #: The offset consumption has reached (next to consume); -1 until something was consumed.
+        #: Only grows; the consumer copies it to its offset store when it persists.
+        self.committed_offset = -1
         self.dropped = False
         self.last_pull_timestamp = time.monotonic()
         self.last_consume_timestamp = time.monotonic()
@@ -55,14 +61,21 @@ class ProcessQueue:
             added = 0
             size = 0
             last = self.queue_offset_max
+            heap = self._heap
+            in_order = True
             for m in msgs:
                 off = m.queue_offset
                 if off not in held:
                     held[off] = m
+                    # Appending ever larger offsets keeps the heap a heap; anything else re-heapifies.
+                    in_order = in_order and off > last
+                    heap.append(off)
                     added += 1
                     size += len(m.body)
                 if off > last:
                     last = off
+            if not in_order:
+                heapq.heapify(heap)
             self.queue_offset_max = last
             self.msg_count += added
             self.msg_size += size
@@ -87,16 +100,31 @@ class ProcessQueue:
                     size += len(m.body)
             self.msg_count -= removed
             self.msg_size -= size
-            if held:
-                return next(iter(held))
-            return self.queue_offset_max + 1
+            offset = self._min_held() if held else self.queue_offset_max + 1
+            if not held:
+                self._heap.clear()
+            if offset > self.committed_offset:
+                self.committed_offset = offset
+            return offset
+
+    def advance_committed(self, offset: int) -> None:
+        """Nothing is held and the broker filtered out everything below ``offset``: count it consumed."""
+        with self._lock:
+            if not self._msgs and not self._consuming and offset > self.committed_offset:
+                self.committed_offset = offset
+
+    def _min_held(self) -> int:
+        heap, held = self._heap, self._msgs
+        while heap[0] not in held:
+            heapq.heappop(heap)
+        return heap[0]
 
     def max_span(self) -> int:
         """Largest minus smallest held offset (flow control on out-of-order progress)."""
         with self._lock:
             if not self._msgs:
                 return 0
-            return self.queue_offset_max - next(iter(self._msgs))
+            return self.queue_offset_max - self._min_held()
 
     def is_empty(self) -> bool:
         with self._lock:
@@ -110,6 +138,7 @@ class ProcessQueue:
         """Forget everything held (the queue's offset was reset)."""
         with self._lock:
             self._msgs.clear()
+            self._heap.clear()
             self._consuming.clear()
             self.msg_count = 0
             self.msg_size = 0
@@ -123,7 +152,8 @@ class ProcessQueue:
             out: list[MessageExt] = []
             held = self._msgs
             while held and len(out) < n:
-                off = next(iter(held))
+                off = self._min_held()
+                heapq.heappop(self._heap)
                 m = held.pop(off)
                 self._consuming[off] = m
                 out.append(m)
@@ -142,6 +172,8 @@ class ProcessQueue:
             self.msg_count -= len(self._consuming)
             self.msg_size -= size
             self._consuming.clear()
+            if last + 1 > self.committed_offset:
+                self.committed_offset = last + 1
             return last + 1
 
     def make_messages_to_consume_again(self, msgs: Iterable[MessageExt]) -> None:
@@ -150,6 +182,7 @@ class ProcessQueue:
             back = {m.queue_offset: self._consuming.pop(m.queue_offset, m) for m in msgs}
             merged = dict(sorted({**back, **self._msgs}.items()))
             self._msgs = merged
+            self._heap = list(merged)
 
     def is_suspended(self) -> bool:
         return time.monotonic() < self.suspend_until

@@ -43,16 +43,11 @@ def decode_pull_response(resp: RemotingCommand, sub: SubscriptionData, addr: str
     result = PullResult(status, int(ext.get("nextBeginOffset", 0)), int(ext.get("minOffset", 0)),
                         int(ext.get("maxOffset", 0)))
     if status is PullStatus.FOUND and resp.body:
-        msgs = decode_records(resp.body)
+        msgs = decode_records(resp.body, {_MIN_OFFSET: str(result.min_offset), _MAX_OFFSET: str(result.max_offset)})
         # The broker filters by tag hash code; two tags can share one, so check the tag itself.
         if sub.expression_type is ExpressionType.TAG and not sub.matches_all():
             tags_set = sub.tags_set
             msgs = [m for m in msgs if m.properties.get(_TAGS) in tags_set]
-        min_s, max_s = str(result.min_offset), str(result.max_offset)
-        for m in msgs:
-            props = m.properties
-            props[_MIN_OFFSET] = min_s
-            props[_MAX_OFFSET] = max_s
         result.messages = msgs
     return result
 
@@ -84,8 +79,13 @@ class PullAPI:
 
     def pull_async(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                    sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0, timeout_ms: int = 30_000,
-                   callback: Callable[[Optional[PullResult], Optional[BaseException]], None]) -> None:
-        """Pull and call ``callback(result, None)`` or ``callback(None, error)`` on the client's callback thread."""
+                   callback: Callable[[Optional[PullResult], Optional[BaseException]], None],
+                   on_found: Optional[Callable[[int], None]] = None) -> None:
+        """Pull and call ``callback(result, None)`` or ``callback(None, error)`` on the client's callback thread.
+
+        ``on_found(next_begin_offset)``, when given, is called for a FOUND answer before its messages are
+        decoded, so the caller can send its next pull while this one's messages are being decoded.
+        """
         addr = self.broker_addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
 
@@ -98,6 +98,8 @@ class PullAPI:
             except BaseException as exc:  # noqa: BLE001 - handed to the caller
                 callback(None, exc)
                 return
+            if on_found is not None and resp.code == ResponseCode.SUCCESS and resp.ext:
+                on_found(int(resp.ext.get("nextBeginOffset", offset)))
             try:
                 result = decode_pull_response(resp, sub, addr)
             except Exception as exc:  # noqa: BLE001 - a bad answer is the caller's error to handle

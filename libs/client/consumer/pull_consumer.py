@@ -87,13 +87,12 @@ class PullConsumer:
         self._core.deliver = self._deliver
         self._core.can_pull = self._flow_control
         self._core.on_queue_removed = self._on_queue_removed
-        self._core.on_idle_offset = self._idle_offset
-        self._core.auto_commit = auto_commit
+        # The core never commits on its own here: poll() commits what earlier polls returned (auto
+        # commit), or commit() does, so a batch the application is still working on is never committed.
+        self._core.auto_commit = False
         self._cache: queue_mod.SimpleQueue[_Batch] = queue_mod.SimpleQueue()
         self._cached = 0
         self._assigned: Optional[list[MessageQueue]] = None
-        #: Per queue: offset after the last message a poll returned (what commit() stores).
-        self._consumed: dict[MessageQueue, int] = {}
         self._next_auto_commit = 0.0
         self._lock = threading.Lock()
         self._started = False
@@ -200,9 +199,7 @@ class PullConsumer:
                 if time.monotonic() >= deadline:
                     return []
                 continue
-            offset = pq.remove_messages(batch.messages)
-            if offset >= 0:
-                self._consumed[req.mq] = offset
+            pq.remove_messages(batch.messages)  # what commit() stores: pq.committed_offset
             return batch.messages
 
     def _deliver(self, req: PullRequest, msgs: list[MessageExt]) -> None:
@@ -219,23 +216,12 @@ class PullConsumer:
         return 0
 
     def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
-        off = self._consumed.pop(mq, None)
-        if off is not None and self.auto_commit:
-            self._core.offset_store.update(mq, off, True)
-
-    def _idle_offset(self, mq: MessageQueue, offset: int) -> None:
-        # Everything pulled was polled and the broker filtered out the rest up to ``offset``.
-        req = self._core.requests.get(mq)
-        if req is not None and req.pq.msg_count == 0:
-            self._consumed[mq] = offset
+        """Nothing to do: the core persists what polls returned (auto commit) when a queue goes."""
 
     # --- offsets ---
 
     def _commit_consumed(self) -> None:
-        store = self._core.offset_store
-        for mq, off in list(self._consumed.items()):
-            if mq in self._core.requests:
-                store.update(mq, off, False)
+        self._core.sync_offsets()
         self._core.persist_offsets()
 
     def commit(self) -> None:
@@ -257,7 +243,6 @@ class PullConsumer:
         lo, hi = self._core.min_offset(queue), self._core.max_offset(queue)
         if not lo <= offset <= hi:
             raise MQClientError(f"seek offset {offset} is out of range [{lo}, {hi}] of {queue}")
-        self._consumed[queue] = offset
         # A fresh pull state: the pull in flight (maybe held by the broker) and what it brings are dropped.
         self._core.restart_queue(queue, offset)
 
