@@ -5,6 +5,7 @@
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
     rocketmesh produce -t TOPIC ...   (the quickstart producer)
+    rocketmesh consume -t TOPIC ...   (the quickstart consumer)
 
 Services always run as their own processes: this module starts them, it never
 imports them.

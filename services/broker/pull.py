@@ -49,10 +49,10 @@ _CODES = {
     GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
+#: A woken pull that still has nothing for its filter keeps waiting (from past what it skipped).
+_KEEP_HOLDING = (GetMessageStatus.NO_MATCHED_MESSAGE.value, GetMessageStatus.OFFSET_OVERFLOW_ONE.value)
 #: The re-check of held pulls when long polling is on (RocketMQ's PullRequestHoldService, 5 s).
 _LONG_POLL_CHECK_S = 5.0
-#: Held pulls answer this much before the client's own timeout would fire.
-_SUSPEND_MARGIN_MS = 0
 
 
 @dataclass(eq=False)
@@ -155,7 +155,8 @@ class PullMessageProcessor:
         try:
             message_filter = filter_for(h.subscription, h.expression_type)
         except FilterSyntaxError as exc:
-            return response_to(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+            return response_to(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                               f"parse the consumer's subscription failed: {exc}")
         max_nums = max(1, min(h.max_msg_nums, broker.config.max_pull_msg_nums))
         try:
             result = self.store.get_message(h.consumer_group, h.topic, h.queue_id, offset, max_nums, message_filter)
@@ -173,7 +174,8 @@ class PullMessageProcessor:
         ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset))
         if code == ResponseCode.SUCCESS:
             return response_to(req, code, None, ext, b"".join(result.records))
-        if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and h.sys_flag & PullSysFlag.SUSPEND and ctx is not None:
+        suspend = allow_suspend and h.sys_flag & PullSysFlag.SUSPEND and ctx is not None
+        if code == ResponseCode.PULL_NOT_FOUND and suspend:
             timeout_ms = h.suspend_timeout_millis if self.long_polling else self.short_polling_s * 1000
             if timeout_ms > 0:
                 self._hold(_HeldPull(req, ctx, h, offset, time.monotonic() + timeout_ms / 1000.0))
@@ -185,16 +187,14 @@ class PullMessageProcessor:
     def _hold(self, held: _HeldPull) -> None:
         key = (held.header.topic, held.header.queue_id)
         with self._cond:
-            if self._stopped:
-                pass
-            else:
+            stopped = self._stopped
+            if not stopped:
                 self._held.setdefault(key, []).append(held)
                 self._seq += 1
                 heapq.heappush(self._deadlines, (held.deadline, self._seq, held))
                 if self._deadlines[0][2] is held:
                     self._cond.notify()
-                held = None  # type: ignore[assignment]
-        if held is not None:
+        if stopped:
             self._answer(held)
             return
         # A message may have arrived between the read and the hold: look once more.
@@ -229,9 +229,9 @@ class PullMessageProcessor:
         if held.done:
             return
         resp = self._process(held.request, held.header, held.offset, allow_suspend=False)
-        if resp is not None and resp.code in (ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_NOT_FOUND) \
-                and time.monotonic() < held.deadline and resp.ext.get("nextBeginOffset", -1) >= held.offset \
-                and resp.remark in (GetMessageStatus.NO_MATCHED_MESSAGE.value, GetMessageStatus.OFFSET_OVERFLOW_ONE.value):
+        keep_holding = (resp is not None and resp.remark in _KEEP_HOLDING and time.monotonic() < held.deadline
+                        and resp.ext.get("nextBeginOffset", -1) >= held.offset)
+        if keep_holding:
             held.offset = resp.ext["nextBeginOffset"]
             key = (held.header.topic, held.header.queue_id)
             with self._lock:

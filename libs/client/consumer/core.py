@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
+import orjson
+
 from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
@@ -36,7 +38,7 @@ from rocketmesh.client.consumer.offset_store import (
 )
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.pull_api import PullAPI, build_sys_flag
-from rocketmesh.client.consumer.rebalance import Rebalance
+from rocketmesh.client.consumer.rebalance import Rebalance, subscribe_queues
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel, PullResult, PullStatus
 
 log = get_logger("client", component="consumer")
@@ -271,8 +273,6 @@ class ConsumerCore:
 
     def _check_client_in_broker(self) -> None:
         """A SQL92 subscription must be one the brokers can run: ask them now, fail start otherwise."""
-        import orjson
-
         inst = self.instance
         for sub in self.subscriptions.values():
             if sub.expression_type is ExpressionType.TAG:
@@ -289,8 +289,6 @@ class ConsumerCore:
                                         f"{sub.topic}: {exc.remark}", exc.response_code) from exc
 
     def _topic_queues(self, topic: str) -> list[MessageQueue]:
-        from rocketmesh.client.consumer.rebalance import subscribe_queues
-
         return subscribe_queues(self.instance, topic)
 
     def shutdown(self) -> None:

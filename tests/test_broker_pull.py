@@ -1,0 +1,105 @@
+"""PULL_MESSAGE on a real broker, over the wire: statuses, offsets, filters, long polling, bad input."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterator
+
+import pytest
+
+from procs import BrokerProcess
+from rocketmesh import Admin, Message, Producer
+from rocketmesh.message_codec import decode_records
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
+
+TOPIC = "PullTopic"
+
+
+@pytest.fixture
+def broker(namesrv, start_broker) -> BrokerProcess:
+    return start_broker(namesrv.addr)
+
+
+@pytest.fixture
+def sent(namesrv, broker) -> Iterator[list[str]]:
+    """Five messages in queue 0 of a one-queue topic: tags A, B, A, B, A."""
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(TOPIC)
+    bodies = [f"m{i}" for i in range(5)]
+    with Producer("pull-test", namesrv.addr) as p:
+        for i, body in enumerate(bodies):
+            p.send(Message(TOPIC, body, tags="A" if i % 2 == 0 else "B"))
+    yield bodies
+
+
+def pull(client: RemotingClient, broker: BrokerProcess, offset: int, max_nums: int = 32, topic: str = TOPIC,
+         subscription: str = "*", expression_type: str = "TAG", sys_flag: int = 0, suspend_ms: int = 0,
+         timeout_ms: int = 3000):
+    header = PullMessageRequestHeader("pull-group", topic, 0, offset, max_nums, sys_flag,
+                                      suspend_timeout_millis=suspend_ms, subscription=subscription,
+                                      expression_type=expression_type)
+    return client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), timeout_ms)
+
+
+def bodies_of(resp) -> list[str]:
+    return [m.body.decode() for m in decode_records(resp.body)]
+
+
+def test_found_returns_records_and_the_next_offset(remoting_client, broker, sent):
+    resp = pull(remoting_client, broker, 0, max_nums=3)
+    assert resp.code == ResponseCode.SUCCESS
+    assert bodies_of(resp) == sent[:3]
+    assert (resp.ext["nextBeginOffset"], resp.ext["minOffset"], resp.ext["maxOffset"]) == (3, 0, 5)
+
+
+def test_end_of_queue_and_offsets_out_of_range(remoting_client, broker, sent):
+    at_end = pull(remoting_client, broker, 5)
+    assert at_end.code == ResponseCode.PULL_NOT_FOUND and at_end.ext["nextBeginOffset"] == 5
+    too_far = pull(remoting_client, broker, 100)
+    # As RocketMQ: past the end of a queue that still starts at 0, start over from 0.
+    assert too_far.code == ResponseCode.PULL_OFFSET_MOVED and too_far.ext["nextBeginOffset"] == 0
+
+
+def test_tag_filter_on_the_broker_and_a_stretch_with_no_match(remoting_client, broker, sent):
+    only_b = pull(remoting_client, broker, 0, subscription="B")
+    assert bodies_of(only_b) == ["m1", "m3"]
+    none = pull(remoting_client, broker, 0, subscription="C")
+    assert none.code == ResponseCode.PULL_RETRY_IMMEDIATELY and none.ext["nextBeginOffset"] == 5
+
+
+def test_a_held_pull_is_answered_when_a_message_arrives(namesrv, remoting_client, broker, sent):
+    header = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND, suspend_timeout_millis=10_000)
+    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 15_000)
+    time.sleep(0.5)
+    assert not fut.done()  # held, not answered "nothing new"
+    with Producer("pull-test-2", namesrv.addr) as p:
+        p.send(Message(TOPIC, "late"))
+        sent_at = time.monotonic()
+    resp = fut.result(5)
+    assert time.monotonic() - sent_at < 2.0
+    assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["late"]
+
+
+def test_a_held_pull_whose_filter_matches_nothing_keeps_waiting_then_times_out(namesrv, remoting_client, broker,
+                                                                               sent):
+    header = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND, suspend_timeout_millis=1500,
+                                      subscription="Z")
+    started = time.monotonic()
+    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 10_000)
+    with Producer("pull-test-3", namesrv.addr) as p:
+        p.send(Message(TOPIC, "not-for-you", tags="A"))
+    resp = fut.result(5)
+    assert time.monotonic() - started >= 1.4
+    assert resp.code == ResponseCode.PULL_NOT_FOUND and resp.ext["nextBeginOffset"] == 6
+
+
+def test_bad_requests_are_answered_and_the_broker_keeps_serving(remoting_client, broker, sent):
+    unknown = pull(remoting_client, broker, 0, topic="NoSuchTopic")
+    assert unknown.code == ResponseCode.TOPIC_NOT_EXIST
+    sql = pull(remoting_client, broker, 0, subscription="a > 1", expression_type="SQL92")
+    assert sql.code == ResponseCode.SYSTEM_ERROR and "enablePropertyFilter" in sql.remark
+    bad = remoting_client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, {"topic": TOPIC}), 3000)
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in bad.remark
+    assert pull(remoting_client, broker, 0).code == ResponseCode.SUCCESS
