@@ -27,9 +27,7 @@ from rocketmesh.remoting.headers import (
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryMessageRequestHeader,
-    QueueOffsetRequestHeader,
     ResetOffsetRequestHeader,
-    SearchOffsetRequestHeader,
     SubscriptionGroupRequestHeader,
     TopicRequestHeader,
     ViewMessageRequestHeader,
@@ -213,22 +211,21 @@ class Admin:
 
     def max_offset(self, mq: MessageQueue) -> int:
         """The offset one past the last message of ``mq``."""
-        return self._queue_call(mq, RequestCode.GET_MAX_OFFSET, "offset")
+        return self.instance.queue_query(mq, RequestCode.GET_MAX_OFFSET, timeout_ms=self.timeout_ms)
 
     def min_offset(self, mq: MessageQueue) -> int:
         """The offset of the first message of ``mq`` still stored."""
-        return self._queue_call(mq, RequestCode.GET_MIN_OFFSET, "offset")
+        return self.instance.queue_query(mq, RequestCode.GET_MIN_OFFSET, timeout_ms=self.timeout_ms)
 
     def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         """The store time (epoch ms) of the first message of ``mq`` still stored."""
-        return self._queue_call(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, "timestamp")
+        return self.instance.queue_query(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, field="timestamp",
+                                         timeout_ms=self.timeout_ms)
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset of ``mq`` stored at or after ``timestamp_ms``."""
-        ext = to_ext(SearchOffsetRequestHeader(mq.topic, mq.queue_id, int(timestamp_ms)))
-        resp = self.instance.invoke_broker(self._addr_of(mq), RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext,
-                                           timeout_ms=self.timeout_ms)
-        return self._ext_int(resp, "offset")
+        return self.instance.queue_query(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms=timestamp_ms,
+                                         timeout_ms=self.timeout_ms)
 
     # -- consumer groups -------------------------------------------------------
 
@@ -546,29 +543,6 @@ class Admin:
             raise MQClientError(f"topic {topic!r} has no master broker in its route",
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         return targets
-
-    def _addr_of(self, mq: MessageQueue) -> str:
-        instance = self.instance
-        addr = instance.master_addr(mq.broker_name)
-        if addr is None:
-            instance.update_topic_route(mq.topic)
-            addr = instance.master_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} is in no route",
-                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
-        return addr
-
-    def _queue_call(self, mq: MessageQueue, code: int, field: str) -> int:
-        ext = to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id))
-        resp = self.instance.invoke_broker(self._addr_of(mq), code, ext, timeout_ms=self.timeout_ms)
-        return self._ext_int(resp, field)
-
-    @staticmethod
-    def _ext_int(resp: RemotingCommand, field: str) -> int:
-        value = resp.ext.get(field)
-        if not isinstance(value, int):
-            raise MQClientError(f"the response lacks the integer field {field!r}")
-        return value
 
     @staticmethod
     def _ok(res: RemotingCommand | MQError, addr: str) -> RemotingCommand:

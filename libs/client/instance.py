@@ -47,7 +47,12 @@ from rocketmesh.remoting import (
     request,
     response_to,
 )
-from rocketmesh.remoting.headers import UnregisterClientRequestHeader, to_ext
+from rocketmesh.remoting.headers import (
+    QueueOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    to_ext,
+)
 from rocketmesh.service_thread import ServiceThread
 from rocketmesh.topics import DEFAULT_TOPIC
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
@@ -428,6 +433,34 @@ class ClientInstance:
         """The master address of ``broker_name`` from the routes seen so far."""
         addrs = self._broker_addrs.get(broker_name)
         return None if addrs is None else addrs.get(MASTER_ID)
+
+    def find_master_addr(self, mq: MessageQueue) -> str:
+        """The master address of ``mq``'s broker, refreshing ``mq``'s topic route once when it is unknown.
+
+        Raises MQClientError (BROKER_NOT_EXIST_EXCEPTION) when no route names a master for it.
+        """
+        addr = self.master_addr(mq.broker_name)
+        if addr is None:
+            self.update_topic_route(mq.topic)
+            addr = self.master_addr(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} is in no route of this client "
+                                "(or has no master)", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        return addr
+
+    def queue_query(self, mq: MessageQueue, code: int, *, timestamp_ms: Optional[int] = None,
+                    field: str = "offset", timeout_ms: Optional[int] = None) -> int:
+        """One integer about ``mq`` from its master: GET_MAX_OFFSET, GET_MIN_OFFSET,
+        GET_EARLIEST_MSG_STORETIME (``field="timestamp"``) or, with ``timestamp_ms``, SEARCH_OFFSET_BY_TIMESTAMP."""
+        if timestamp_ms is None:
+            ext = to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id))
+        else:
+            ext = to_ext(SearchOffsetRequestHeader(mq.topic, mq.queue_id, int(timestamp_ms)))
+        resp = self.invoke_broker(self.find_master_addr(mq), code, ext, timeout_ms=timeout_ms)
+        value = (resp.ext or {}).get(field)
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise MQClientError(f"the response lacks the integer field {field!r}")
+        return value
 
     def broker_addrs(self, broker_name: str) -> dict[int, str]:
         """id -> address of ``broker_name`` from the routes seen so far."""

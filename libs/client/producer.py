@@ -285,7 +285,7 @@ class Producer:
         """Send and forget: no answer, no retry; the broker may or may not have stored it."""
         timeout, _uniq, ext = self._prepare(msg, timeout_ms)
         mq = self._choose_queue(msg, queue, selector, arg)
-        addr = self._addr_of(mq)
+        addr = self._instance.find_master_addr(mq)
         ext["queueId"] = mq.queue_id
         try:
             self._instance.remoting.invoke_oneway(
@@ -366,7 +366,7 @@ class Producer:
     def _start_async(self, mq: MessageQueue, ext: dict[str, Any], code: int, body: bytes, ids: str,
                      timeout: int, callback: Optional[SendCallback]) -> "Future[SendResult]":
         """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker)."""
-        addr = self._addr_of(mq)
+        addr = self._instance.find_master_addr(mq)
         ext["queueId"] = mq.queue_id
         op = _AsyncSend(self, ids, mq, addr, RemotingCommand(code, 0, 0, None, ext, body),
                         timeout, self.retry_times_when_send_async_failed)
@@ -427,17 +427,6 @@ class Producer:
                 topic, create_topic_key=self.create_topic_key, default_topic_queue_nums=self.default_topic_queue_nums
             )
         return tp
-
-    def _addr_of(self, mq: MessageQueue) -> str:
-        instance = self._instance
-        addr = instance.master_addr(mq.broker_name)
-        if addr is None:
-            instance.update_topic_route(mq.topic)
-            addr = instance.master_addr(mq.broker_name)
-            if addr is None:
-                raise MQClientError(f"the broker {mq.broker_name!r} is in no route of this client (or has no master)",
-                                    ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
-        return addr
 
     def _pinned_queue(
         self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any
@@ -539,7 +528,7 @@ class Producer:
     def _send_sync_once(self, topic: str, mq: MessageQueue, ext: dict[str, Any], body: bytes, uniq: str,
                         code: int, timeout_ms: int) -> SendResult:
         """One attempt to a given queue (a pinned queue or a selector's choice): no retry."""
-        addr = self._addr_of(mq)
+        addr = self._instance.find_master_addr(mq)
         ext["queueId"] = mq.queue_id
         start = _monotonic()
         try:

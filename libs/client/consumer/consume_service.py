@@ -160,7 +160,7 @@ class ConcurrentConsumeService:
             offset=msg.commitlog_offset, group=core.group, delay_level=0, origin_msg_id=msg.msg_id,
             origin_topic=msg.topic, max_reconsume_times=self.max_reconsume_times)
         try:
-            addr = core.pull_api.broker_addr(MessageQueue(msg.topic, _broker_of(core, msg), msg.queue_id))
+            addr = core.instance.find_master_addr(MessageQueue(msg.topic, _broker_of(core, msg), msg.queue_id))
             core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000)
             return True
         except MQError as exc:

@@ -24,7 +24,6 @@ from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionDat
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
-from rocketmesh.remoting.headers import QueueOffsetRequestHeader, SearchOffsetRequestHeader, to_ext
 from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
@@ -407,18 +406,13 @@ class ConsumerCore:
             return -1
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return self._queue_call(mq, RequestCode.GET_MAX_OFFSET, to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id)))
+        return self.instance.queue_query(mq, RequestCode.GET_MAX_OFFSET)
 
     def min_offset(self, mq: MessageQueue) -> int:
-        return self._queue_call(mq, RequestCode.GET_MIN_OFFSET, to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id)))
+        return self.instance.queue_query(mq, RequestCode.GET_MIN_OFFSET)
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self._queue_call(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
-                                to_ext(SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)))
-
-    def _queue_call(self, mq: MessageQueue, code: int, ext: dict) -> int:
-        resp = self.instance.invoke_broker(self.pull_api.broker_addr(mq), code, ext)
-        return int(resp.ext["offset"])
+        return self.instance.queue_query(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms=timestamp_ms)
 
     # --- pulling ---
 

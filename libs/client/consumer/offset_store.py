@@ -94,7 +94,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
 
     def fetch_from_broker(self, mq: MessageQueue) -> Optional[int]:
         """The broker's offset for ``mq`` (None when the group has none); raises MQError when unreachable."""
-        addr = self._addr(mq)
+        addr = self.instance.find_master_addr(mq)
         resp = self.instance.invoke_broker(
             addr, RequestCode.QUERY_CONSUMER_OFFSET,
             to_ext(QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id)),
@@ -108,7 +108,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         if off is None:
             return
         self.instance.invoke_broker(
-            self._addr(mq), RequestCode.UPDATE_CONSUMER_OFFSET,
+            self.instance.find_master_addr(mq), RequestCode.UPDATE_CONSUMER_OFFSET,
             to_ext(UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off)))
 
     def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
@@ -119,7 +119,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             if off is None:
                 continue
             try:
-                addr = self._addr(mq)
+                addr = self.instance.find_master_addr(mq)
             except MQClientError as exc:
                 log.warning("persist_offset_skipped", mq=str(mq), error=str(exc))
                 continue
@@ -132,15 +132,6 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             if isinstance(res, MQError) or res.code != ResponseCode.SUCCESS:
                 log.warning("persist_offset_failed", group=self.group, mq=str(mq),
                             error=str(res) if isinstance(res, MQError) else res.remark)
-
-    def _addr(self, mq: MessageQueue) -> str:
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            self.instance.update_topic_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"the broker[{mq.broker_name}] not exist")
-        return addr
 
 
 class LocalFileOffsetStore(_MemoryTable):

@@ -11,7 +11,7 @@ from rocketmesh.message import MessageConst, MessageQueue
 from rocketmesh.message_codec import decode_records
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
-from rocketmesh.client.errors import MQBrokerError, MQClientError, from_remoting
+from rocketmesh.client.errors import MQBrokerError, from_remoting
 from rocketmesh.client.consumer.types import PullResult, PullStatus
 
 if TYPE_CHECKING:
@@ -59,15 +59,6 @@ class PullAPI:
         self.instance = instance
         self.group = group
 
-    def broker_addr(self, mq: MessageQueue) -> str:
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            self.instance.update_topic_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"the broker[{mq.broker_name}] not exist")
-        return addr
-
     def _request(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, sys_flag: int,
                  commit_offset: int, suspend_timeout_ms: int) -> RemotingCommand:
         header = PullMessageRequestHeader(
@@ -86,7 +77,7 @@ class PullAPI:
         ``on_found(next_begin_offset)``, when given, is called for a FOUND answer before its messages are
         decoded, so the caller can send its next pull while this one's messages are being decoded.
         """
-        addr = self.broker_addr(mq)
+        addr = self.instance.find_master_addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
 
         def done(fut: "Future[RemotingCommand]") -> None:
@@ -115,7 +106,7 @@ class PullAPI:
     def pull_sync(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                   sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0,
                   timeout_ms: int = 10_000) -> PullResult:
-        addr = self.broker_addr(mq)
+        addr = self.instance.find_master_addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
         try:
             resp = self.instance.remoting.invoke_sync(addr, cmd, timeout_ms)
