@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -10,7 +10,6 @@ from rocketmesh.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import (
     CreateTopicRequestHeader,
-    HeaderError,
     QueryMessageRequestHeader,
     QueueOffsetRequestHeader,
     SearchOffsetRequestHeader,
@@ -20,16 +19,13 @@ from rocketmesh.remoting.headers import (
     from_ext,
 )
 from rocketmesh.topics import SYSTEM_TOPICS, validate_topic_name
+from rocketmesh.broker.handlers import ok, register_all
 from rocketmesh.broker.topic_config import TopicConfig
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
 
 log = get_logger("broker", component="admin")
-
-
-def _ok(req: RemotingCommand, ext: Optional[dict] = None, body: bytes = b"") -> RemotingCommand:
-    return response_to(req, ResponseCode.SUCCESS, None, ext, body)
 
 
 class AdminProcessor:
@@ -57,19 +53,7 @@ class AdminProcessor:
             RequestCode.HEARTBEAT: (self.heartbeat, None),
             RequestCode.UNREGISTER_CLIENT: (self.unregister_client, None),
         }
-        for code, (fn, ex) in handlers.items():
-            server.register(code, self._guarded(fn), ex)
-
-    @staticmethod
-    def _guarded(fn):
-        """Turn a bad header into SYSTEM_ERROR naming the field (RocketMQ's answer), not a traceback."""
-        def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
-            try:
-                return fn(req, ctx)
-            except HeaderError as exc:
-                return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
-        handler.__name__ = fn.__name__
-        return handler
+        register_all(server, handlers)
 
     # --- topics ---
 
@@ -85,7 +69,7 @@ class AdminProcessor:
             return response_to(req, ResponseCode.SYSTEM_ERROR, "queue numbers must be within 1..1024")
         self.topics.update(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                                        h.topic_filter_type, h.topic_sys_flag, h.order))
-        return _ok(req)
+        return ok(req)
 
     def delete_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(TopicRequestHeader, req.ext)
@@ -93,10 +77,10 @@ class AdminProcessor:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic")
         self.topics.delete(h.topic)
         self.store.delete_topics([h.topic])
-        return _ok(req)
+        return ok(req)
 
     def get_all_topic_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return _ok(req, body=orjson.dumps(self.topics.snapshot()))
+        return ok(req, body=orjson.dumps(self.topics.snapshot()))
 
     # --- messages ---
 
@@ -105,7 +89,7 @@ class AdminProcessor:
         record = self.store.commitlog.read_record(h.offset) if h.offset >= self.store.commitlog.min_offset else b""
         if not record:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset {h.offset}")
-        return _ok(req, body=record)
+        return ok(req, body=record)
 
     def query_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(QueryMessageRequestHeader, req.ext)
@@ -116,25 +100,25 @@ class AdminProcessor:
         if not result.records:
             return response_to(req, ResponseCode.QUERY_NOT_FOUND,
                                "can not find message, maybe time range not correct", ext)
-        return _ok(req, ext, b"".join(result.records))
+        return ok(req, ext, b"".join(result.records))
 
     # --- offsets ---
 
     def get_max_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(QueueOffsetRequestHeader, req.ext)
-        return _ok(req, {"offset": self.store.get_max_offset_in_queue(h.topic, h.queue_id)})
+        return ok(req, {"offset": self.store.get_max_offset_in_queue(h.topic, h.queue_id)})
 
     def get_min_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(QueueOffsetRequestHeader, req.ext)
-        return _ok(req, {"offset": self.store.get_min_offset_in_queue(h.topic, h.queue_id)})
+        return ok(req, {"offset": self.store.get_min_offset_in_queue(h.topic, h.queue_id)})
 
     def get_earliest_msg_storetime(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(QueueOffsetRequestHeader, req.ext)
-        return _ok(req, {"timestamp": self.store.get_earliest_message_time(h.topic, h.queue_id)})
+        return ok(req, {"timestamp": self.store.get_earliest_message_time(h.topic, h.queue_id)})
 
     def search_offset_by_timestamp(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(SearchOffsetRequestHeader, req.ext)
-        return _ok(req, {"offset": self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)})
+        return ok(req, {"offset": self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)})
 
     def get_topic_stats_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(TopicRequestHeader, req.ext)
@@ -148,10 +132,10 @@ class AdminProcessor:
             table.append({"brokerName": self.broker.config.broker_name, "queueId": qid,
                           "minOffset": self.store.get_min_offset_in_queue(h.topic, qid), "maxOffset": max_off,
                           "lastUpdateTimestamp": max(last, 0)})
-        return _ok(req, body=orjson.dumps({"offsetTable": table}))
+        return ok(req, body=orjson.dumps({"offsetTable": table}))
 
     def get_broker_runtime_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return _ok(req, body=orjson.dumps({"table": self.broker.runtime_info()}))
+        return ok(req, body=orjson.dumps({"table": self.broker.runtime_info()}))
 
     # --- clients ---
 
@@ -163,10 +147,10 @@ class AdminProcessor:
             self.broker.clients.heartbeat(data, ctx.identity, ctx.remote)
         except (ValueError, TypeError, KeyError) as exc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
-        return _ok(req)
+        return ok(req)
 
     def unregister_client(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(UnregisterClientRequestHeader, req.ext)
         self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
-        return _ok(req)
+        return ok(req)
 

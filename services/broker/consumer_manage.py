@@ -14,7 +14,6 @@ from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, Re
 from rocketmesh.remoting.headers import (
     ConsumerGroupRequestHeader,
     GetConsumeStatsRequestHeader,
-    HeaderError,
     QueryConsumerOffsetRequestHeader,
     ResetOffsetRequestHeader,
     SubscriptionGroupRequestHeader,
@@ -22,6 +21,7 @@ from rocketmesh.remoting.headers import (
     from_ext,
     to_ext,
 )
+from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.subscription_group import SubscriptionGroupConfig
 
@@ -29,10 +29,6 @@ if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
 
 log = get_logger("broker", component="consumer_manage")
-
-
-def _ok(req: RemotingCommand, ext: Optional[dict] = None, body: bytes = b"") -> RemotingCommand:
-    return response_to(req, ResponseCode.SUCCESS, None, ext, body)
 
 
 def mq_to_json(mq: MessageQueue) -> dict[str, Any]:
@@ -75,19 +71,7 @@ class ConsumerManageProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: (self.get_all_consumer_offset, None),
             RequestCode.CHECK_CLIENT_CONFIG: (self.check_client_config, None),
         }
-        for code, (fn, ex) in handlers.items():
-            server.register(code, self._guarded(fn), ex)
-
-    @staticmethod
-    def _guarded(fn):
-        """A bad header or body is answered SYSTEM_ERROR with what was wrong, never a traceback."""
-        def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
-            try:
-                return fn(req, ctx)
-            except (HeaderError, ValueError, TypeError, KeyError, orjson.JSONDecodeError) as exc:
-                return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad {fn.__name__} request: {exc}")
-        handler.__name__ = fn.__name__
-        return handler
+        register_all(server, handlers, BAD_REQUEST_ERRORS)
 
     @staticmethod
     def _body(req: RemotingCommand) -> dict[str, Any]:
@@ -103,7 +87,7 @@ class ConsumerManageProcessor:
         ids = self.clients.consumer_ids(h.consumer_group)
         if not ids:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
-        return _ok(req, body=orjson.dumps({"consumerIdList": ids}))
+        return ok(req, body=orjson.dumps({"consumerIdList": ids}))
 
     def get_consumer_connection_list(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(ConsumerGroupRequestHeader, req.ext)
@@ -119,7 +103,7 @@ class ConsumerManageProcessor:
             "messageModel": info.message_model,
             "consumeFromWhere": info.consume_from_where,
         }
-        return _ok(req, body=orjson.dumps(body))
+        return ok(req, body=orjson.dumps(body))
 
     def check_client_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Can this broker serve a subscription? (SQL92 needs enablePropertyFilter and a valid expression.)"""
@@ -127,7 +111,7 @@ class ConsumerManageProcessor:
         sub = data.get("subscriptionData") or {}
         expr_type = sub.get("expressionType", "TAG")
         if expr_type == "TAG":
-            return _ok(req)
+            return ok(req)
         if expr_type != "SQL92":
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"unknown expression type {expr_type!r}")
         if not self.broker.config.enable_property_filter:
@@ -138,7 +122,7 @@ class ConsumerManageProcessor:
             filter_for(str(sub.get("subString", "")), expr_type)
         except FilterSyntaxError as exc:
             return response_to(req, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
-        return _ok(req)
+        return ok(req)
 
     # --- offsets ---
 
@@ -147,15 +131,15 @@ class ConsumerManageProcessor:
         offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
             return response_to(req, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
-        return _ok(req, {"offset": offset})
+        return ok(req, {"offset": offset})
 
     def update_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(UpdateConsumerOffsetRequestHeader, req.ext)
         self.offsets.commit_offset(ctx.remote, h.consumer_group, h.topic, h.queue_id, h.commit_offset)
-        return _ok(req)
+        return ok(req)
 
     def get_all_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return _ok(req, body=orjson.dumps({"offsetTable": self.offsets.table_snapshot()}, option=orjson.OPT_NON_STR_KEYS))
+        return ok(req, body=orjson.dumps({"offsetTable": self.offsets.table_snapshot()}, option=orjson.OPT_NON_STR_KEYS))
 
     # --- orderly locks ---
 
@@ -169,12 +153,12 @@ class ConsumerManageProcessor:
     def lock_batch_mq(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         group, client_id, mqs = self._lock_request(req)
         locked = self.locks.try_lock_batch(group, mqs, client_id)
-        return _ok(req, body=orjson.dumps({"lockOKMQSet": [mq_to_json(mq) for mq in sorted(locked)]}))
+        return ok(req, body=orjson.dumps({"lockOKMQSet": [mq_to_json(mq) for mq in sorted(locked)]}))
 
     def unlock_batch_mq(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         group, client_id, mqs = self._lock_request(req)
         self.locks.unlock_batch(group, mqs, client_id)
-        return _ok(req)
+        return ok(req)
 
     # --- progress and reset ---
 
@@ -206,7 +190,7 @@ class ConsumerManageProcessor:
         if not table:
             return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE,
                                f"the consumer group[{h.consumer_group}] has no progress on this broker")
-        return _ok(req, body=orjson.dumps({"offsetTable": table, "consumeTps": 0.0}))
+        return ok(req, body=orjson.dumps({"offsetTable": table, "consumeTps": 0.0}))
 
     def reset_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Move ``group``'s offsets in ``topic`` to ``timestamp`` (-1: the end), here and in its running clients."""
@@ -234,20 +218,20 @@ class ConsumerManageProcessor:
             self.broker.server.push(ch.identity, request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, to_ext(h), body))
         log.info("offset_reset", group=h.group, topic=h.topic, timestamp=h.timestamp, offsets=new,
                  clients=len(info.channels) if info else 0)
-        return _ok(req, body=body)
+        return ok(req, body=body)
 
     # --- subscription groups ---
 
     def update_subscription_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         cfg = SubscriptionGroupConfig.from_json(self._body(req))
         self.groups.update(cfg)
-        return _ok(req)
+        return ok(req)
 
     def get_all_subscription_groups(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return _ok(req, body=orjson.dumps({"subscriptionGroupTable": {c.group_name: c.to_json() for c in self.groups.all()}}))
+        return ok(req, body=orjson.dumps({"subscriptionGroupTable": {c.group_name: c.to_json() for c in self.groups.all()}}))
 
     def delete_subscription_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(SubscriptionGroupRequestHeader, req.ext)
         self.groups.delete(h.group_name)
         self.offsets.remove_group(h.group_name)
-        return _ok(req)
+        return ok(req)

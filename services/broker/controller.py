@@ -27,6 +27,7 @@ from rocketmesh.broker.client_manager import ClientManager
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.broker.consumer_manage import ConsumerManageProcessor
 from rocketmesh.broker.consumer_offsets import ConsumerOffsetManager, OffsetPersister
+from rocketmesh.broker.handlers import guarded
 from rocketmesh.broker.pull import PullMessageProcessor
 from rocketmesh.broker.rebalance_lock import RebalanceLockManager
 from rocketmesh.broker.registration import NamesrvRegistration
@@ -106,7 +107,7 @@ class BrokerController:
         self.server.register(RequestCode.SEND_BATCH_MESSAGE, self.send.enqueue)
         self.pull = PullMessageProcessor(self)
         self.pull.start()
-        self.server.register(RequestCode.PULL_MESSAGE, self.pull.handle)
+        self.server.register(RequestCode.PULL_MESSAGE, guarded(self.pull.handle))
         AdminProcessor(self).register(self.server, self.executor)
         ConsumerManageProcessor(self).register(self.server, self.executor)
         self.offset_persister = OffsetPersister(self.offsets, cfg.flush_consumer_offset_interval)

@@ -23,7 +23,6 @@ from rocketmesh.filter import FilterSyntaxError
 from rocketmesh.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import (
-    HeaderError,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
@@ -109,10 +108,8 @@ class PullMessageProcessor:
     # --- requests ---
 
     def handle(self, req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
-        try:
-            header = from_ext(PullMessageRequestHeader, req.ext)
-        except HeaderError as exc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
+        """PULL_MESSAGE (register it guarded: a bad header raises HeaderError)."""
+        header = from_ext(PullMessageRequestHeader, req.ext)
         resp = self._process(req, header, header.queue_offset, allow_suspend=True, ctx=ctx)
         if resp is None:
             return None

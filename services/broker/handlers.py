@@ -1,0 +1,42 @@
+"""What the broker's request processors share: the success answer and guarded registration."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+from typing import Callable, Optional
+
+import orjson
+
+from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.headers import HeaderError
+
+Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
+
+#: Bad input a handler may meet in a request's header or body: answered, never a traceback.
+BAD_REQUEST_ERRORS = (HeaderError, ValueError, TypeError, KeyError, orjson.JSONDecodeError)
+
+
+def ok(req: RemotingCommand, ext: Optional[dict] = None, body: bytes = b"") -> RemotingCommand:
+    """SUCCESS for ``req``, with ``ext`` fields and ``body``."""
+    return response_to(req, ResponseCode.SUCCESS, None, ext, body)
+
+
+def guarded(fn: Handler, errors: tuple[type[Exception], ...] = (HeaderError,)) -> Handler:
+    """``fn``, answering SYSTEM_ERROR when it raises one of ``errors``: a bad header names its field
+    (RocketMQ's answer), other bad input says which request it spoiled."""
+    def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+        try:
+            return fn(req, ctx)
+        except HeaderError as exc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc))
+        except errors as exc:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad {fn.__name__} request: {exc}")
+    handler.__name__ = fn.__name__
+    return handler
+
+
+def register_all(server: RemotingServer, handlers: dict[int, tuple[Handler, Optional[Executor]]],
+                 errors: tuple[type[Exception], ...] = (HeaderError,)) -> None:
+    """Register each ``code: (handler, executor)`` guarded against ``errors`` (None: on the I/O thread)."""
+    for code, (fn, executor) in handlers.items():
+        server.register(code, guarded(fn, errors), executor)
