@@ -95,6 +95,8 @@ class Message:
         properties: Optional[dict[str, str]] = None,
         flag: int = 0,
         delay_level: int = 0,
+        deliver_at_ms: Optional[int] = None,
+        delay_ms: Optional[int] = None,
     ) -> None:
         self.topic = topic
         self.body = body.encode() if isinstance(body, str) else bytes(body)
@@ -106,6 +108,10 @@ class Message:
             self.keys = keys  # type: ignore[assignment]
         if delay_level:
             self.delay_level = delay_level
+        if deliver_at_ms is not None:
+            self.deliver_at_ms = deliver_at_ms
+        if delay_ms is not None:
+            self.delay_ms = delay_ms
 
     @property
     def tags(self) -> Optional[str]:
@@ -132,6 +138,26 @@ class Message:
     @delay_level.setter
     def delay_level(self, level: int) -> None:
         self._set(MessageConst.DELAY_TIME_LEVEL, str(int(level)) if level else None)
+
+    @property
+    def deliver_at_ms(self) -> Optional[int]:
+        """A timer message's delivery time (epoch ms), or None: the broker holds it until then."""
+        value = self.properties.get(MessageConst.TIMER_DELIVER_MS)
+        return int(value) if value is not None else None
+
+    @deliver_at_ms.setter
+    def deliver_at_ms(self, value: Optional[int]) -> None:
+        self._set(MessageConst.TIMER_DELIVER_MS, None if value is None else str(int(value)))
+
+    @property
+    def delay_ms(self) -> Optional[int]:
+        """A timer message's delay from its arrival at the broker (ms), or None."""
+        value = self.properties.get(MessageConst.TIMER_DELAY_MS)
+        return int(value) if value is not None else None
+
+    @delay_ms.setter
+    def delay_ms(self, value: Optional[int]) -> None:
+        self._set(MessageConst.TIMER_DELAY_MS, None if value is None else str(int(value)))
 
     def put_user_property(self, name: str, value: str) -> None:
         """Set a user property (the name must not be a reserved one)."""

@@ -6,6 +6,8 @@ import re
 
 DEFAULT_TOPIC = "TBW102"
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+#: Timer messages (RocketMQ 5's name): queue entries' tag field holds the delivery time, as for SCHEDULE_TOPIC.
+TIMER_TOPIC = "rmq_sys_wheel_timer"
 BENCHMARK_TOPIC = "BenchmarkTest"
 OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
@@ -19,7 +21,7 @@ SYSTEM_TOPIC_PREFIX = "rmq_sys_"
 #: Topics users may not send to (RocketMQ's TopicValidator.SYSTEM_TOPIC_SET).
 SYSTEM_TOPICS = frozenset({
     DEFAULT_TOPIC, SCHEDULE_TOPIC, BENCHMARK_TOPIC, OFFSET_MOVED_EVENT, TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
+    TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, TIMER_TOPIC,
 })
 
 TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")

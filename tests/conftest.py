@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import pytest
-from procs import BrokerProcess, NamesrvProcess
+from procs import BrokerProcess, NamesrvProcess, SchedulerProcess
 
 from rocketmesh.remoting import RemotingClient
 
@@ -52,6 +52,24 @@ def start_broker(tmp_path: Path, start_namesrv: Callable[..., NamesrvProcess]) -
     for proc in started:
         if proc.alive:
             os.kill(proc.pid, signal.SIGCONT)  # a test may have left it stopped
+        proc.stop()
+
+
+@pytest.fixture
+def start_scheduler(tmp_path: Path) -> Iterator[Callable[..., SchedulerProcess]]:
+    """Factory: ``start_scheduler(namesrv_addr, name="scheduler0", rebalanceIntervalMs=2000, ...)`` starts a
+    scheduler replica (a member of the system group that delivers delayed and timer messages); all stop at
+    teardown. Start it after the brokers, so it finds their queues at once."""
+    started: list[SchedulerProcess] = []
+
+    def start(namesrv: str, name: Optional[str] = None, **config: object) -> SchedulerProcess:
+        name = name or f"scheduler{len(started)}"
+        proc = SchedulerProcess(tmp_path / name, namesrv, name=name, **config)
+        started.append(proc)
+        return proc.start(timeout_s=30)
+
+    yield start
+    for proc in started:
         proc.stop()
 
 

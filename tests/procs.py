@@ -247,3 +247,17 @@ class BrokerProcess(ServiceProcess):
                 if time.monotonic() >= deadline:
                     raise AssertionError(f"{self.broker_name} not registered within {timeout_s} s\n{self.output()}")
                 time.sleep(0.05)
+
+
+class SchedulerProcess(ServiceProcess):
+    """A scheduler replica (delay levels, timers) serving the brokers known to ``namesrv``."""
+
+    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "scheduler",
+                 **config: object) -> None:
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        args = ["-n", namesrv, "--listen-port", str(self.port), "--set", "listenAddress=127.0.0.1",
+                "--set", f"instanceName={name}"]
+        for key, value in config.items():
+            args += ["--set", f"{key}={value}"]
+        super().__init__("scheduler", args, data_dir, ready=stdout_line(r"listening on"), name=name)

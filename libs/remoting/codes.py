@@ -111,6 +111,10 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # rocketmesh's own requests, for what RocketMQ does inside the broker and rocketmesh does in a
+    # service of its own. Numbers from 900 on, clear of RocketMQ's.
+    #: The scheduler asks a broker to re-put due SCHEDULE_TOPIC_XXXX / timer entries to their real topic.
+    DELIVER_DUE_MESSAGES = 901
 
 
 class ResponseCode(IntEnum):

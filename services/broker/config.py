@@ -59,6 +59,10 @@ class BrokerConfig:
     auto_create_subscription_group: bool = True
     #: An orderly consumer's queue lock lapses when not renewed for this long (ms).
     rebalance_lock_max_live_time: int = 60_000
+    #: Timer messages may be due at most this far ahead (s); further is refused (RocketMQ 5's timerMaxDelaySec).
+    timer_max_delay_sec: int = 7 * 24 * 3600
+    #: Queues of the timer topic, so several scheduler replicas can share a broker's timers.
+    timer_queue_nums: int = 4
 
 
 def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str, Any]] = None,

@@ -90,7 +90,7 @@ class BrokerController:
         self.topics = TopicConfigManager(
             os.path.join(self.store_config.store_path_root_dir, "config", "topics.json"),
             cfg.broker_cluster_name, cfg.broker_name, cfg.auto_create_topic_enable,
-            cfg.default_topic_queue_nums, len(self.store.delay_levels))
+            cfg.default_topic_queue_nums, len(self.store.delay_levels), cfg.timer_queue_nums)
         self.topics.load()
         config_dir = os.path.join(self.store_config.store_path_root_dir, "config")
         self.offsets = ConsumerOffsetManager(os.path.join(config_dir, "consumerOffset.json"))

@@ -17,23 +17,17 @@ import time
 from typing import TYPE_CHECKING, Optional
 
 from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, SysFlag
-from rocketmesh.message_codec import (
-    CorruptRecord,
-    decode_batch_raw,
-    decode_properties,
-    encode_host,
-    encode_properties,
-)
+from rocketmesh.message import SysFlag
+from rocketmesh.message_codec import CorruptRecord, decode_batch_raw, encode_host
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
 from rocketmesh.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
-    SCHEDULE_TOPIC,
     SYSTEM_TOPICS,
     validate_topic_name,
 )
 from rocketmesh.broker.config import PERM_WRITE
+from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import FlushDiskType, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -57,16 +51,17 @@ _FAILED_CODES = {
     PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
 _MAX_DRAIN = 1024
-_DELAY_KEY = b"DELAY\x01"
+_SCHEDULE_KEYS = (b"DELAY\x01", b"TIMER_DELIVER_MS\x01", b"TIMER_DELAY_MS\x01")
 
 
-def _has_delay(props: bytes) -> bool:
-    """A DELAY property at a property boundary (not inside another name or a value)."""
-    i = props.find(_DELAY_KEY)
-    while i >= 0:
-        if i == 0 or props[i - 1] == 2:
-            return True
-        i = props.find(_DELAY_KEY, i + 1)
+def _has_schedule(props: bytes) -> bool:
+    """A delay level or delivery time at a property boundary (not inside another name or a value)."""
+    for key in _SCHEDULE_KEYS:
+        i = props.find(key)
+        while i >= 0:
+            if i == 0 or props[i - 1] == 2:
+                return True
+            i = props.find(key, i + 1)
     return False
 
 
@@ -88,7 +83,8 @@ class SendMessageProcessor:
         self.topics = broker.topics
         self.config = broker.config
         self.store_config = broker.store_config
-        self.max_delay_level = len(self.store.delay_levels)
+        self.rewriter = ScheduleRewriter(len(self.store.delay_levels), broker.config.timer_max_delay_sec * 1000,
+                                         broker.config.timer_queue_nums)
         self._queue: collections.deque[tuple[RemotingCommand, RequestContext]] = collections.deque()
         self._wake = threading.Event()
         self._running = False
@@ -240,8 +236,8 @@ class SendMessageProcessor:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
             out = []
             for body, item_flag, item_props in items:
-                if _DELAY_KEY in item_props and _has_delay(item_props):
-                    raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold delayed messages")
+                if ScheduleRewriter.wants(item_props) and _has_schedule(item_props):
+                    raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold delayed or timer messages")
                 if not 0 < len(body) <= max_size:
                     self._check_body(len(body), max_size)
                 out.append(MessageExtBrokerInner(topic, body, queue_id, item_flag, item_props, sys_flag, born,
@@ -251,8 +247,11 @@ class SendMessageProcessor:
         self._check_body(len(body), max_size)
         raw_props = props.encode()
         topic_out, queue_out = topic, queue_id
-        if "DELAY\x01" in props:
-            topic_out, queue_out, raw_props = self._delay_rewrite(topic, queue_id, props)
+        if ScheduleRewriter.wants(raw_props):
+            try:
+                topic_out, queue_out, raw_props = self.rewriter.rewrite(topic, queue_id, raw_props)
+            except ScheduleRewriteError as exc:
+                raise SendError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
         return [MessageExtBrokerInner(topic_out, body, queue_out, flag, raw_props, sys_flag, born, born_host,
                                       reconsume)]
 
@@ -275,21 +274,6 @@ class SendMessageProcessor:
         if cfg is None:
             raise SendError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         return cfg
-
-    def _delay_rewrite(self, topic: str, queue_id: int, props: str) -> tuple[str, int, bytes]:
-        """A delayed message goes to SCHEDULE_TOPIC_XXXX, queue level-1, its real address in properties."""
-        pm = decode_properties(props.encode())
-        try:
-            level = int(pm.get(MessageConst.DELAY_TIME_LEVEL, "0"))
-        except ValueError:
-            raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the DELAY property must be an integer level") from None
-        if level <= 0:
-            return topic, queue_id, props.encode()
-        level = min(level, self.max_delay_level)
-        pm[MessageConst.DELAY_TIME_LEVEL] = str(level)
-        pm[MessageConst.REAL_TOPIC] = topic
-        pm[MessageConst.REAL_QUEUE_ID] = str(queue_id)
-        return SCHEDULE_TOPIC, level - 1, encode_properties(pm)
 
     _host_cache: dict[str, bytes] = {}
 

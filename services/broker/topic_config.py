@@ -15,6 +15,7 @@ from rocketmesh.topics import (
     DEFAULT_TOPIC,
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
+    TIMER_TOPIC,
     SELF_TEST_TOPIC,
 )
 from rocketmesh.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE
@@ -71,7 +72,7 @@ class TopicConfigManager:
     """The topic table: built-in system topics, user topics, auto-created ones; saved atomically."""
 
     def __init__(self, path: str, cluster_name: str, broker_name: str, auto_create: bool,
-                 default_queue_nums: int, delay_levels: int) -> None:
+                 default_queue_nums: int, delay_levels: int, timer_queue_nums: int = 4) -> None:
         self.path = path
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
@@ -87,6 +88,7 @@ class TopicConfigManager:
         self._system(broker_name, 1, 1, rw | (PERM_INHERIT if auto_create else 0))
         self._system(OFFSET_MOVED_EVENT, 1, 1, rw)
         self._system(SCHEDULE_TOPIC, delay_levels, delay_levels, rw)
+        self._system(TIMER_TOPIC, timer_queue_nums, timer_queue_nums, rw)
 
     def _system(self, name: str, read: int, write: int, perm: int) -> None:
         self.table[name] = TopicConfig(name, read, write, perm)

@@ -15,7 +15,7 @@ from functools import lru_cache
 from rocketmesh.log import get_logger
 from rocketmesh.message import SysFlag
 from rocketmesh.message_codec import tags_hash_code
-from rocketmesh.topics import SCHEDULE_TOPIC
+from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.commitlog import DispatchRecord
 from rocketmesh.broker.store.config import MessageStoreConfig, parse_delay_levels
 from rocketmesh.broker.store.consume_queue import ConsumeQueue
@@ -24,9 +24,10 @@ from rocketmesh.broker.store.index_file import IndexService
 log = get_logger("broker", component="dispatcher")
 
 _SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
+_TIMER_TOPIC_B = TIMER_TOPIC.encode()
 _NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
 #: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
-find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY)\x01([^\x02]*)").findall
+find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY|TIMER_DELIVER_MS)\x01([^\x02]*)").findall
 
 #: (topic, queue id, new max offset) for each queue a run of records touched.
 Arrived = list[tuple[str, int, int]]
@@ -100,7 +101,7 @@ class Dispatcher:
         for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
             tags_code = 0
             if props:
-                keys = uniq = delay = None
+                keys = uniq = delay = deliver_at = None
                 for name, value in find_props(props):
                     if name == b"TAGS":
                         tags_code = _tags_code(value)
@@ -108,12 +109,16 @@ class Dispatcher:
                         uniq = value
                     elif name == b"KEYS":
                         keys = value
-                    else:
+                    elif name == b"DELAY":
                         delay = value
+                    else:
+                        deliver_at = value
                 if topic == _SCHEDULE_TOPIC_B:
                     # The tag field of a delay-level queue holds the delivery time.
                     level = min(max(int(delay or 1), 1), len(delay_levels))
                     tags_code = ts + delay_levels[level - 1]
+                elif topic == _TIMER_TOPIC_B:
+                    tags_code = int(deliver_at or ts)
                 if keys or uniq:
                     index_items.append((topic, keys, uniq, phys, ts))
             if (sys_flag & 0xC) not in _NOT_DISPATCHED:
