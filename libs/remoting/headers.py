@@ -272,3 +272,14 @@ class ConsumerSendMsgBackRequestHeader:
     origin_topic: Optional[str] = None
     unit_mode: bool = False
     max_reconsume_times: Optional[int] = None
+
+
+@dataclass(slots=True)
+class DeliverDueMessagesRequestHeader:
+    """DELIVER_DUE_MESSAGES (rocketmesh's own): re-put due entries of a parked queue (SCHEDULE_TOPIC_XXXX
+    or the timer topic); the offsets travel in the body. Every offset below ``committed_offset`` is
+    settled by the asking scheduler."""
+
+    topic: str
+    queue_id: int
+    committed_offset: int = 0

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from rocketmesh.config import to_properties
 from rocketmesh.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import (
@@ -50,6 +51,7 @@ class AdminProcessor:
             RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: (self.search_offset_by_timestamp, executor),
             RequestCode.GET_TOPIC_STATS_INFO: (self.get_topic_stats_info, None),
             RequestCode.GET_BROKER_RUNTIME_INFO: (self.get_broker_runtime_info, None),
+            RequestCode.GET_BROKER_CONFIG: (self.get_broker_config, None),
             RequestCode.HEARTBEAT: (self.heartbeat, None),
             RequestCode.UNREGISTER_CLIENT: (self.unregister_client, None),
         }
@@ -136,6 +138,11 @@ class AdminProcessor:
 
     def get_broker_runtime_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return ok(req, body=orjson.dumps({"table": self.broker.runtime_info()}))
+
+    def get_broker_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """The broker's and its store's settings, RocketMQ's ``key=value`` lines."""
+        props = {**to_properties(self.broker.config), **to_properties(self.broker.store_config)}
+        return ok(req, body="\n".join(f"{k}={v}" for k, v in sorted(props.items())).encode())
 
     # --- clients ---
 

@@ -26,6 +26,7 @@ from rocketmesh.broker.admin import AdminProcessor
 from rocketmesh.broker.client_manager import ClientManager
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.broker.consumer_manage import ConsumerManageProcessor
+from rocketmesh.broker.delivery import DeliveryProcessor
 from rocketmesh.broker.consumer_offsets import ConsumerOffsetManager, OffsetPersister
 from rocketmesh.broker.handlers import guarded
 from rocketmesh.broker.pull import PullMessageProcessor
@@ -64,6 +65,7 @@ class BrokerController:
         self.executor = ThreadPoolExecutor(config.admin_broker_thread_pool_nums, thread_name_prefix="broker-admin")
         self.send: Optional[SendMessageProcessor] = None
         self.pull: Optional[PullMessageProcessor] = None
+        self.delivery: Optional[DeliveryProcessor] = None
         self.offsets: Optional[ConsumerOffsetManager] = None
         self.offset_persister: Optional[OffsetPersister] = None
         self.subscription_groups: Optional[SubscriptionGroupManager] = None
@@ -110,6 +112,8 @@ class BrokerController:
         self.server.register(RequestCode.PULL_MESSAGE, guarded(self.pull.handle))
         AdminProcessor(self).register(self.server, self.executor)
         ConsumerManageProcessor(self).register(self.server, self.executor)
+        self.delivery = DeliveryProcessor(self)
+        self.delivery.register(self.server, self.executor)
         self.offset_persister = OffsetPersister(self.offsets, cfg.flush_consumer_offset_interval)
         self.offset_persister.start()
         self.server.register_default(self._not_supported)
@@ -172,6 +176,7 @@ class BrokerController:
             "sendThreadPoolQueueSize": len(self.send._queue) if self.send else 0,
             "sendBusyRejections": self.send.busy_rejections if self.send else 0,
             "topicCount": len(self.topics.table),
+            "scheduleMessageDelivered": self.delivery.delivered_total if self.delivery else 0,
         })
         return info
 

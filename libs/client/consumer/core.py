@@ -24,7 +24,7 @@ from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionDat
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
-from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX, validate_topic_name
 from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
@@ -62,12 +62,19 @@ def _enum(cls: Any, value: Any) -> Any:
         raise MQClientError(f"{value!r} is not one of {', '.join(cls.__members__)}") from None
 
 
-def make_subscription(topic: str, expression: Optional[str] = "*", sql: Optional[str] = None) -> SubscriptionData:
+def make_subscription(topic: str, expression: Optional[str] = "*", sql: Optional[str] = None, *,
+                      system: bool = False) -> SubscriptionData:
     """A subscription of ``topic`` by tags (``"TagA || TagB"``, ``"*"``) or by a SQL92 expression.
 
+    ``system`` admits system topics (for the mesh's own services, such as the scheduler).
     Raises MQClientError (SUBSCRIPTION_PARSE_FAILED) for an illegal topic or an expression that does not parse.
     """
-    check_topic(topic)
+    if system:
+        why = validate_topic_name(topic) if isinstance(topic, str) else "the topic must be a string"
+        if why is not None:
+            raise MQClientError(f"the specified topic is invalid: {why}", ResponseCode.MESSAGE_ILLEGAL)
+    else:
+        check_topic(topic)
     try:
         if sql is not None:
             return build_subscription(topic, sql, ExpressionType.SQL92)
@@ -211,9 +218,10 @@ class ConsumerCore:
 
     # --- subscriptions ---
 
-    def subscribe(self, topic: str, expression: Optional[str] = "*", sql: Optional[str] = None) -> SubscriptionData:
+    def subscribe(self, topic: str, expression: Optional[str] = "*", sql: Optional[str] = None, *,
+                  system: bool = False) -> SubscriptionData:
         """Subscribe ``topic`` (see :func:`make_subscription`); a running consumer rebalances at once."""
-        sub = make_subscription(topic, expression, sql)
+        sub = make_subscription(topic, expression, sql, system=system)
         self.subscriptions[topic] = sub
         if self.rebalance is not None:
             self.rebalance.subscriptions[topic] = sub

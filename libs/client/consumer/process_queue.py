@@ -85,6 +85,15 @@ class ProcessQueue:
                 dispatch = True
             return dispatch
 
+    def drop_bodies(self, msgs: Iterable[MessageExt]) -> None:
+        """Forget the bodies of held messages, for a holder that needs only their offsets and properties."""
+        with self._lock:
+            size = 0
+            for m in msgs:
+                size += len(m.body)
+                m.body = b""
+            self.msg_size -= size
+
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Drop consumed messages; returns the offset now safe to commit, or -1 when nothing was held."""
         with self._lock:

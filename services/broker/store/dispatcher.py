@@ -17,7 +17,8 @@ from rocketmesh.message import SysFlag
 from rocketmesh.message_codec import tags_hash_code
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.commitlog import DispatchRecord
-from rocketmesh.broker.store.config import MessageStoreConfig, parse_delay_levels
+from rocketmesh.delay_levels import parse_delay_levels
+from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import ConsumeQueue
 from rocketmesh.broker.store.index_file import IndexService
 

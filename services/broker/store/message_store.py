@@ -21,7 +21,8 @@ from rocketmesh.message_codec import decode_record
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
 from rocketmesh.broker.store.commitlog import CommitLog
-from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig, parse_delay_levels
+from rocketmesh.delay_levels import parse_delay_levels
+from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketmesh.broker.store.dispatch_link import DispatchLink
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService

@@ -1,0 +1,163 @@
+"""DELIVER_DUE_MESSAGES: the re-put of due delayed and timer messages to their real topic.
+
+The scheduler service owns the timing; the broker owns the data. The scheduler
+names queue entries of SCHEDULE_TOPIC_XXXX or the timer topic by offset, and
+the broker reads each one, checks it is due by its own clock (an entry's tag
+field holds its delivery time), restores the message (real topic and queue
+from REAL_TOPIC / REAL_QID, the parking properties removed, everything else
+kept, a new store time) and stores it as a new write.
+
+Deliveries are idempotent per (queue, offset): the broker remembers which
+offsets of each parked queue it re-put since the scheduler's last commit, so a
+scheduler that crashes between re-put and commit, or two replicas overlapping
+during a rebalance, cause no second copy. The memory lives as long as the
+broker process; after a broker restart a re-delivery of the last few seconds
+is possible (at least once, never lost).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import orjson
+
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageConst
+from rocketmesh.message_codec import decode_properties, encode_host, encode_properties
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
+from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rocketmesh.broker.controller import BrokerController
+
+log = get_logger("broker", component="delivery")
+
+PARKED_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
+#: Properties that only mean something while a message is parked.
+_PARKING_PROPS = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
+#: The most entries one request may name.
+MAX_OFFSETS_PER_REQUEST = 4096
+
+
+@dataclass
+class _Delivered:
+    """Offsets of one parked queue re-put at or above ``floor`` (all below it are settled)."""
+
+    floor: int = 0
+    offsets: set[int] = field(default_factory=set)
+
+    def advance(self, floor: int) -> None:
+        if floor > self.floor:
+            self.floor = floor
+            self.offsets = {o for o in self.offsets if o >= floor}
+
+
+class DeliveryProcessor:
+    """Answers DELIVER_DUE_MESSAGES; counts what it re-put."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        self.broker = broker
+        self._lock = threading.Lock()
+        self._delivered: dict[tuple[str, int], _Delivered] = {}
+        self.delivered_total = 0
+        self.duplicates_total = 0
+
+    def register(self, server, executor) -> None:
+        register_all(server, {RequestCode.DELIVER_DUE_MESSAGES: (self.deliver, executor)}, BAD_REQUEST_ERRORS)
+
+    def deliver(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """Re-put the named entries that are due.
+
+        Request: header topic, queueId, committedOffset (every entry below it is
+        settled, so its memory can go); body a JSON list of queue offsets.
+        Answer: header delivered and duplicates (counts); body JSON
+        ``{"done": [offsets settled], "notDue": [[offset, dueMs]], "missing": [offsets]}``.
+        """
+        h = from_ext(DeliverDueMessagesRequestHeader, req.ext)
+        if h.topic not in PARKED_TOPICS:
+            return response_to(req, ResponseCode.NO_PERMISSION,
+                               f"only {SCHEDULE_TOPIC} and {TIMER_TOPIC} entries can be delivered, not {h.topic}")
+        offsets = orjson.loads(req.body) if req.body else []
+        if not isinstance(offsets, list) or not all(isinstance(o, int) and o >= 0 for o in offsets):
+            raise ValueError("the body must be a JSON list of queue offsets")
+        if len(offsets) > MAX_OFFSETS_PER_REQUEST:
+            raise ValueError(f"at most {MAX_OFFSETS_PER_REQUEST} offsets per request")
+        store = self.broker.store
+        cq = store.find_consume_queue(h.topic, h.queue_id)
+        if cq is None:
+            return ok(req, {"delivered": 0, "duplicates": 0},
+                      orjson.dumps({"done": [], "notDue": [], "missing": offsets}))
+        now_ms = int(time.time() * 1000)
+        key = (h.topic, h.queue_id)
+        done: list[int] = []
+        not_due: list[list[int]] = []
+        missing: list[int] = []
+        with self._lock:
+            seen = self._delivered.setdefault(key, _Delivered())
+            seen.advance(h.committed_offset)
+            batch: list[tuple[int, MessageExtBrokerInner]] = []
+            duplicates = 0
+            for offset in offsets:
+                if offset < seen.floor or offset in seen.offsets:
+                    duplicates += 1
+                    done.append(offset)
+                    continue
+                entry = cq.get(offset)
+                if entry is None:
+                    missing.append(offset)
+                    continue
+                phys, _size, due_ms = entry
+                if due_ms > now_ms:
+                    not_due.append([offset, due_ms])
+                    continue
+                inner = self._restore(phys)
+                if inner is None:
+                    missing.append(offset)
+                    continue
+                batch.append((offset, inner))
+            if batch:
+                result = store.put_messages([m for _, m in batch], wait_flush=False)
+                if not result.status.stored:
+                    log.warning("delivery_put_failed", status=result.status.value, remark=result.remark)
+                    return response_to(req, ResponseCode.SYSTEM_ERROR,
+                                       f"[{result.status.value}] re-put of due messages failed {result.remark}")
+                last = result.appended[-1]
+                for offset, _ in batch:
+                    seen.offsets.add(offset)
+                    done.append(offset)
+                end = last.wrote_offset + last.wrote_bytes
+            self.delivered_total += len(batch)
+            self.duplicates_total += duplicates
+        if batch and store.wait_flushed(end) is not PutMessageStatus.PUT_OK:
+            # Stored and remembered; only the flush is late. The scheduler commits, as a send would.
+            log.warning("delivery_flush_timeout", topic=h.topic, queue_id=h.queue_id)
+        if missing:
+            log.warning("delivery_entries_missing", topic=h.topic, queue_id=h.queue_id, offsets=missing[:20])
+        return ok(req, {"delivered": len(batch), "duplicates": duplicates},
+                  orjson.dumps({"done": done, "notDue": not_due, "missing": missing}))
+
+    def _restore(self, phys: int) -> MessageExtBrokerInner | None:
+        msg = self.broker.store.look_message_by_offset(phys)
+        if msg is None:
+            return None
+        props = dict(msg.properties)
+        real_topic = props.get(MessageConst.REAL_TOPIC)
+        try:
+            real_qid = int(props.get(MessageConst.REAL_QUEUE_ID, ""))
+        except ValueError:
+            real_qid = -1
+        if not real_topic or real_qid < 0:
+            log.warning("parked_message_without_real_queue", commitlog_offset=phys)
+            return None
+        for name in _PARKING_PROPS:
+            props.pop(name, None)
+        ip, _, port = msg.born_host.rpartition(":")
+        return MessageExtBrokerInner(real_topic, msg.body, real_qid, msg.flag, encode_properties(props),
+                                     msg.sys_flag, msg.born_timestamp, encode_host(ip, int(port)),
+                                     msg.reconsume_times)

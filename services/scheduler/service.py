@@ -1,0 +1,293 @@
+"""ScheduleService: one scheduler replica.
+
+Pulling: a ConsumerCore of the system group subscribes SCHEDULE_TOPIC_XXXX and
+the timer topic, so rebalance hands this replica its share of every master
+broker's level and timer queues, and pulls them from the committed offset on.
+Only the entries' offsets and due times are kept (bodies are dropped at once).
+
+Timing: every pulled entry goes into one DueQueue. The delivery thread sleeps
+until the earliest due time (or until an earlier entry arrives), then asks
+each entry's broker to re-put the due ones (DELIVER_DUE_MESSAGES, batched per
+queue, all brokers at once). An entry is removed from its process queue only
+when its broker says it is settled, so the committed offset (the smallest
+offset still pending) never passes an undelivered entry: a crash re-reads it,
+and the broker's memory of what it re-put keeps that from making a copy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import defaultdict
+from typing import Any, Optional
+
+import orjson
+
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest
+from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
+from rocketmesh.client.errors import MQError
+from rocketmesh.delay_levels import parse_delay_levels
+from rocketmesh.log import get_logger
+from rocketmesh.message import MessageConst, MessageExt
+from rocketmesh.remoting import (
+    RemotingCommand,
+    RemotingServer,
+    RequestCode,
+    RequestContext,
+    ResponseCode,
+    request,
+    response_to,
+)
+from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, to_ext
+from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.scheduler.config import SchedulerConfig
+from rocketmesh.scheduler.due_queue import DueQueue
+
+log = get_logger("scheduler")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class _Entry:
+    """One pending delivery: a parked message of a pulled queue, by offset."""
+
+    __slots__ = ("req", "msg", "attempts")
+
+    def __init__(self, req: PullRequest, msg: MessageExt) -> None:
+        self.req = req
+        self.msg = msg
+        self.attempts = 0
+
+
+class ScheduleService:
+    """See the module docstring: ``start()``, then ``shutdown()``."""
+
+    def __init__(self, config: SchedulerConfig) -> None:
+        self.config = config
+        namesrv = config.namesrv_addr or os.environ.get("NAMESRV_ADDR", "")
+        self.instance_name = config.instance_name or f"scheduler-{os.getpid()}"
+        self.core = ConsumerCore(
+            config.consumer_group, namesrv, message_model=MessageModel.CLUSTERING,
+            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consume_timestamp=None, allocate=None,
+            orderly=False, pull_batch_size=config.pull_batch_size, pull_interval_ms=0,
+            broker_suspend_max_time_ms=15_000, consumer_timeout_ms_when_suspend=30_000,
+            persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
+            rebalance_interval_ms=config.rebalance_interval_ms, offset_store_dir=None,
+            instance_options=dict(instance_name=self.instance_name,
+                                  heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
+                                  poll_name_server_interval_ms=config.poll_name_server_interval_ms))
+        self.core.consume_type = "CONSUME_ACTIVELY"
+        self.core.deliver = self._on_pulled
+        self.core.can_pull = self._flow_control
+        self.core.subscribe(SCHEDULE_TOPIC, system=True)
+        self.core.subscribe(TIMER_TOPIC, system=True)
+        self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}", name="scheduler")
+        self._due = DueQueue()
+        self._cond = threading.Condition()
+        self._waiting_until: Optional[int] = None
+        self._running = False
+        self._thread: Optional[threading.Thread] = None
+        #: Delay of each level (ms) by broker name, from the broker's own messageDelayLevel.
+        self._levels: dict[str, list[int]] = {}
+        self.delivered = 0
+        self.duplicates = 0
+        self.lost = 0
+        self.failures = 0
+        #: Lateness of the latest deliveries (ms after due), for the status answer.
+        self._lateness: list[int] = []
+
+    # --- life cycle ---
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def start(self) -> None:
+        self.server.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._running_info)
+        self.server.start()
+        self._running = True
+        self._thread = threading.Thread(target=self._deliver_loop, name="scheduler-deliver", daemon=True)
+        self._thread.start()
+        self.core.start()
+        log.info("scheduler_started", group=self.config.consumer_group, instance=self.instance_name,
+                 address=self.address)
+
+    def shutdown(self) -> None:
+        """Stop pulling and delivering, commit what was delivered, leave the group."""
+        if not self._running:
+            return
+        self._running = False
+        with self._cond:
+            self._cond.notify_all()
+        self.core.shutdown()
+        if self._thread is not None:
+            self._thread.join(10)
+        self.core.finish_shutdown()
+        self.server.stop(grace_s=1.0)
+        log.info("scheduler_stopped", delivered=self.delivered)
+
+    # --- pulled entries ---
+
+    def _flow_control(self, req: PullRequest) -> float:
+        if req.pq.msg_count >= self.config.max_pending_per_queue:
+            return PULL_DELAY_WHEN_FLOW_CONTROL_MS
+        return 0
+
+    def _on_pulled(self, req: PullRequest, msgs: list[MessageExt]) -> None:
+        req.pq.drop_bodies(msgs)
+        mq = req.mq
+        if mq.topic == SCHEDULE_TOPIC:
+            levels = self._levels_of(mq.broker_name)
+            delay = levels[min(mq.queue_id, len(levels) - 1)] if levels else 0
+            dues = [m.store_timestamp + delay for m in msgs]
+        else:
+            dues = []
+            for m in msgs:
+                try:
+                    dues.append(int(m.properties[MessageConst.TIMER_DELIVER_MS]))
+                except (KeyError, ValueError):
+                    dues.append(m.store_timestamp)  # the broker's entry is the authority; it says when
+        with self._cond:
+            due_queue = self._due
+            for due, m in zip(dues, msgs):
+                due_queue.push(due, _Entry(req, m))
+            first = due_queue.next_due()
+            if self._waiting_until is None or (first is not None and first < self._waiting_until):
+                self._cond.notify()
+
+    def _levels_of(self, broker_name: str) -> list[int]:
+        """The broker's delay of each level; [] when unknown (the broker then tells each entry's due time)."""
+        levels = self._levels.get(broker_name)
+        if levels is not None:
+            return levels
+        inst = self.core.instance
+        try:
+            addr = inst.master_addr(broker_name)
+            if addr is None:
+                return []
+            resp = inst.invoke_broker(addr, RequestCode.GET_BROKER_CONFIG, timeout_ms=3000)
+            props = dict(line.split("=", 1) for line in resp.body.decode().splitlines() if "=" in line)
+            levels = parse_delay_levels(props["messageDelayLevel"])
+        except (MQError, KeyError, ValueError) as exc:
+            log.warning("delay_levels_unknown", broker=broker_name, error=str(exc))
+            return []
+        self._levels[broker_name] = levels
+        return levels
+
+    # --- delivering ---
+
+    def _deliver_loop(self) -> None:
+        cond = self._cond
+        while self._running:
+            with cond:
+                now = _now_ms()
+                nxt = self._due.next_due()
+                if nxt is None or nxt > now:
+                    self._waiting_until = nxt
+                    cond.wait(1.0 if nxt is None else min(1.0, (nxt - now) / 1000.0))
+                    self._waiting_until = None
+                    continue
+                batch = self._due.pop_due(now)
+            try:
+                self._deliver(batch)
+            except Exception:  # noqa: BLE001 - a bug must not stop delivery; the entries are retried
+                log.exception("deliver_round_failed")
+                self._retry([e for _, e in batch])
+
+    def _deliver(self, batch: list[tuple[int, _Entry]]) -> None:
+        by_queue: dict[PullRequest, list[tuple[int, _Entry]]] = defaultdict(list)
+        for due, entry in batch:
+            if not entry.req.pq.dropped:
+                by_queue[entry.req].append((due, entry))
+        calls: list[tuple[str, RemotingCommand]] = []
+        chunks: list[tuple[PullRequest, list[tuple[int, _Entry]]]] = []
+        step = self.config.deliver_batch_max
+        for req, items in by_queue.items():
+            try:
+                addr = self.core.instance.find_master_addr(req.mq)
+            except MQError as exc:
+                log.warning("deliver_no_broker", mq=str(req.mq), error=str(exc))
+                self._retry([e for _, e in items])
+                continue
+            committed = max(req.pq.committed_offset, 0)
+            header = to_ext(DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed))
+            for i in range(0, len(items), step):
+                chunk = items[i:i + step]
+                body = orjson.dumps([e.msg.queue_offset for _, e in chunk])
+                calls.append((addr, request(RequestCode.DELIVER_DUE_MESSAGES, header, body)))
+                chunks.append((req, chunk))
+        if not calls:
+            return
+        results = self.core.instance.invoke_brokers(calls, timeout_ms=self.config.deliver_timeout_ms)
+        now = _now_ms()
+        for (req, chunk), resp in zip(chunks, results):
+            entries = [e for _, e in chunk]
+            if isinstance(resp, MQError) or resp.code != ResponseCode.SUCCESS:
+                self.failures += 1
+                why = str(resp) if isinstance(resp, MQError) else f"{resp.code}: {resp.remark}"
+                log.warning("deliver_failed", mq=str(req.mq), entries=len(entries), error=why)
+                self._retry(entries)
+                continue
+            self._settle(req, chunk, resp, now)
+
+    def _settle(self, req: PullRequest, chunk: list[tuple[int, _Entry]], resp: RemotingCommand, now: int) -> None:
+        answer = orjson.loads(resp.body)
+        by_offset = {e.msg.queue_offset: (due, e) for due, e in chunk}
+        settled: list[MessageExt] = []
+        for offset in answer.get("done", ()):
+            due, e = by_offset.pop(offset)
+            settled.append(e.msg)
+            lateness = now - due
+            self._lateness.append(lateness)
+        for offset in answer.get("missing", ()):
+            due, e = by_offset.pop(offset)
+            settled.append(e.msg)
+            self.lost += 1
+        not_due = answer.get("notDue", ())
+        if not_due:
+            with self._cond:
+                for offset, due in not_due:
+                    _, e = by_offset.pop(offset)
+                    self._due.push(due, e)
+        if by_offset:  # not named in the answer: try again
+            self._retry([e for _, e in by_offset.values()])
+        if len(self._lateness) > 10_000:
+            del self._lateness[:5000]
+        self.delivered += int(resp.ext.get("delivered", 0))
+        self.duplicates += int(resp.ext.get("duplicates", 0))
+        if settled:
+            req.pq.remove_messages(settled)
+
+    def _retry(self, entries: list[_Entry]) -> None:
+        now = _now_ms()
+        cap = self.config.deliver_retry_max_delay_ms
+        with self._cond:
+            for e in entries:
+                e.attempts += 1
+                self._due.push(now + min(cap, 100 * 2 ** min(e.attempts, 16)), e)
+            self._cond.notify()
+
+    # --- status ---
+
+    def status(self) -> dict[str, Any]:
+        """What this replica holds and has done."""
+        with self._cond:
+            pending = len(self._due)
+            next_due = self._due.next_due()
+        queues = {str(mq): {"pending": pq.msg_count, "committedOffset": pq.committed_offset}
+                  for mq, pq in list(self.core.rebalance.process_queues.items())} if self.core.rebalance else {}
+        late = sorted(self._lateness[-1000:])
+        return {"instanceName": self.instance_name, "group": self.config.consumer_group,
+                "clientId": self.core.instance.client_id if self.core.instance else "",
+                "pending": pending, "nextDueMs": next_due, "delivered": self.delivered,
+                "duplicates": self.duplicates, "lost": self.lost, "failures": self.failures,
+                "latenessP50Ms": late[len(late) // 2] if late else None,
+                "latenessP99Ms": late[int(len(late) * 0.99)] if late else None,
+                "queues": queues}
+
+    def _running_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS, None, None, orjson.dumps(self.status()))
+
