@@ -9,7 +9,8 @@ import subprocess
 import sys
 import time
 
-from procs import free_port
+from procs import free_port, wait_for
+from rocketmesh import Message, Producer
 
 CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
 
@@ -19,9 +20,9 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
-    ns_port, broker_port = free_port(), free_port()
+    ns_port, broker_port, sched_port = free_port(), free_port(), free_port()
     up = subprocess.Popen([*CLI, "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
-                           "--broker-port", str(broker_port), "--set", "mappedFileSizeCommitLog=4194304",
+                           "--broker-port", str(broker_port), "--scheduler-port", str(sched_port), "--set", "mappedFileSizeCommitLog=4194304",
                            "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     namesrv = f"127.0.0.1:{ns_port}"
@@ -61,13 +62,22 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
 
         clusters = run("admin", "cluster-list", "-n", namesrv)
         assert f"127.0.0.1:{broker_port}" in clusters.stdout
+
+        # The mesh's scheduler delivers a delayed message (level 1: one second) to its topic.
+        with Producer("cli-delay", namesrv) as producer:
+            producer.send(Message("CliDelay", "later", delay_level=1))
+
+        def delivered() -> bool:
+            out = run("admin", "topic-status", "-n", namesrv, "-t", "CliDelay").stdout
+            return sum(int(m.group(1)) for m in re.finditer(r"broker-a\s+\d+\s+0\s+(\d+)", out)) == 1
+        wait_for(delivered, 20, "the delayed message in its topic")
     finally:
         up.send_signal(signal.SIGTERM)
         rest, _ = up.communicate(timeout=60)
     assert up.returncode == 0, rest
     assert "stopped." in rest
     # The children are gone: nothing listens on the ports any more.
-    for port in (ns_port, broker_port):
+    for port in (ns_port, broker_port, sched_port):
         assert run_port_free(port)
     assert os.path.exists(tmp_path / "mesh" / "broker-a" / "store" / "commitlog")
 
