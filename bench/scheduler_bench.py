@@ -83,6 +83,23 @@ def send_all(producer: Producer, msgs: list[Message], window: int = 2000) -> flo
     return time.monotonic() - start
 
 
+class Drain(threading.Thread):
+    """Polls ``n`` messages of ``topic`` in the background; ``result()`` gives (poll time ms, message) pairs."""
+
+    def __init__(self, namesrv: str, topic: str, n: int, group: str, timeout_s: float) -> None:
+        super().__init__(daemon=True)
+        self.args = (namesrv, topic, n, group, timeout_s)
+        self.out: list[tuple[int, object]] = []
+        self.start()
+
+    def run(self) -> None:
+        self.out = drain(*self.args)
+
+    def result(self) -> list[tuple[int, object]]:
+        self.join()
+        return self.out
+
+
 def drain(namesrv: str, topic: str, n: int, group: str, timeout_s: float) -> list[tuple[int, object]]:
     """Poll ``n`` messages of ``topic``; returns (poll time ms, message) pairs."""
     out: list[tuple[int, object]] = []
@@ -115,6 +132,7 @@ def run_timers(n: int) -> None:
     try:
         topic = "SchedBenchTimers"
         make_topic(mesh.namesrv, topic)
+        reader = Drain(mesh.namesrv, topic, n, "bench-timer-reader", 120)
         rng = random.Random(1)
         base = int(time.time() * 1000) + 20_000
         dues = [base + rng.randrange(0, 20_000) for _ in range(n)]
@@ -124,7 +142,7 @@ def run_timers(n: int) -> None:
         while time.time() * 1000 < base:
             pending_peak = max(pending_peak, mesh.scheduler_status()["pending"])
             time.sleep(0.5)
-        got = drain(mesh.namesrv, topic, n, "bench-timer-reader", 90)
+        got = reader.result()
         store_late = [m.store_timestamp - int(m.properties[MessageConst.TIMER_DELIVER_MS]) for _, m in got]
         poll_late = [t - int(m.properties[MessageConst.TIMER_DELIVER_MS]) for t, m in got]
         print(f"timers: {n} sent in {took:.1f} s ({n / took:,.0f} msg/s); peak pending at the scheduler "
@@ -143,6 +161,8 @@ def run_levels(rate: int, duration: float) -> None:
         topic = "SchedBenchLevels"
         make_topic(mesh.namesrv, topic)
         n = int(rate * duration)
+        reader = Drain(mesh.namesrv, topic, n, "bench-level-reader", duration + 60)
+        time.sleep(2)
         with Producer("bench-level", mesh.namesrv) as producer:
             interval = 1.0 / rate
             start = time.monotonic()
@@ -155,10 +175,12 @@ def run_levels(rate: int, duration: float) -> None:
                 futures.append(producer.send_async(Message(topic, BODY, delay_level=1)))
             for f in futures:
                 f.result(10)
-        got = drain(mesh.namesrv, topic, n, "bench-level-reader", 60)
+        got = reader.result()
         store_late = [m.store_timestamp - (m.born_timestamp + 1000) for _, m in got]
+        poll_late = [t - (m.born_timestamp + 1000) for t, m in got]
         print(f"levels: {n} at level 1 (1 s) at {rate} msg/s; delivered {len(got):,}")
         print(f"  lateness, re-put store time - (born + 1 s): {stats(store_late)}")
+        print(f"  lateness, consumer poll - (born + 1 s):     {stats(poll_late)}")
     finally:
         mesh.stop()
 
@@ -168,12 +190,13 @@ def run_burst(n: int) -> None:
     try:
         topic = "SchedBenchBurst"
         make_topic(mesh.namesrv, topic)
+        reader = Drain(mesh.namesrv, topic, n, "bench-burst-reader", 150)
         due = int(time.time() * 1000) + 30_000
         with Producer("bench-burst", mesh.namesrv) as producer:
             took = send_all(producer, [Message(topic, BODY, deliver_at_ms=due) for _ in range(n)])
         if time.time() * 1000 > due - 2000:
             raise SystemExit("sending took too long for the burst; use a smaller --burst")
-        got = drain(mesh.namesrv, topic, n, "bench-burst-reader", 120)
+        got = reader.result()
         last = max(m.store_timestamp for _, m in got)
         first = min(m.store_timestamp for _, m in got)
         print(f"burst: {n:,} timers due at one instant (sent in {took:.1f} s); delivered {len(got):,}")
