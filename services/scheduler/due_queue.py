@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 
 class DueQueue:
@@ -29,6 +29,13 @@ class DueQueue:
     def next_due(self) -> Optional[int]:
         """The earliest due time, or None when empty."""
         return self._heap[0][0] if self._heap else None
+
+    def discard(self, predicate: Callable[[Any], bool]) -> int:
+        """Drop every item for which ``predicate`` holds (O(n): for rare events such as a queue leaving)."""
+        before = len(self._heap)
+        self._heap = [e for e in self._heap if not predicate(e[2])]
+        heapq.heapify(self._heap)
+        return before - len(self._heap)
 
     def pop_due(self, now_ms: int, limit: int = 1 << 30) -> list[tuple[int, Any]]:
         """Up to ``limit`` (due, item) pairs due at or before ``now_ms``, earliest first."""

@@ -25,11 +25,12 @@ from typing import Any, Optional
 import orjson
 
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest
+from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQError
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt
+from rocketmesh.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,
@@ -82,6 +83,7 @@ class ScheduleService:
         self.core.consume_type = "CONSUME_ACTIVELY"
         self.core.deliver = self._on_pulled
         self.core.can_pull = self._flow_control
+        self.core.on_queue_removed = self._forget
         self.core.subscribe(SCHEDULE_TOPIC, system=True)
         self.core.subscribe(TIMER_TOPIC, system=True)
         self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}", name="scheduler")
@@ -135,6 +137,13 @@ class ScheduleService:
         if req.pq.msg_count >= self.config.max_pending_per_queue:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
         return 0
+
+    def _forget(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """A queue went to another replica: its pending entries are that replica's now."""
+        with self._cond:
+            dropped = self._due.discard(lambda e: e.req.pq is pq)
+        if dropped:
+            log.info("queue_handed_over", mq=str(mq), pending_dropped=dropped)
 
     def _on_pulled(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         req.pq.drop_bodies(msgs)
