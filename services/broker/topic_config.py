@@ -17,6 +17,8 @@ from rocketmesh.topics import (
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
     SELF_TEST_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
 )
 from rocketmesh.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE
 
@@ -89,6 +91,12 @@ class TopicConfigManager:
         self._system(OFFSET_MOVED_EVENT, 1, 1, rw)
         self._system(SCHEDULE_TOPIC, delay_levels, delay_levels, rw)
         self._system(TIMER_TOPIC, timer_queue_nums, timer_queue_nums, rw)
+        #: Queue counts that follow the broker's settings, whatever topics.json says (a level list that
+        #: grew must not leave its new levels without a readable queue).
+        self._from_settings = {name: self.table[name] for name in (SCHEDULE_TOPIC, TIMER_TOPIC)}
+        # Half messages and their ops: one queue each, read by the txn-checker's system group.
+        self._system(TRANS_HALF_TOPIC, 1, 1, rw)
+        self._system(TRANS_OP_HALF_TOPIC, 1, 1, rw)
 
     def _system(self, name: str, read: int, write: int, perm: int) -> None:
         self.table[name] = TopicConfig(name, read, write, perm)
@@ -98,7 +106,7 @@ class TopicConfigManager:
         if data is None:
             return
         for name, d in data.get("topicConfigTable", {}).items():
-            self.table[name] = TopicConfig.from_json(d)
+            self.table[name] = self._from_settings.get(name) or TopicConfig.from_json(d)
         dv = data.get("dataVersion") or {}
         self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
 
