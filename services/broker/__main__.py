@@ -13,10 +13,10 @@ down cleanly on SIGTERM or SIGINT.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 
 from rocketmesh.config import ConfigError
+from rocketmesh.service_main import add_set_flag, overrides_from, run_until_signalled
 from rocketmesh.broker.config import load_broker_config
 from rocketmesh.broker.controller import BrokerController
 
@@ -29,40 +29,27 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--store-dir", help="storePathRootDir (default ~/store)")
     ap.add_argument("--broker-name", help="brokerName")
     ap.add_argument("--cluster", help="brokerClusterName")
-    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                    help="any broker or store config key, RocketMQ names (repeatable)")
+    add_set_flag(ap, "any broker or store config key")
     return ap.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    overrides: dict[str, object] = {
+    flags: dict[str, object] = {
         "namesrvAddr": args.namesrv, "listenPort": args.listen_port, "storePathRootDir": args.store_dir,
         "brokerName": args.broker_name, "brokerClusterName": args.cluster,
     }
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"--set expects KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        overrides[key.strip()] = value.strip()
     try:
-        config, store_config = load_broker_config(args.config, overrides)
+        config, store_config = load_broker_config(args.config, overrides_from(flags, args.set))
     except (ConfigError, OSError) as exc:
         print(f"broker config error: {exc}", file=sys.stderr)
         return 2
     broker = BrokerController(config, store_config)
-    signal.signal(signal.SIGTERM, lambda *_: broker.shutdown())
-    signal.signal(signal.SIGINT, lambda *_: broker.shutdown())
-    try:
+
+    def start() -> str:
         broker.start()
-    except Exception as exc:  # noqa: BLE001 - report and exit non-zero rather than hang
-        print(f"broker failed to start: {exc}", file=sys.stderr)
-        broker.shutdown()
-        return 1
-    print(f"broker {config.broker_name} listening on {broker.broker_addr}", flush=True)
-    broker.wait()
-    return 0
+        return broker.broker_addr
+    return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,66 @@
+"""What every service's ``python -m rocketmesh.<service>`` entry shares.
+
+``--set KEY=VALUE`` flags, loading the config (file, then environment, then
+flags), the ready line the supervisor and tests wait for
+(``<name> listening on <host:port>``), and running until SIGTERM or SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+
+from rocketmesh.config import ConfigError, load_config
+
+T = TypeVar("T")
+
+
+def add_set_flag(ap: argparse.ArgumentParser, what: str = "any other config key") -> None:
+    """The repeatable ``--set KEY=VALUE`` flag."""
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help=f"{what}, RocketMQ's camelCase names (repeatable)")
+
+
+def overrides_from(flags: Mapping[str, Any], set_items: Iterable[str]) -> dict[str, Any]:
+    """Named flags (None: not given) plus ``--set`` items; ConfigError for an item without ``=``."""
+    out = {k: v for k, v in flags.items() if v is not None}
+    for item in set_items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def load_service_config(name: str, cls: type[T], path: Optional[str], flags: Mapping[str, Any],
+                        set_items: Iterable[str]) -> Optional[T]:
+    """The service's config, or None after printing why not (the caller exits 2)."""
+    try:
+        return load_config(cls, path, overrides_from(flags, set_items))
+    except (ConfigError, OSError) as exc:
+        print(f"{name} config error: {exc}", file=sys.stderr)
+        return None
+
+
+def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[], None]) -> int:
+    """``start()`` (returns the address it serves), print the ready line, wait for SIGTERM/SIGINT, ``stop()``.
+
+    A start that raises is reported on stderr, stopped, and exits 1.
+    """
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: stopping.set())
+    try:
+        address = start()
+    except Exception as exc:  # noqa: BLE001 - report and exit non-zero rather than hang
+        print(f"{label} failed to start: {exc}", file=sys.stderr)
+        stop()
+        return 1
+    print(f"{label} listening on {address}", flush=True)
+    while not stopping.wait(0.5):
+        pass
+    stop()
+    return 0
