@@ -24,6 +24,8 @@ _EXPORTS = {
     "RequestTimeoutError": "rocketmesh.client",
     "SendResult": "rocketmesh.client",
     "SendStatus": "rocketmesh.client",
+    "TransactionProducer": "rocketmesh.client",
+    "LocalTransactionState": "rocketmesh.client",
     "PushConsumer": "rocketmesh.client.consumer",
     "PullConsumer": "rocketmesh.client.consumer",
     "ConsumeConcurrentlyStatus": "rocketmesh.client.consumer",
@@ -45,8 +47,10 @@ if TYPE_CHECKING:
         MQError,
         Producer,
         RequestTimeoutError,
+        LocalTransactionState,
         SendResult,
         SendStatus,
+        TransactionProducer,
     )
     from rocketmesh.client.consumer import (
         ConsumeConcurrentlyStatus,

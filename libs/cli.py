@@ -1,6 +1,7 @@
 """The ``rocketmesh`` console script.
 
     rocketmesh up [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--scheduler-port 10950]
+                  [--txn-checker-port 10960]
     rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ...)
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
@@ -21,7 +22,8 @@ from typing import Optional
 
 from rocketmesh.supervisor import ChildSpec, ServiceStartError, Supervisor
 
-SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler"}
+SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
+            "txn-checker": "rocketmesh.txn_checker"}
 
 
 def _exec_service(module: str, argv: list[str]) -> int:
@@ -62,6 +64,10 @@ def cmd_up(args: argparse.Namespace) -> int:
                                     ["-n", namesrv, "--listen-port", str(args.scheduler_port),
                                      "--set", f"listenAddress={host}", "--set", "instanceName=scheduler"],
                                     os.path.join(logs, "scheduler.log"), env))
+        checker = sup.start(ChildSpec("txn-checker", SERVICES["txn-checker"],
+                                      ["-n", namesrv, "--listen-port", str(args.txn_checker_port),
+                                       "--set", f"listenAddress={host}", "--set", "instanceName=txn-checker"],
+                                      os.path.join(logs, "txn-checker.log"), env))
     except ServiceStartError as exc:
         print(f"rocketmesh up: {exc}", file=sys.stderr)
         sup.stop()
@@ -70,6 +76,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"  namesrv   {namesrv}")
     print(f"  broker-a  {br.address}")
     print(f"  scheduler {sched.address}")
+    print(f"  txn-checker {checker.address}")
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
     print("Stop with Ctrl-C.", flush=True)
     sup.watch()
@@ -83,13 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="rocketmesh", description="RocketMQ semantics as a mesh of ZeroMQ services.")
     sub = ap.add_subparsers(dest="command", required=True)
 
-    up = sub.add_parser("up", help="run a local mesh (namesrv, broker, scheduler) until Ctrl-C")
+    up = sub.add_parser("up", help="run a local mesh (namesrv, broker, scheduler, txn-checker) until Ctrl-C")
     up.add_argument("--data-dir", default=os.environ.get("ROCKETMESH_DATA_DIR", "rocketmesh-data"),
                     help="where stores, configs and logs go (default ./rocketmesh-data)")
     up.add_argument("--host", default="127.0.0.1", help="address services listen on (default 127.0.0.1)")
     up.add_argument("--namesrv-port", type=int, default=9876)
     up.add_argument("--broker-port", type=int, default=10911)
     up.add_argument("--scheduler-port", type=int, default=10950, help="the scheduler's status port")
+    up.add_argument("--txn-checker-port", type=int, default=10960, help="the txn-checker's status port")
     up.add_argument("--broker-config", help="a broker.conf for the broker")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker/store config key")
     up.add_argument("--max-restarts", type=int, default=5, help="restarts of a crashed service before giving up")

@@ -17,8 +17,9 @@ from typing import Any, Callable
 
 from rocketmesh.client import Admin, MQClientError, MQError, Producer
 from rocketmesh.config import camel_case
-from rocketmesh.message import Message, MessageExt
+from rocketmesh.message import Message, MessageConst, MessageExt
 from rocketmesh.remoting import ResponseCode
+from rocketmesh.topics import DLQ_GROUP_TOPIC_PREFIX
 
 #: RocketMQ's timestamp format of resetOffsetByTime: yyyy-MM-dd#HH:mm:ss:SSS (local time).
 RESET_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
@@ -218,6 +219,54 @@ def delete_sub_group(a: argparse.Namespace, admin: Admin) -> None:
     print(f"delete subscription group [{a.group}] from cluster [{a.cluster or 'all'}] success.")
 
 
+def list_dlq(a: argparse.Namespace, admin: Admin) -> None:
+    letters = admin.dlq_messages(a.group, a.max_num)
+    print(f"{'#Message ID':<34}{'#Original Topic':<28}{'#Reconsume':>11}  {'#Store Time':<25}#Body")
+    for d in letters:
+        print(f"{d.msg_id:<34}{d.original_topic:<28}{d.reconsume_times:>11}  {_ts(d.store_timestamp):<25}"
+              f"{d.body_preview!r}")
+    print(f"{len(letters)} message(s) in the dead-letter queue of group {a.group}"
+          + (f" (first {a.max_num} shown)" if len(letters) >= a.max_num else ""))
+
+
+def resend_dlq(a: argparse.Namespace, admin: Admin) -> None:
+    results = admin.resend_dlq(a.group, None if a.all else a.msg_id)
+    print(f"{'#Message ID':<34}{'#Topic':<28}#Result")
+    failed = 0
+    for r in results:
+        if r.sent is not None:
+            outcome = f"{r.sent.send_status.value} new msgId={r.sent.msg_id}"
+        else:
+            failed += 1
+            outcome = f"FAILED {r.error}"
+        print(f"{r.letter.msg_id:<34}{r.letter.original_topic:<28}{outcome}")
+    if failed:
+        raise MQClientError(f"{failed} of {len(results)} dead letters were not resent")
+    print(f"resent {len(results)} message(s) of the dead-letter queue of group {a.group}")
+
+
+def retry_history(a: argparse.Namespace, admin: Admin) -> None:
+    copies = admin.retry_history(a.msg_id, a.group, a.topic)
+    print(f"{'#Topic':<32}{'#Reconsume':>11}  {'#Store Time':<25}{'#Offset Msg ID':<34}#Note")
+    for m in copies:
+        real_topic = m.properties.get(MessageConst.REAL_TOPIC)
+        note = ""
+        if real_topic:
+            note = f"parked for {real_topic} (delay level {m.properties.get(MessageConst.DELAY_TIME_LEVEL, '?')})"
+        elif m.topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+            note = "dead-lettered"
+        print(f"{m.topic:<32}{m.reconsume_times:>11}  {_ts(m.store_timestamp):<25}{m.msg_id:<34}{note}")
+
+
+def pending_half_messages(a: argparse.Namespace, admin: Admin) -> None:
+    pending = admin.pending_half_messages(a.topic, a.max_num)
+    print(f"{'#Transaction ID':<34}{'#Broker Name':<20}{'#QID':>5}  {'#Producer Group':<28}{'#Checks':>8}  #Born Time")
+    for p in pending:
+        print(f"{p.transaction_id:<34}{p.broker_name:<20}{p.queue_id:>5}  {p.producer_group:<28}{p.check_times:>8}  "
+              f"{_ts(p.born_timestamp)}")
+    print(f"{len(pending)} half message(s) of topic {a.topic} wait for their transaction's outcome")
+
+
 COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, Admin], None], Callable[[argparse.ArgumentParser], None]]] = {}
 
 
@@ -332,6 +381,33 @@ def _(p):
 def _(p):
     p.add_argument("-g", "--group", required=True)
     p.add_argument("-c", "--cluster")
+
+
+@_command("list-dlq", "messages in a consumer group's dead-letter queue (%DLQ%<group>)")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-m", "--max-num", type=int, default=100)
+
+
+@_command("resend-dlq", "resend dead-lettered messages of a group to their original topic")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("-i", "--msg-id", help="one message: its id (unique key) or offset id")
+    which.add_argument("-a", "--all", action="store_true", help="every message in the dead-letter queue")
+
+
+@_command("retry-history", "every stored copy of a message: original, retries, dead letter")
+def _(p):
+    p.add_argument("-i", "--msg-id", required=True, help="the message's id (unique key) or any copy's offset id")
+    p.add_argument("-g", "--group", help="only this group's retry and dead-letter topics (default: every group's)")
+    p.add_argument("-t", "--topic", help="the original topic (found from the copies when not given)")
+
+
+@_command("pending-half-messages", "half messages of a topic whose transaction is not decided yet")
+def _(p):
+    p.add_argument("-t", "--topic", required=True)
+    p.add_argument("-m", "--max-num", type=int, default=100, help="at most this many per broker (default 100)")
 
 
 def run_admin(a: argparse.Namespace) -> int:

@@ -34,6 +34,8 @@ class MessageConst:
     CONSUME_START_TIME = "CONSUME_START_TIME"
     TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
     CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+    #: The transaction a half message (and every copy and op of it) belongs to: its UNIQ_KEY.
+    TRANSACTION_ID = "__transactionId__"
     SHARDING_KEY = "SHARDING_KEY"
     TRACE_CONTEXT = "traceparent"
     # Timer messages (RocketMQ 5 names).
@@ -188,7 +190,8 @@ class MessageExt:
 
     __slots__ = ("topic", "body", "_properties", "_raw_properties", "flag", "queue_id", "queue_offset",
                  "commitlog_offset", "store_size", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
-                 "store_host", "reconsume_times", "prepared_transaction_offset", "body_crc", "msg_id")
+                 "store_host", "reconsume_times", "prepared_transaction_offset", "body_crc", "msg_id",
+                 "consume_start_time")
 
     def __init__(self, topic: str, body: bytes, properties: Optional[dict[str, str]], flag: int, queue_id: int,
                  queue_offset: int, commitlog_offset: int, store_size: int, sys_flag: int, born_timestamp: int,
@@ -212,6 +215,9 @@ class MessageExt:
         self.prepared_transaction_offset = prepared_transaction_offset
         self.body_crc = body_crc
         self.msg_id = msg_id
+        #: When a push consumer handed the message to its listener (epoch ms; 0 before): RocketMQ's
+        #: CONSUME_START_TIME, which the consume timeout is measured from.
+        self.consume_start_time = 0
 
     @property
     def properties(self) -> dict[str, str]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
-from procs import BrokerProcess, NamesrvProcess, SchedulerProcess
+from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess
 
 from rocketmesh.remoting import RemotingClient
 
@@ -65,6 +65,24 @@ def start_scheduler(tmp_path: Path) -> Iterator[Callable[..., SchedulerProcess]]
     def start(namesrv: str, name: Optional[str] = None, **config: object) -> SchedulerProcess:
         name = name or f"scheduler{len(started)}"
         proc = SchedulerProcess(tmp_path / name, namesrv, name=name, **config)
+        started.append(proc)
+        return proc.start(timeout_s=30)
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def start_txn_checker(tmp_path: Path) -> Iterator[Callable[..., TxnCheckerProcess]]:
+    """Factory: ``start_txn_checker(namesrv_addr, name="txn-checker0", transactionCheckInterval=500, ...)``
+    starts a txn-checker replica (a member of the system group that checks undecided half messages); all
+    stop at teardown. Start it after the brokers, so it finds their half queues at once."""
+    started: list[TxnCheckerProcess] = []
+
+    def start(namesrv: str, name: Optional[str] = None, **config: object) -> TxnCheckerProcess:
+        name = name or f"txn-checker{len(started)}"
+        proc = TxnCheckerProcess(tmp_path / name, namesrv, name=name, **config)
         started.append(proc)
         return proc.start(timeout_s=30)
 

@@ -261,3 +261,25 @@ class SchedulerProcess(ServiceProcess):
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
         super().__init__("scheduler", args, data_dir, ready=stdout_line(r"listening on"), name=name)
+
+
+class TxnCheckerProcess(ServiceProcess):
+    """A txn-checker replica (half-message check-back) serving the brokers known to ``namesrv``."""
+
+    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "txn-checker",
+                 **config: object) -> None:
+        self.port = port or free_port()
+        self.addr = f"127.0.0.1:{self.port}"
+        args = ["-n", namesrv, "--listen-port", str(self.port), "--set", "listenAddress=127.0.0.1",
+                "--set", f"instanceName={name}"]
+        for key, value in config.items():
+            args += ["--set", f"{key}={value}"]
+        super().__init__("txn_checker", args, data_dir, ready=stdout_line(r"listening on"), name=name)
+
+    def status(self, timeout_ms: int = 3000) -> dict:
+        """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it checked."""
+        import orjson
+
+        with RemotingClient(name="probe") as client:
+            resp = client.invoke_sync(self.addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO), timeout_ms)
+        return orjson.loads(resp.body)

@@ -9,8 +9,10 @@ import subprocess
 import sys
 import time
 
+import orjson
 from procs import free_port, wait_for
 from rocketmesh import Message, Producer
+from rocketmesh.remoting import RemotingClient, RequestCode, request
 
 CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
 
@@ -20,9 +22,10 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 
 def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
-    ns_port, broker_port, sched_port = free_port(), free_port(), free_port()
+    ns_port, broker_port, sched_port, checker_port = free_port(), free_port(), free_port(), free_port()
     up = subprocess.Popen([*CLI, "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
-                           "--broker-port", str(broker_port), "--scheduler-port", str(sched_port), "--set", "mappedFileSizeCommitLog=4194304",
+                           "--broker-port", str(broker_port), "--scheduler-port", str(sched_port),
+                           "--txn-checker-port", str(checker_port), "--set", "mappedFileSizeCommitLog=4194304",
                            "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     namesrv = f"127.0.0.1:{ns_port}"
@@ -71,13 +74,21 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
             out = run("admin", "topic-status", "-n", namesrv, "-t", "CliDelay").stdout
             return sum(int(m.group(1)) for m in re.finditer(r"broker-a\s+\d+\s+0\s+(\d+)", out)) == 1
         wait_for(delivered, 20, "the delayed message in its topic")
+
+        # The mesh's txn-checker has taken the broker's half queue.
+        def checker_owns_half_queue() -> bool:
+            with RemotingClient(name="probe") as client:
+                resp = client.invoke_sync(f"127.0.0.1:{checker_port}",
+                                          request(RequestCode.GET_CONSUMER_RUNNING_INFO), 3000)
+            return "RMQ_SYS_TRANS_HALF_TOPIC@broker-a:0" in orjson.loads(resp.body)["queues"]
+        wait_for(checker_owns_half_queue, 20, "the txn-checker owning the half queue")
     finally:
         up.send_signal(signal.SIGTERM)
         rest, _ = up.communicate(timeout=60)
     assert up.returncode == 0, rest
     assert "stopped." in rest
     # The children are gone: nothing listens on the ports any more.
-    for port in (ns_port, broker_port, sched_port):
+    for port in (ns_port, broker_port, sched_port, checker_port):
         assert run_port_free(port)
     assert os.path.exists(tmp_path / "mesh" / "broker-a" / "store" / "commitlog")
 

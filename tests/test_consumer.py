@@ -315,32 +315,6 @@ def test_orderly_listener_suspend_retries_the_same_message_in_order(namesrv, adm
         c.shutdown()
 
 
-# --- retry without loss ---
-
-def test_reconsume_later_never_loses_the_message(namesrv, admin, producer):
-    topic = "RetryLater"
-    make_topic(admin, topic, 1)
-    attempts: collections.Counter[str] = collections.Counter()
-
-    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        body = msgs[0].body.decode()
-        attempts[body] += 1
-        if body == "flaky" and attempts[body] < 2:
-            return ConsumeConcurrentlyStatus.RECONSUME_LATER
-        if body == "raises" and attempts[body] < 2:
-            raise RuntimeError("listener failure")
-        return SUCCESS
-
-    c = push_consumer(namesrv.addr, "retry-group", "r", topic, listener)
-    try:
-        for body in ("ok", "flaky", "raises"):
-            producer.send(Message(topic, body))
-        wait_for(lambda: attempts["flaky"] >= 2 and attempts["raises"] >= 2, 20, what="failed messages redelivered")
-        assert attempts["ok"] == 1
-    finally:
-        c.shutdown()
-
-
 # --- filters ---
 
 FILTER_MESSAGES = [

@@ -12,12 +12,18 @@ from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientErr
 from rocketmesh.client.fault import LatencyFaultTolerance, MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.producer import Producer, SendCallback
-from rocketmesh.client.results import SendResult, SendStatus, TopicOffset
+from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
 from rocketmesh.client.route import BrokerData, Perm, QueueData, TopicPublishInfo, TopicRouteData
 from rocketmesh.client.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
+)
+from rocketmesh.client.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
 )
 from rocketmesh.client.unique_id import create_unique_id
 from rocketmesh.message import Message, MessageExt, MessageQueue
@@ -31,6 +37,7 @@ __all__ = [
     "ClientInstance",
     "ClusterInfo",
     "LatencyFaultTolerance",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "MQError",
@@ -39,6 +46,7 @@ __all__ = [
     "MessageExt",
     "MessageQueue",
     "MessageQueueSelector",
+    "PendingHalfMessage",
     "Perm",
     "Producer",
     "QueueData",
@@ -52,5 +60,8 @@ __all__ = [
     "TopicOffset",
     "TopicPublishInfo",
     "TopicRouteData",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "create_unique_id",
 ]

@@ -26,6 +26,7 @@ from rocketmesh.remoting.headers import (
     ConsumerGroupRequestHeader,
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
+    PendingHalfMessagesRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
     SubscriptionGroupRequestHeader,
@@ -34,9 +35,18 @@ from rocketmesh.remoting.headers import (
     to_ext,
 )
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
+from rocketmesh.client.dead_letters import DeadLetter, DeadLetters, ResendResult
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import DEFAULT_TIMEOUT_MS, ClientInstance, namesrv_addrs_from
-from rocketmesh.client.results import Connection, ConsumerConnection, ConsumeStats, OffsetWrapper, TopicOffset
+from rocketmesh.client.producer import Producer
+from rocketmesh.client.results import (
+    Connection,
+    ConsumerConnection,
+    ConsumeStats,
+    OffsetWrapper,
+    PendingHalfMessage,
+    TopicOffset,
+)
 from rocketmesh.client.route import Perm, TopicRouteData
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
@@ -61,6 +71,7 @@ class Admin:
         self.timeout_ms = timeout_ms
         self._instance_name = instance_name
         self._instance: Optional[ClientInstance] = None
+        self._producers: dict[str, Producer] = {}
         self._closed = False
 
     # -- life cycle ------------------------------------------------------------
@@ -80,6 +91,9 @@ class Admin:
         if self._closed:
             return
         self._closed = True
+        for producer in self._producers.values():
+            producer.shutdown()
+        self._producers.clear()
         if self._instance is not None:
             self._instance.release()
             self._instance = None
@@ -461,6 +475,62 @@ class Admin:
         out = [m for m in self._query(topic, key, max_num, begin_ms, end_ms)
                if m.keys is not None and key in m.keys.split(sep)]
         out.sort(key=lambda m: (m.store_timestamp, m.store_host, m.commitlog_offset))
+        return out
+
+    # -- retries and dead letters ---------------------------------------------
+
+    def dlq_messages(self, group: str, max_num: int = 100) -> list[DeadLetter]:
+        """Up to ``max_num`` messages of ``group``'s dead-letter queue ``%DLQ%<group>`` (id, original topic,
+        reconsume times, store time, body), read from the brokers directly ([] when there are none)."""
+        return DeadLetters(self).list(group, max_num)
+
+    def resend_dlq(self, group: str, msg_id: Optional[str] = None) -> list[ResendResult]:
+        """Resend one dead letter of ``group`` (``msg_id``: its unique key or offset id) or, without
+        ``msg_id``, all of them, to the original topic as new messages (same body, tags, keys, user
+        properties). MQClientError(NO_MESSAGE) when there is no such message; see :class:`DeadLetters`."""
+        return DeadLetters(self).resend(group, msg_id)
+
+    def retry_history(self, msg_id: str, group: Optional[str] = None, topic: Optional[str] = None) -> list[MessageExt]:
+        """Every stored copy of a message (original, retries, dead letter), oldest first; see
+        :meth:`DeadLetters.retry_history`."""
+        return DeadLetters(self).retry_history(msg_id, group, topic)
+
+    def inner_producer(self, group: str) -> Producer:
+        """A producer of ``group`` on this admin's name servers, started on first use, shut down by close()."""
+        producer = self._producers.get(group)
+        if producer is None:
+            producer = self._producers[group] = Producer(group, self.namesrv_addrs, instance_name=self._instance_name)
+            producer.start()
+        return producer
+
+    # -- transactions ----------------------------------------------------------
+
+    def pending_half_messages(self, topic: str, max_num: int = 100) -> list[PendingHalfMessage]:
+        """Half messages of ``topic`` whose transaction is not decided yet (neither committed, rolled back nor
+        given up), oldest first, up to ``max_num`` from each master broker; [] when there are none."""
+        check_topic(topic)
+        if not isinstance(max_num, int) or isinstance(max_num, bool) or max_num < 1:
+            raise MQClientError(f"max_num must be an integer >= 1, got {max_num!r}", ResponseCode.MESSAGE_ILLEGAL)
+        masters = [b for b in self.cluster_info().brokers() if b.is_master]
+        if not masters:
+            raise MQClientError("no master broker registered with the name servers",
+                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        ext = to_ext(PendingHalfMessagesRequestHeader(topic, max_num))
+        out: list[PendingHalfMessage] = []
+        results = self.instance.invoke_brokers(
+            [(b.addr, request(RequestCode.GET_PENDING_HALF_MESSAGES, dict(ext))) for b in masters], self.timeout_ms)
+        for broker, res in zip(masters, results):
+            resp = self._ok(res, broker.addr)
+            try:
+                entries = orjson.loads(resp.body or b"[]")
+                out.extend(PendingHalfMessage(
+                    str(e["transactionId"]), str(e["topic"]), int(e["queueId"]), broker.broker_name,
+                    str(e["producerGroup"]), int(e["checkTimes"]), int(e["bornTimestamp"]),
+                    int(e["storeTimestamp"]), int(e["halfQueueOffset"]), int(e["commitLogOffset"]),
+                    str(e["offsetMsgId"]), str(e.get("keys") or ""), str(e.get("tags") or "")) for e in entries)
+            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+                raise MQClientError(f"malformed pending half messages from {broker.addr}: {exc}") from exc
+        out.sort(key=lambda p: (p.born_timestamp, p.transaction_id))
         return out
 
     def wait_topic_route(self, topic: str, timeout_s: float = 10.0, interval_s: float = 0.1) -> TopicRouteData:

@@ -128,3 +128,28 @@ class ConsumerConnection:
     consume_type: str | None = None
     message_model: str | None = None
     consume_from_where: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PendingHalfMessage:
+    """A half message whose transaction is not decided yet, as a broker lists it (the latest copy).
+
+    ``transaction_id`` is the message's unique id (its msgId); ``topic`` and
+    ``queue_id`` are where it goes when committed; ``check_times`` counts the
+    checks made so far; ``half_queue_offset`` / ``commit_log_offset`` /
+    ``offset_msg_id`` say where the copy is stored in RMQ_SYS_TRANS_HALF_TOPIC.
+    """
+
+    transaction_id: str
+    topic: str
+    queue_id: int
+    broker_name: str
+    producer_group: str
+    check_times: int
+    born_timestamp: int
+    store_timestamp: int
+    half_queue_offset: int
+    commit_log_offset: int
+    offset_msg_id: str
+    keys: str = ""
+    tags: str = ""

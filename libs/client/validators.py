@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rocketmesh.message import Message
+from rocketmesh.message import Message, MessageConst
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.topics import (
     RETRY_GROUP_TOPIC_PREFIX,
@@ -87,6 +87,9 @@ def check_batch(msgs: Any, max_message_size: int) -> str:
             )
         if msg.delay_level > 0:
             raise MQClientError("delayed messages (delay_level) cannot be sent in a batch", _ILLEGAL)
+        if msg.properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
+            raise MQClientError("transactional messages cannot be sent in a batch; use "
+                                "TransactionProducer.send_message_in_transaction for each", _ILLEGAL)
         if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
             raise MQClientError("messages to a retry topic cannot be sent in a batch", _ILLEGAL)
     assert topic is not None

@@ -115,6 +115,11 @@ class RequestCode(IntEnum):
     # service of its own. Numbers from 900 on, clear of RocketMQ's.
     #: The scheduler asks a broker to re-put due SCHEDULE_TOPIC_XXXX / timer entries to their real topic.
     DELIVER_DUE_MESSAGES = 901
+    #: The txn-checker asks a broker to check one half message: ask a live producer of its group, or move
+    #: it to TRANS_CHECK_MAX_TIME_TOPIC past transactionCheckMax (RocketMQ does this inside the broker).
+    CHECK_HALF_MESSAGE = 910
+    #: Admin: the half messages of a topic still waiting for their transaction's outcome.
+    GET_PENDING_HALF_MESSAGES = 911
 
 
 class ResponseCode(IntEnum):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
+from enum import Enum
 from functools import lru_cache
 from typing import Any, Optional, TypeVar
 
@@ -283,3 +284,81 @@ class DeliverDueMessagesRequestHeader:
     topic: str
     queue_id: int
     committed_offset: int = 0
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader:
+    """QUERY_CONSUME_QUEUE: up to ``count`` entries of one consume queue from ``index``. An admin read: it
+    ignores the topic's read permission, so tools can list write-only topics such as ``%DLQ%<group>``."""
+
+    topic: str
+    queue_id: int
+    index: int = 0
+    count: int = 32
+    consumer_group: Optional[str] = None
+
+
+# --- transactions ---
+
+@dataclass(slots=True)
+class EndTransactionRequestHeader:
+    """END_TRANSACTION (producer -> broker, oneway): the outcome of the transaction of the half message stored
+    at ``commit_log_offset`` (queue offset ``tran_state_table_offset`` of RMQ_SYS_TRANS_HALF_TOPIC).
+    ``commit_or_rollback`` is a SysFlag transaction value: 8 commit, 12 rollback, 0 not known yet."""
+
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    from_transaction_check: bool = False
+    msg_id: Optional[str] = None
+    transaction_id: Optional[str] = None
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader:
+    """CHECK_TRANSACTION_STATE (broker -> producer): what is the outcome of this transaction? The body is
+    the half message's commitlog record; the answer comes back as END_TRANSACTION."""
+
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: Optional[str] = None
+    transaction_id: Optional[str] = None
+    offset_msg_id: Optional[str] = None
+
+
+class HalfCheckOutcome(str, Enum):
+    """What a broker did with a CHECK_HALF_MESSAGE (the ``outcome`` of its answer)."""
+
+    #: A live producer of the group was asked; unless it answered at once, the half message was stored again
+    #: with its check count + 1 (the copy is what the next check looks at).
+    CHECKED = "CHECKED"
+    #: The transaction was committed or rolled back already: nothing left to check.
+    DECIDED = "DECIDED"
+    #: Checked transactionCheckMax times (or older than the store keeps files): moved to TRANS_CHECK_MAX_TIME_TOPIC.
+    DISCARDED = "DISCARDED"
+    #: No live producer of the group: nothing done, nothing counted; check again later.
+    NO_PRODUCER = "NO_PRODUCER"
+    #: No such half message in the store (removed with an expired commitlog file).
+    MISSING = "MISSING"
+
+
+@dataclass(slots=True)
+class CheckHalfMessageRequestHeader:
+    """CHECK_HALF_MESSAGE (rocketmesh's own, txn-checker -> broker): check the half message at
+    ``queue_offset`` of queue ``queue_id`` of RMQ_SYS_TRANS_HALF_TOPIC, stored at ``commit_log_offset``;
+    answered with ext ``{"outcome": HalfCheckOutcome}``."""
+
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    transaction_check_max: int = 15
+
+
+@dataclass(slots=True)
+class PendingHalfMessagesRequestHeader:
+    """GET_PENDING_HALF_MESSAGES (rocketmesh's own, admin -> broker): up to ``max_num`` half messages of
+    ``topic`` whose transaction is not decided; the body of the answer is a JSON list."""
+
+    topic: str
+    max_num: int = 100

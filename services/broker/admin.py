@@ -11,6 +11,7 @@ from rocketmesh.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import (
     CreateTopicRequestHeader,
+    QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
     QueueOffsetRequestHeader,
     SearchOffsetRequestHeader,
@@ -21,6 +22,7 @@ from rocketmesh.remoting.headers import (
 )
 from rocketmesh.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.broker.handlers import ok, register_all
+from rocketmesh.broker.store.consume_queue import BLANK_SIZE
 from rocketmesh.broker.topic_config import TopicConfig
 
 if TYPE_CHECKING:
@@ -45,6 +47,7 @@ class AdminProcessor:
             RequestCode.GET_ALL_TOPIC_CONFIG: (self.get_all_topic_config, None),
             RequestCode.VIEW_MESSAGE_BY_ID: (self.view_message_by_id, executor),
             RequestCode.QUERY_MESSAGE: (self.query_message, executor),
+            RequestCode.QUERY_CONSUME_QUEUE: (self.query_consume_queue, executor),
             RequestCode.GET_MAX_OFFSET: (self.get_max_offset, None),
             RequestCode.GET_MIN_OFFSET: (self.get_min_offset, None),
             RequestCode.GET_EARLIEST_MSG_STORETIME: (self.get_earliest_msg_storetime, None),
@@ -104,6 +107,36 @@ class AdminProcessor:
                                "can not find message, maybe time range not correct", ext)
         return ok(req, ext, b"".join(result.records))
 
+    def query_consume_queue(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """Entries of one consume queue (commitlog offset, size, tag code), whatever the topic's read
+        permission: with VIEW_MESSAGE_BY_ID, how admin tools read write-only topics such as %DLQ%<group>."""
+        h = from_ext(QueryConsumeQueueRequestHeader, req.ext)
+        cfg = self.topics.get(h.topic)
+        if cfg is None:
+            return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
+        if not 0 <= h.queue_id < max(cfg.read_queue_nums, cfg.write_queue_nums):
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               f"queueId[{h.queue_id}] is illegal, topic[{h.topic}] has "
+                               f"{max(cfg.read_queue_nums, cfg.write_queue_nums)} queues")
+        count = max(0, min(h.count, 4096))
+        cq = self.store.find_consume_queue(h.topic, h.queue_id)
+        entries: list[dict] = []
+        lo = hi = 0
+        if cq is not None:
+            lo, hi = cq.min_offset, cq.max_offset
+            index = max(h.index, lo)
+            while index < hi and len(entries) < count:
+                seen = False
+                for i, phys, size, tags in cq.iter_from(index, count - len(entries)):
+                    seen = True
+                    index = i + 1
+                    if size != BLANK_SIZE:
+                        entries.append({"queueOffset": i, "physicOffset": phys, "physicSize": size,
+                                        "tagsCode": tags})
+                if not seen:
+                    index = cq.roll_next_file(index)
+        return ok(req, body=orjson.dumps({"queueData": entries, "minQueueIndex": lo, "maxQueueIndex": hi}))
+
     # --- offsets ---
 
     def get_max_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
@@ -154,6 +187,11 @@ class AdminProcessor:
             self.broker.clients.heartbeat(data, ctx.identity, ctx.remote)
         except (ValueError, TypeError, KeyError) as exc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
+        if self.broker.send_back is not None:
+            # As RocketMQ: a consumer group's retry topic exists from its first heartbeat on.
+            for c in data.get("consumerDataSet") or []:
+                if isinstance(c, dict) and isinstance(c.get("groupName"), str):
+                    self.broker.send_back.ensure_retry_topic(c["groupName"])
         return ok(req)
 
     def unregister_client(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:

@@ -63,6 +63,13 @@ class BrokerConfig:
     timer_max_delay_sec: int = 7 * 24 * 3600
     #: Queues of the timer topic, so several scheduler replicas can share a broker's timers.
     timer_queue_nums: int = 4
+    #: Refuse half (transactional prepared) messages with NO_PERMISSION.
+    reject_transaction_message: bool = False
+    #: Threads that store END_TRANSACTION outcomes (commit re-puts, op messages).
+    end_transaction_thread_pool_nums: int = 4
+    #: Transactions remembered as decided, by id: a late or repeated END_TRANSACTION for one of them changes
+    #: nothing. Rebuilt from the tail of RMQ_SYS_TRANS_OP_HALF_TOPIC when the broker starts.
+    transaction_decided_table_size: int = 100_000
 
 
 def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str, Any]] = None,

@@ -33,6 +33,8 @@ from rocketmesh.broker.pull import PullMessageProcessor
 from rocketmesh.broker.rebalance_lock import RebalanceLockManager
 from rocketmesh.broker.registration import NamesrvRegistration
 from rocketmesh.broker.send import SendMessageProcessor
+from rocketmesh.broker.send_back import SendBackProcessor
+from rocketmesh.broker.transaction import TransactionProcessor
 from rocketmesh.broker.stats import RateSampler
 from rocketmesh.broker.store import MessageStore, MessageStoreConfig
 from rocketmesh.broker.subscription_group import SubscriptionGroupManager
@@ -65,7 +67,9 @@ class BrokerController:
         self.executor = ThreadPoolExecutor(config.admin_broker_thread_pool_nums, thread_name_prefix="broker-admin")
         self.send: Optional[SendMessageProcessor] = None
         self.pull: Optional[PullMessageProcessor] = None
+        self.send_back: Optional[SendBackProcessor] = None
         self.delivery: Optional[DeliveryProcessor] = None
+        self.transactions: Optional[TransactionProcessor] = None
         self.offsets: Optional[ConsumerOffsetManager] = None
         self.offset_persister: Optional[OffsetPersister] = None
         self.subscription_groups: Optional[SubscriptionGroupManager] = None
@@ -112,8 +116,13 @@ class BrokerController:
         self.server.register(RequestCode.PULL_MESSAGE, guarded(self.pull.handle))
         AdminProcessor(self).register(self.server, self.executor)
         ConsumerManageProcessor(self).register(self.server, self.executor)
+        self.send_back = SendBackProcessor(self)
+        self.send_back.register(self.server, self.executor)
         self.delivery = DeliveryProcessor(self)
         self.delivery.register(self.server, self.executor)
+        self.transactions = TransactionProcessor(self)
+        self.transactions.load()
+        self.transactions.register(self.server, self.executor)
         self.offset_persister = OffsetPersister(self.offsets, cfg.flush_consumer_offset_interval)
         self.offset_persister.start()
         self.server.register_default(self._not_supported)
@@ -176,12 +185,12 @@ class BrokerController:
             "sendThreadPoolQueueSize": len(self.send._queue) if self.send else 0,
             "sendBusyRejections": self.send.busy_rejections if self.send else 0,
             "topicCount": len(self.topics.table),
+            "sendBackRetried": self.send_back.retried_total if self.send_back else 0,
+            "sendBackDeadLettered": self.send_back.dead_lettered_total if self.send_back else 0,
             "scheduleMessageDelivered": self.delivery.delivered_total if self.delivery else 0,
+            **(self.transactions.runtime_info() if self.transactions else {}),
         })
         return info
-
-    def wait(self) -> None:
-        self._stopped.wait()
 
     def shutdown(self) -> None:
         """Stop taking requests, answer what is queued, flush, unregister."""
@@ -197,6 +206,8 @@ class BrokerController:
         if self.pull is not None:
             self.pull.stop()
         self.server.stop(grace_s=2.0)
+        if self.transactions is not None:
+            self.transactions.shutdown()
         for svc in (self.sampler, self.scanner, self.offset_persister):
             if svc is not None:
                 svc.stop(2)

@@ -24,11 +24,13 @@ from rocketmesh.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPICS,
+    TRANS_HALF_TOPIC,
     validate_topic_name,
 )
 from rocketmesh.broker.config import PERM_WRITE
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import FlushDiskType, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from rocketmesh.broker.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -210,9 +212,10 @@ class SendMessageProcessor:
             raise SendError(ResponseCode.SYSTEM_ERROR, f"the specified topic is illegal: {why}")
         if topic in SYSTEM_TOPICS:
             raise SendError(ResponseCode.NO_PERMISSION, f"sending message to topic[{topic}] is forbidden")
-        if sys_flag & 0xC == SysFlag.TRANSACTION_PREPARED:
+        prepared = sys_flag & 0xC == SysFlag.TRANSACTION_PREPARED
+        if prepared and self.config.reject_transaction_message:
             raise SendError(ResponseCode.NO_PERMISSION,
-                            f"the broker[{self.config.broker_name}] does not take transactional messages")
+                            f"the broker[{self.config.broker_name}] sending transaction message is forbidden")
         cfg = self.topics.get(topic)
         if cfg is None:
             cfg = self._auto_create(topic, ext)
@@ -234,6 +237,8 @@ class SendMessageProcessor:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}") from None
             if not items:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            if prepared:
+                raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transactional messages")
             out = []
             for body, item_flag, item_props in items:
                 if ScheduleRewriter.wants(item_props) and _has_schedule(item_props):
@@ -246,6 +251,16 @@ class SendMessageProcessor:
         body = cmd.body
         self._check_body(len(body), max_size)
         raw_props = props.encode()
+        if prepared:
+            group = ext.get("producerGroup")
+            if not isinstance(group, str) or not group:
+                raise SendError(ResponseCode.SYSTEM_ERROR, "a transactional message needs its producerGroup")
+            try:
+                raw_props = half_properties(topic, queue_id, raw_props, group)
+            except HalfMessageError as exc:
+                raise SendError(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+            return [MessageExtBrokerInner(TRANS_HALF_TOPIC, body, HALF_QUEUE_ID, flag, raw_props,
+                                          half_sys_flag(sys_flag), born, born_host, reconsume)]
         topic_out, queue_out = topic, queue_id
         if ScheduleRewriter.wants(raw_props):
             try:

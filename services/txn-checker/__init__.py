@@ -1,1 +1,1 @@
-"""Transaction check-back service (built by the transactions issue)."""
+"""The txn-checker service: finds half messages nobody decided and has their brokers ask a live producer."""

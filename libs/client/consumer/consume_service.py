@@ -1,5 +1,12 @@
 """Running the push consumer's listener: concurrently, or in queue order (RocketMQ's
-ConsumeMessageConcurrentlyService and ConsumeMessageOrderlyService)."""
+ConsumeMessageConcurrentlyService and ConsumeMessageOrderlyService).
+
+A message the listener fails (clustering) is handed back to the broker
+(CONSUMER_SEND_MSG_BACK), which retries it through the group's retry topic or
+dead-letters it; until the broker has taken it, it stays in the process
+queue, so its offset is never committed past it. Broadcasting has no broker
+retry: a failed message is logged and skipped.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +16,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rocketmesh.log import get_logger
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
 from rocketmesh.client.errors import MQError
@@ -25,6 +32,15 @@ Listener = Callable[[list[MessageExt]], Any]
 
 #: Messages whose send-back failed are consumed again locally after this pause (ms).
 RECONSUME_LOCALLY_DELAY_MS = 5000
+#: A message past the consume timeout is retried at this delay level (RocketMQ's cleanExpiredMsg).
+EXPIRED_DELAY_LEVEL = 3
+#: The most timed-out messages one queue hands back per check.
+_EXPIRED_PER_CHECK = 16
+#: Bounds of the interval between consume-timeout checks (s); in between it is a quarter of the timeout.
+_EXPIRY_CHECK_MIN_S = 0.2
+_EXPIRY_CHECK_MAX_S = 60.0
+#: Delay level of a send-back that asks the broker to dead-letter the message at once.
+DEAD_LETTER_DELAY_LEVEL = -1
 #: An orderly consume task yields its thread after this long, so one busy queue cannot starve others.
 MAX_TIME_CONSUME_CONTINUOUSLY_S = 60.0
 #: Listener calls packed into one consume task when every consume thread is busy.
@@ -79,6 +95,32 @@ class _Workers:
                 log.exception("consume_task_failed")
 
 
+def reset_retry_topic(msgs: list[MessageExt]) -> None:
+    """Messages pulled from the group's retry topic show their original topic (RETRY_TOPIC) to the listener."""
+    for m in msgs:
+        original = m.properties.get(MessageConst.RETRY_TOPIC)
+        if original:
+            m.topic = original
+
+
+def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, delay_level: int,
+                      max_reconsume_times: Optional[int]) -> bool:
+    """CONSUMER_SEND_MSG_BACK of ``msg`` (pulled from ``mq``) to the master of ``mq``'s broker: the broker
+    retries it through ``%RETRY%<group>`` after ``delay_level`` (0: its own choice), or dead-letters it
+    (past ``max_reconsume_times``, None: the group's setting, or ``delay_level`` < 0). False when the
+    broker did not take it."""
+    header = ConsumerSendMsgBackRequestHeader(
+        offset=msg.commitlog_offset, group=core.group, delay_level=delay_level, origin_msg_id=msg.msg_id,
+        origin_topic=msg.topic, max_reconsume_times=max_reconsume_times)
+    try:
+        addr = core.instance.find_master_addr(mq)
+        core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000)
+        return True
+    except MQError as exc:
+        log.info("send_back_failed", group=core.group, msg_id=msg.msg_id, mq=str(mq), error=str(exc))
+        return False
+
+
 def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str) -> Any:
     try:
         return listener(msgs)
@@ -91,12 +133,16 @@ class ConcurrentConsumeService:
     """Hands pulled messages to a pool of consume threads, ``batch_max_size`` at a time, in any order."""
 
     def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
-                 max_reconsume_times: int) -> None:
+                 max_reconsume_times: Optional[int], consume_timeout_ms: float) -> None:
         self.core = core
         self.listener = listener
         self.batch_max_size = batch_max_size
+        #: Sent with each send-back; None leaves it to the group's retryMaxTimes on the broker.
         self.max_reconsume_times = max_reconsume_times
+        self.consume_timeout_ms = consume_timeout_ms
         self.workers = _Workers(f"consume-{core.group}", thread_nums)
+        self._expiry_check_s = min(_EXPIRY_CHECK_MAX_S, max(_EXPIRY_CHECK_MIN_S, consume_timeout_ms / 4000.0))
+        self._next_expiry_check = time.monotonic() + self._expiry_check_s
 
     def start(self) -> None:
         self.workers.start()
@@ -107,6 +153,8 @@ class ConcurrentConsumeService:
     def submit(self, req: "PullRequest", msgs: list[MessageExt]) -> None:
         n = self.batch_max_size
         mq, pq = req.mq, req.pq
+        if mq.topic == self.core.retry_topic:
+            reset_retry_topic(msgs)
         if len(msgs) <= n:
             self.workers.submit(lambda: self._consume(mq, pq, msgs))
             return
@@ -127,6 +175,9 @@ class ConcurrentConsumeService:
         if pq.dropped:
             return
         core = self.core
+        now_ms = int(time.time() * 1000)
+        for m in msgs:
+            m.consume_start_time = now_ms
         status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group)
         if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
             log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
@@ -142,48 +193,73 @@ class ConcurrentConsumeService:
                     log.warning("broadcast_consume_failed_dropped", group=core.group, msg_id=m.msg_id)
                 done = msgs
             else:
-                retry_locally = []
+                later = []  # the broker did not take them: consumed again here
                 for m in msgs:
-                    (done if self.send_back(m) else retry_locally).append(m)
-                if retry_locally:
-                    for m in retry_locally:
+                    if not pq.holds(m):
+                        continue  # the consume timeout already handed it back
+                    sent = send_message_back(core, m, mq, 0, self.max_reconsume_times)
+                    (done if sent else later).append(m)
+                if later:
+                    for m in later:
                         m.reconsume_times += 1
                     core.scheduler.call_later(RECONSUME_LOCALLY_DELAY_MS,
-                                              lambda: self.workers.submit(lambda: self._consume(mq, pq, retry_locally)))
+                                              lambda: self.workers.submit(lambda: self._reconsume(mq, pq, later)))
         if done:
             pq.remove_messages(done)  # moves pq.committed_offset, which the consumer persists
 
-    def send_back(self, msg: MessageExt) -> bool:
-        """Hand a failed message to the broker's retry (CONSUMER_SEND_MSG_BACK); False when that failed."""
-        core = self.core
-        header = ConsumerSendMsgBackRequestHeader(
-            offset=msg.commitlog_offset, group=core.group, delay_level=0, origin_msg_id=msg.msg_id,
-            origin_topic=msg.topic, max_reconsume_times=self.max_reconsume_times)
-        try:
-            addr = core.instance.find_master_addr(MessageQueue(msg.topic, _broker_of(core, msg), msg.queue_id))
-            core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000)
-            return True
-        except MQError as exc:
-            log.info("send_back_failed_retry_locally", group=core.group, msg_id=msg.msg_id, error=str(exc))
-            return False
+    def _reconsume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Consume again, locally, messages the broker did not take back (unless the timeout has since)."""
+        held = [m for m in msgs if pq.holds(m)]
+        if held:
+            self._consume(mq, pq, held)
 
+    # --- consume timeout (RocketMQ's cleanExpiredMsg) ---
 
-def _broker_of(core: "ConsumerCore", msg: MessageExt) -> str:
-    for mq in core.requests:
-        if mq.topic == msg.topic and mq.queue_id == msg.queue_id:
-            return mq.broker_name
-    return ""
+    def periodic(self) -> None:
+        """Called often by the consumer's task thread: runs the consume-timeout check when it is due."""
+        now = time.monotonic()
+        if now < self._next_expiry_check or self.core.rebalance is None:
+            return
+        self._next_expiry_check = now + self._expiry_check_s
+        if self.core.message_model is MessageModel.BROADCASTING:
+            return
+        for mq, pq in list(self.core.rebalance.process_queues.items()):
+            self.clean_expired(mq, pq)
+
+    def clean_expired(self, mq: MessageQueue, pq: ProcessQueue) -> int:
+        """Hand back the messages at the head of ``pq`` whose listener started longer than the consume
+        timeout ago: each goes to the retry topic (delay level 3) and leaves the process queue, so the
+        queue's offset moves on. One the broker does not take stays, for the next check. Returns how
+        many went."""
+        handed = 0
+        for _ in range(_EXPIRED_PER_CHECK):
+            if pq.dropped:
+                break
+            m = pq.first_message()
+            if m is None or not m.consume_start_time:
+                break
+            if time.time() * 1000 - m.consume_start_time <= self.consume_timeout_ms:
+                break
+            if not send_message_back(self.core, m, mq, EXPIRED_DELAY_LEVEL, self.max_reconsume_times):
+                break
+            log.info("consume_timeout_sent_back", group=self.core.group, msg_id=m.msg_id, mq=str(mq),
+                     queue_offset=m.queue_offset)
+            pq.remove_messages([m])
+            handed += 1
+        return handed
 
 
 class OrderlyConsumeService:
     """Consumes each queue on one thread at a time, in offset order, while this client holds its broker lock."""
 
     def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
-                 suspend_time_ms: int) -> None:
+                 suspend_time_ms: int, max_reconsume_times: int = -1) -> None:
         self.core = core
         self.listener = listener
         self.batch_max_size = batch_max_size
         self.suspend_time_ms = suspend_time_ms
+        #: Local retries of a message before it is dead-lettered; -1: retried for ever (RocketMQ's default).
+        self.max_reconsume_times = max_reconsume_times
         self.workers = _Workers(f"consume-orderly-{core.group}", thread_nums)
 
     def start(self) -> None:
@@ -194,6 +270,8 @@ class OrderlyConsumeService:
 
     def submit(self, req: "PullRequest", msgs: list[MessageExt]) -> None:
         pq = req.pq
+        if req.mq.topic == self.core.retry_topic:
+            reset_retry_topic(msgs)
         if pq.is_suspended():
             return  # the task scheduled at the end of the pause takes these too
         self._schedule(req.mq, pq, 0)
@@ -246,13 +324,33 @@ class OrderlyConsumeService:
                     # this lock and persists this offset before the next owner may lock the queue.
                     pq.commit()
                     continue
-            for m in msgs:
-                m.reconsume_times += 1
-            pq.make_messages_to_consume_again(msgs)
+                again = self._retry_or_dead_letter(mq, msgs)
+                if not again:
+                    # Every message of the batch is in the dead-letter queue now: the queue moves on.
+                    pq.commit()
+                    continue
+            pq.make_messages_to_consume_again(again)
             pq.suspend_until = time.monotonic() + self.suspend_time_ms / 1000.0
             self._schedule(mq, pq, self.suspend_time_ms)
             return False
         return False
+
+    def _retry_or_dead_letter(self, mq: MessageQueue, msgs: list[MessageExt]) -> list[MessageExt]:
+        """After a failed batch: the messages to consume again (RocketMQ's checkReconsumeTimes). One that has
+        used up its retries is dead-lettered instead; if the broker does not take it, it is retried too, so
+        it is never lost. Dead-lettered ones stay taken and are committed with the next commit."""
+        # Broadcasting has no broker retry or dead-letter queue: its messages are retried locally.
+        limit = self.max_reconsume_times if self.core.message_model is MessageModel.CLUSTERING else -1
+        again = []
+        for m in msgs:
+            if 0 <= limit <= m.reconsume_times and send_message_back(
+                    self.core, m, mq, DEAD_LETTER_DELAY_LEVEL, limit):
+                log.warning("orderly_message_dead_lettered", group=self.core.group, msg_id=m.msg_id, mq=str(mq),
+                            reconsume_times=m.reconsume_times)
+                continue
+            m.reconsume_times += 1
+            again.append(m)
+        return again
 
     def _try_lock_later(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         def relock() -> None:

@@ -24,7 +24,7 @@ from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionDat
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
-from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX, validate_topic_name
+from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
 from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
@@ -168,6 +168,8 @@ class ConsumerCore:
                  offset_store_dir: Optional[str], instance_options: dict[str, Any]) -> None:
         check_group(group)
         self.group = group
+        #: ``%RETRY%<group>``: where the broker puts the group's failed messages for another try.
+        self.retry_topic = retry_topic(group)
         self.message_model = _enum(MessageModel, message_model)
         self.consume_from = _enum(ConsumeFromWhere, consume_from)
         #: CONSUME_FROM_TIMESTAMP starts here; RocketMQ's default is half an hour ago.

@@ -128,6 +128,16 @@ class ProcessQueue:
             heapq.heappop(heap)
         return heap[0]
 
+    def first_message(self) -> Optional[MessageExt]:
+        """The held message with the smallest offset (the one holding the committed offset back), or None."""
+        with self._lock:
+            return self._msgs[self._min_held()] if self._msgs else None
+
+    def holds(self, msg: MessageExt) -> bool:
+        """``msg`` is still held (not consumed, not removed by the consume timeout)."""
+        with self._lock:
+            return self._msgs.get(msg.queue_offset) is msg
+
     def max_span(self) -> int:
         """Largest minus smallest held offset (flow control on out-of-order progress)."""
         with self._lock:

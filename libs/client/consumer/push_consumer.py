@@ -22,8 +22,21 @@ SUSPEND_CURRENT_QUEUE_A_MOMENT (the batch is retried after
 
 Clustering (the default) splits the topic's queues among the group's
 clients and keeps offsets on the brokers; broadcasting gives every client
-every message and keeps offsets in a local file. Broadcasting has no broker
-retry: a message whose listener fails is logged and skipped, as in RocketMQ.
+every message and keeps offsets in a local file.
+
+Retries (clustering): a message a concurrent listener fails, or one still
+being consumed ``consume_timeout`` minutes after its listener started, goes
+back to the broker, which delivers it again through the group's retry topic
+``%RETRY%<group>`` (subscribed automatically) after a growing delay (delay
+level 3 + reconsume times: 10 s, 30 s, 1 m ...). The listener sees its
+original topic and ``msg.reconsume_times``. After ``max_reconsume_times``
+retries (-1: the group's ``retryMaxTimes`` on the broker, 16 by default) it
+goes to the dead-letter topic ``%DLQ%<group>`` instead. An orderly consumer
+retries in place; with ``max_reconsume_times`` >= 0 (-1: for ever) a message
+that used up its retries is dead-lettered and the queue moves on. If the
+broker cannot take a message back, it is retried locally: never lost.
+Broadcasting has no broker retry: a message whose listener fails is logged
+and skipped, as in RocketMQ.
 """
 
 from __future__ import annotations
@@ -62,6 +75,7 @@ class PushConsumer:
         pull_threshold_size_for_queue: int = 100,
         consume_concurrently_max_span: int = 2000,
         max_reconsume_times: int = -1,
+        consume_timeout: float = 15,
         suspend_current_queue_time_ms: int = 1000,
         persist_consumer_offset_interval_ms: int = 5000,
         rebalance_interval_ms: int = 20_000,
@@ -82,12 +96,20 @@ class PushConsumer:
             raise MQClientError("pull_threshold_size_for_queue (MiB) must be within 1..1024")
         if not 1 <= consume_concurrently_max_span <= 65535:
             raise MQClientError("consume_concurrently_max_span must be within 1..65535")
+        if (isinstance(max_reconsume_times, bool) or not isinstance(max_reconsume_times, int)
+                or max_reconsume_times < -1):
+            raise MQClientError("max_reconsume_times must be an integer >= 0, or -1 for the default")
+        if isinstance(consume_timeout, bool) or not isinstance(consume_timeout, (int, float)) or consume_timeout <= 0:
+            raise MQClientError("consume_timeout (minutes) must be a number > 0")
         self._opts = dict(consume_thread_nums=consume_thread_nums, batch=consume_message_batch_max_size)
         self.pull_threshold_for_queue = pull_threshold_for_queue
         self.pull_threshold_size_for_queue = pull_threshold_size_for_queue * _MiB
         self.consume_concurrently_max_span = consume_concurrently_max_span
-        #: -1 means RocketMQ's default: 16 for concurrent consumers.
-        self.max_reconsume_times = 16 if max_reconsume_times < 0 else max_reconsume_times
+        #: -1 means RocketMQ's default: the group's retryMaxTimes (16) for concurrent consumers, no limit
+        #: for orderly ones.
+        self.max_reconsume_times = max_reconsume_times
+        #: Minutes a concurrent listener may hold a message before it is handed back for a retry.
+        self.consume_timeout = consume_timeout
         self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
         self._core_args = dict(
             message_model=message_model, consume_from=consume_from, consume_timestamp=consume_timestamp,
@@ -144,12 +166,17 @@ class PushConsumer:
         core = ConsumerCore(self.group, self.namesrv, orderly=self._orderly, **self._core_args)
         for topic, expression, sql in self._subs:
             core.subscribe(topic, expression, sql)
+        if core.message_model is MessageModel.CLUSTERING:
+            core.subscribe(core.retry_topic, "*")
         if self._orderly:
             self._service = OrderlyConsumeService(core, self._listener, self._opts["consume_thread_nums"],
-                                                  self._opts["batch"], self.suspend_current_queue_time_ms)
+                                                  self._opts["batch"], self.suspend_current_queue_time_ms,
+                                                  self.max_reconsume_times)
         else:
-            self._service = ConcurrentConsumeService(core, self._listener, self._opts["consume_thread_nums"],
-                                                     self._opts["batch"], self.max_reconsume_times)
+            self._service = ConcurrentConsumeService(
+                core, self._listener, self._opts["consume_thread_nums"], self._opts["batch"],
+                None if self.max_reconsume_times < 0 else self.max_reconsume_times, self.consume_timeout * 60_000)
+            core.periodic = self._service.periodic
         core.deliver = self._service.submit
         core.can_pull = self._flow_control
         self._service.start()
@@ -203,9 +230,13 @@ class PushConsumer:
     def client_id(self) -> Optional[str]:
         return self._core.instance.client_id if self._core and self._core.instance else None
 
-    def assigned_queues(self) -> list[MessageQueue]:
-        """The queues this client consumes now (after the last rebalance)."""
-        return self._core.rebalance.assigned() if self._core and self._core.rebalance else []
+    def assigned_queues(self, include_retry: bool = False) -> list[MessageQueue]:
+        """The queues of the subscribed topics this client consumes now (after the last rebalance); with
+        ``include_retry`` also its share of the group's retry topic."""
+        core = self._core
+        if core is None or core.rebalance is None:
+            return []
+        return [mq for mq in core.rebalance.assigned() if include_retry or mq.topic != core.retry_topic]
 
     def rebalance_now(self) -> None:
         if self._core is not None:
