@@ -10,6 +10,7 @@ from typing import Callable, Iterator, Optional
 import pytest
 from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess
 
+from rocketmesh import Admin, Producer
 from rocketmesh.remoting import RemotingClient
 
 
@@ -53,6 +54,26 @@ def start_broker(tmp_path: Path, start_namesrv: Callable[..., NamesrvProcess]) -
         if proc.alive:
             os.kill(proc.pid, signal.SIGCONT)  # a test may have left it stopped
         proc.stop()
+
+
+@pytest.fixture
+def broker(namesrv: NamesrvProcess, start_broker: Callable[..., BrokerProcess]) -> BrokerProcess:
+    """A broker with default settings; a module overrides this fixture to start its broker differently."""
+    return start_broker(namesrv.addr)
+
+
+@pytest.fixture
+def admin(namesrv: NamesrvProcess, broker: BrokerProcess) -> Iterator[Admin]:
+    """An Admin of the mesh of ``namesrv`` and ``broker``."""
+    with Admin(namesrv.addr) as a:
+        yield a
+
+
+@pytest.fixture
+def producer(namesrv: NamesrvProcess, broker: BrokerProcess) -> Iterator[Producer]:
+    """A started Producer (group test-producer) of the mesh of ``namesrv`` and ``broker``."""
+    with Producer("test-producer", namesrv.addr) as p:
+        yield p
 
 
 @pytest.fixture

@@ -10,12 +10,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
 from procs import BrokerProcess, wait_for
-from rocketmesh import Admin, Message, MQClientError, Producer
+from rocketmesh import Admin, Message, MQClientError
 from rocketmesh.client import SelectMessageQueueByHash
 from rocketmesh.client.allocate import AllocateAveragely, AllocateAveragelyByCircle
 from rocketmesh.client.consumer import (
@@ -39,16 +39,6 @@ def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
     return start_broker(namesrv.addr, **FAST_BROKER)
 
 
-@pytest.fixture
-def admin(namesrv, broker) -> Iterator[Admin]:
-    with Admin(namesrv.addr) as a:
-        yield a
-
-
-@pytest.fixture
-def producer(namesrv, broker) -> Iterator[Producer]:
-    with Producer("test-producer", namesrv.addr) as p:
-        yield p
 
 
 def make_topic(admin: Admin, topic: str, queues: int = 8) -> None:

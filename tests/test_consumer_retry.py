@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
@@ -44,16 +44,6 @@ def scheduler(namesrv, broker, start_scheduler: StartScheduler) -> SchedulerProc
     return start_scheduler(namesrv.addr, **FAST_SCHEDULER)
 
 
-@pytest.fixture
-def admin(namesrv, broker) -> Iterator[Admin]:
-    with Admin(namesrv.addr) as a:
-        yield a
-
-
-@pytest.fixture
-def producer(namesrv, broker) -> Iterator[Producer]:
-    with Producer("retry-producer", namesrv.addr) as p:
-        yield p
 
 
 def make_topic(admin: Admin, topic: str, queues: int = 1) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable
 
 import orjson
 import pytest
@@ -30,16 +30,6 @@ def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
     return start_broker(namesrv.addr, **FAST_BROKER)
 
 
-@pytest.fixture
-def admin(namesrv, broker) -> Iterator[Admin]:
-    with Admin(namesrv.addr) as a:
-        yield a
-
-
-@pytest.fixture
-def producer(namesrv, broker) -> Iterator[Producer]:
-    with Producer("delay-producer", namesrv.addr) as p:
-        yield p
 
 
 class Arrivals:
