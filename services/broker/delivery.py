@@ -26,11 +26,12 @@ import orjson
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import decode_properties, encode_host, encode_properties
+from rocketmesh.message_codec import encode_host, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.schedule import PARKING_PROPERTIES
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 
 if TYPE_CHECKING:
@@ -39,8 +40,6 @@ if TYPE_CHECKING:
 log = get_logger("broker", component="delivery")
 
 PARKED_TOPICS = frozenset({SCHEDULE_TOPIC, TIMER_TOPIC})
-#: Properties that only mean something while a message is parked.
-_PARKING_PROPS = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
 #: The most entries one request may name.
 MAX_OFFSETS_PER_REQUEST = 4096
 
@@ -155,7 +154,7 @@ class DeliveryProcessor:
         if not real_topic or real_qid < 0:
             log.warning("parked_message_without_real_queue", commitlog_offset=phys)
             return None
-        for name in _PARKING_PROPS:
+        for name in PARKING_PROPERTIES:
             props.pop(name, None)
         ip, _, port = msg.born_host.rpartition(":")
         return MessageExtBrokerInner(real_topic, msg.body, real_qid, msg.flag, encode_properties(props),

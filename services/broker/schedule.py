@@ -16,6 +16,8 @@ from rocketmesh.message import MessageConst
 from rocketmesh.message_codec import decode_properties, encode_properties
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
+#: Properties that only mean something while a message is parked; a delivered or retried copy drops them.
+PARKING_PROPERTIES = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
 _DELAY = MessageConst.DELAY_TIME_LEVEL
 _DELIVER_MS = MessageConst.TIMER_DELIVER_MS
 _DELAY_MS = MessageConst.TIMER_DELAY_MS

@@ -35,7 +35,7 @@ from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, from_e
 from rocketmesh.topics import dlq_topic, is_system_topic, retry_topic
 from rocketmesh.broker.config import PERM_READ, PERM_WRITE
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
-from rocketmesh.broker.schedule import park_at_level
+from rocketmesh.broker.schedule import PARKING_PROPERTIES, park_at_level
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 from rocketmesh.broker.subscription_group import is_sys_consumer_group
 from rocketmesh.broker.topic_config import TopicConfig
@@ -49,8 +49,6 @@ log = get_logger("broker", component="send_back")
 DLQ_NUMS_PER_GROUP = 1
 #: The first retry waits at this level (10 s with the default levels); each later one a level more.
 RETRY_BASE_DELAY_LEVEL = 3
-#: Properties that only mean something while a message is parked; a copy starts without them.
-_PARKING_PROPS = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)
 
 
 class SendBackProcessor:
@@ -107,7 +105,7 @@ class SendBackProcessor:
         # A group without retry queues has no retry topic: its failures are kept in the dead-letter queue.
         dead = times > max_times or h.delay_level < 0 or group_cfg.retry_queue_nums <= 0
         props = dict(msg.properties)
-        for name in _PARKING_PROPS:
+        for name in PARKING_PROPERTIES:
             props.pop(name, None)
         props.setdefault(MessageConst.RETRY_TOPIC, msg.topic)
         if not props.get(MessageConst.ORIGIN_MESSAGE_ID):
