@@ -42,12 +42,12 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 if TYPE_CHECKING:
     from rocketmesh.client import (
         Admin,
+        LocalTransactionState,
         MQBrokerError,
         MQClientError,
         MQError,
         Producer,
         RequestTimeoutError,
-        LocalTransactionState,
         SendResult,
         SendStatus,
         TransactionProducer,

