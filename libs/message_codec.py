@@ -83,6 +83,15 @@ def encode_host(ip: str, port: int) -> bytes:
     return _HOST.pack(socket.inet_aton(ip), port)
 
 
+def encode_host_text(text: str) -> bytes:
+    """The 8-byte host field of an ``ip:port`` text (as a read-back message shows it); 127.0.0.1:0 if unreadable."""
+    ip, _, port = text.rpartition(":")
+    try:
+        return encode_host(ip or "127.0.0.1", int(port or 0))
+    except (OSError, ValueError, struct.error):
+        return encode_host("127.0.0.1", 0)
+
+
 def decode_host(raw: bytes) -> str:
     ip, port = _HOST.unpack(raw)
     return f"{socket.inet_ntoa(ip)}:{port}"

@@ -26,7 +26,7 @@ import orjson
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import encode_host, encode_properties
+from rocketmesh.message_codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
@@ -156,7 +156,6 @@ class DeliveryProcessor:
             return None
         for name in PARKING_PROPERTIES:
             props.pop(name, None)
-        ip, _, port = msg.born_host.rpartition(":")
         return MessageExtBrokerInner(real_topic, msg.body, real_qid, msg.flag, encode_properties(props),
-                                     msg.sys_flag, msg.born_timestamp, encode_host(ip, int(port)),
+                                     msg.sys_flag, msg.born_timestamp, encode_host_text(msg.born_host),
                                      msg.reconsume_times)

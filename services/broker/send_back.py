@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Optional
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst, MessageExt
-from rocketmesh.message_codec import encode_host, encode_properties
+from rocketmesh.message_codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, from_ext
 from rocketmesh.topics import dlq_topic, is_system_topic, retry_topic
@@ -127,9 +127,8 @@ class SendBackProcessor:
         else:
             level = h.delay_level if h.delay_level > 0 else RETRY_BASE_DELAY_LEVEL + msg.reconsume_times
             store_topic, store_qid, raw_props = park_at_level(target, queue_id, props, level, self.max_level)
-        ip, _, port = msg.born_host.rpartition(":")
         inner = MessageExtBrokerInner(store_topic, msg.body, store_qid, msg.flag, raw_props, msg.sys_flag,
-                                      msg.born_timestamp, encode_host(ip, int(port)), times)
+                                      msg.born_timestamp, encode_host_text(msg.born_host), times)
         result = self.store.put_messages([inner])
         if result.status is not PutMessageStatus.PUT_OK:
             log.warning("send_back_put_failed", group=h.group, offset=h.offset, status=result.status.value)

@@ -39,7 +39,7 @@ import orjson
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst, MessageExt, SysFlag
-from rocketmesh.message_codec import CorruptRecord, decode_properties, decode_record, encode_host, encode_properties
+from rocketmesh.message_codec import CorruptRecord, decode_properties, decode_record, encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.headers import (
     CheckHalfMessageRequestHeader,
@@ -120,14 +120,6 @@ def transaction_id(msg: MessageExt) -> str:
     props = msg.properties
     return (props.get(MessageConst.TRANSACTION_ID) or props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
             or msg.msg_id)
-
-
-def _host(text: str) -> bytes:
-    ip, _, port = text.rpartition(":")
-    try:
-        return encode_host(ip or "127.0.0.1", int(port or 0))
-    except (OSError, ValueError):
-        return encode_host("127.0.0.1", 0)
 
 
 class DecidedTable:
@@ -308,12 +300,12 @@ class TransactionProcessor:
             return None
         return MessageExtBrokerInner(real_topic, half.body, real_qid, half.flag, encode_properties(props),
                                      (half.sys_flag & ~_TRANSACTION_BITS) | _COMMIT, half.born_timestamp,
-                                     _host(half.born_host), half.reconsume_times, half.commitlog_offset)
+                                     encode_host_text(half.born_host), half.reconsume_times, half.commitlog_offset)
 
     @staticmethod
     def _copy(half: MessageExt, topic: str, queue_id: int, props: dict[str, str]) -> MessageExtBrokerInner:
         return MessageExtBrokerInner(topic, half.body, queue_id, half.flag, encode_properties(props),
-                                     half.sys_flag & ~_TRANSACTION_BITS, half.born_timestamp, _host(half.born_host),
+                                     half.sys_flag & ~_TRANSACTION_BITS, half.born_timestamp, encode_host_text(half.born_host),
                                      half.reconsume_times)
 
     def _half_at(self, commitlog_offset: int) -> Optional[tuple[MessageExt, bytes]]:

@@ -16,7 +16,6 @@ and the broker's memory of what it re-put keeps that from making a copy.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import defaultdict
@@ -24,9 +23,9 @@ from typing import Any, Optional
 
 import orjson
 
-from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
+from rocketmesh.client.consumer.system_group import instance_name_of, system_group_core
 from rocketmesh.client.errors import MQError
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.log import get_logger
@@ -68,19 +67,8 @@ class ScheduleService:
 
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
-        namesrv = config.namesrv_addr or os.environ.get("NAMESRV_ADDR", "")
-        self.instance_name = config.instance_name or f"scheduler-{os.getpid()}"
-        self.core = ConsumerCore(
-            config.consumer_group, namesrv, message_model=MessageModel.CLUSTERING,
-            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consume_timestamp=None, allocate=None,
-            orderly=False, pull_batch_size=config.pull_batch_size, pull_interval_ms=0,
-            broker_suspend_max_time_ms=15_000, consumer_timeout_ms_when_suspend=30_000,
-            persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
-            rebalance_interval_ms=config.rebalance_interval_ms, offset_store_dir=None,
-            instance_options=dict(instance_name=self.instance_name,
-                                  heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
-                                  poll_name_server_interval_ms=config.poll_name_server_interval_ms))
-        self.core.consume_type = "CONSUME_ACTIVELY"
+        self.instance_name = instance_name_of(config, "scheduler")
+        self.core = system_group_core(config, self.instance_name)
         self.core.deliver = self._on_pulled
         self.core.can_pull = self._flow_control
         self.core.on_queue_removed = self._forget

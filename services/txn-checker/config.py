@@ -4,26 +4,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rocketmesh.client.consumer.system_group import SystemGroupConfig
 from rocketmesh.config import ConfigError
 from rocketmesh.topics import TRANS_CHECK_GROUP
 
 
 @dataclass
-class TxnCheckerConfig:
-    """Settings of one txn-checker replica. Times are milliseconds.
+class TxnCheckerConfig(SystemGroupConfig):
+    """Settings of one txn-checker replica (the shared ones are SystemGroupConfig's). Times are milliseconds.
 
     Loaded with ``rocketmesh.config.load_config``: a properties file, then
     ``ROCKETMESH_*`` environment variables, then command-line flags.
     """
 
-    #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
-    namesrv_addr: str = ""
-    listen_address: str = "0.0.0.0"
-    #: The status port (GET_CONSUMER_RUNNING_INFO); 0 picks a free one.
     listen_port: int = 10960
-    #: Client instance name; replicas on one host need distinct names (empty: from the process id).
-    instance_name: str = ""
-    #: The system consumer group every replica joins; the brokers keep its offsets of the half and op queues.
+    #: The brokers keep this group's offsets of the half and op queues.
     consumer_group: str = TRANS_CHECK_GROUP
     #: A half message is first checked this long after it was born (RocketMQ's transactionTimeOut); its
     #: CHECK_IMMUNITY_TIME_IN_SECONDS property, when set, takes the place of this.
@@ -32,15 +27,8 @@ class TxnCheckerConfig:
     transaction_check_interval: int = 60_000
     #: Checks of one half message before it is given up: moved to TRANS_CHECK_MAX_TIME_TOPIC, never delivered.
     transaction_check_max: int = 15
-    #: Messages per pull of a half or op queue.
-    pull_batch_size: int = 256
     #: Half messages held per queue before pulling pauses (bodies are not kept).
     max_pending_per_queue: int = 100_000
-    rebalance_interval_ms: int = 20_000
-    #: How often the half queues' progress is committed to the brokers.
-    persist_offset_interval_ms: int = 1000
-    heartbeat_broker_interval_ms: int = 30_000
-    poll_name_server_interval_ms: int = 30_000
     #: Timeout of one CHECK_HALF_MESSAGE or op-queue pull.
     check_timeout_ms: int = 5000
     #: CHECK_HALF_MESSAGE requests in flight at once.

@@ -23,22 +23,17 @@ group's offsets, so a replica that takes a queue over resumes there.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Any, Optional
 
 import orjson
 
-from rocketmesh.client.consumer.core import (
-    PULL_DELAY_WHEN_FLOW_CONTROL_MS,
-    ConsumerCore,
-    PullRequest,
-    make_subscription,
-)
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest, make_subscription
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel, PullStatus
+from rocketmesh.client.consumer.system_group import instance_name_of, system_group_core
+from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
@@ -70,19 +65,8 @@ class TxnCheckerService:
 
     def __init__(self, config: TxnCheckerConfig) -> None:
         self.config = config
-        namesrv = config.namesrv_addr or os.environ.get("NAMESRV_ADDR", "")
-        self.instance_name = config.instance_name or f"txn-checker-{os.getpid()}"
-        self.core = ConsumerCore(
-            config.consumer_group, namesrv, message_model=MessageModel.CLUSTERING,
-            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, consume_timestamp=None, allocate=None,
-            orderly=False, pull_batch_size=config.pull_batch_size, pull_interval_ms=0,
-            broker_suspend_max_time_ms=15_000, consumer_timeout_ms_when_suspend=30_000,
-            persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
-            rebalance_interval_ms=config.rebalance_interval_ms, offset_store_dir=None,
-            instance_options=dict(instance_name=self.instance_name,
-                                  heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
-                                  poll_name_server_interval_ms=config.poll_name_server_interval_ms))
-        self.core.consume_type = "CONSUME_ACTIVELY"
+        self.instance_name = instance_name_of(config, "txn-checker")
+        self.core = system_group_core(config, self.instance_name)
         self.core.deliver = self._on_pulled
         self.core.can_pull = self._flow_control
         self.core.on_queue_removed = self._on_queue_removed

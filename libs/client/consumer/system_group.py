@@ -1,0 +1,64 @@
+"""Membership of a system consumer group, for the mesh's own services (scheduler, txn-checker).
+
+Such a service pulls system topics of every master broker as a member of
+one group, so that its replicas split the queues by rebalance and its
+progress lives on the brokers as that group's offsets. This module holds the
+settings they share and builds the ConsumerCore they pull with.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+
+from rocketmesh.client.consumer.core import ConsumerCore
+from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
+
+
+@dataclass
+class SystemGroupConfig:
+    """Settings every system-group service has (times in ms); a service's config extends this."""
+
+    #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
+    namesrv_addr: str = ""
+    listen_address: str = "0.0.0.0"
+    #: The status port (GET_CONSUMER_RUNNING_INFO); 0 picks a free one.
+    listen_port: int = 0
+    #: Client instance name; replicas need distinct ones (empty: the service name, process id and a
+    #: random suffix, distinct even for containers that share a network namespace).
+    instance_name: str = ""
+    #: The system consumer group every replica joins.
+    consumer_group: str = ""
+    #: Messages per pull of a system queue.
+    pull_batch_size: int = 256
+    rebalance_interval_ms: int = 20_000
+    #: How often progress is committed to the brokers.
+    persist_offset_interval_ms: int = 1000
+    heartbeat_broker_interval_ms: int = 30_000
+    poll_name_server_interval_ms: int = 30_000
+
+
+def instance_name_of(config: SystemGroupConfig, service: str) -> str:
+    """The configured instance name, or one made up for this process."""
+    return config.instance_name or f"{service}-{os.getpid()}-{secrets.token_hex(3)}"
+
+
+def system_group_core(config: SystemGroupConfig, instance_name: str) -> ConsumerCore:
+    """A ConsumerCore of ``config.consumer_group``: clustering, from the first offset, pulling actively.
+
+    The service sets the core's ``deliver`` / ``can_pull`` / ``on_queue_removed`` hooks and subscribes
+    its system topics (``subscribe(topic, system=True)``) before ``start()``.
+    """
+    core = ConsumerCore(
+        config.consumer_group, config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""),
+        message_model=MessageModel.CLUSTERING, consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        consume_timestamp=None, allocate=None, orderly=False, pull_batch_size=config.pull_batch_size,
+        pull_interval_ms=0, broker_suspend_max_time_ms=15_000, consumer_timeout_ms_when_suspend=30_000,
+        persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
+        rebalance_interval_ms=config.rebalance_interval_ms, offset_store_dir=None,
+        instance_options=dict(instance_name=instance_name,
+                              heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
+                              poll_name_server_interval_ms=config.poll_name_server_interval_ms))
+    core.consume_type = "CONSUME_ACTIVELY"
+    return core
