@@ -187,7 +187,8 @@ class ScheduleService:
                     cond.wait(1.0 if nxt is None else min(1.0, (nxt - now) / 1000.0))
                     self._waiting_until = None
                     continue
-                batch = self._due.pop_due(now)
+                # A bounded round, so that the first requests of a large burst leave at once.
+                batch = self._due.pop_due(now, self.config.deliver_batch_max * 4)
             try:
                 self._deliver(batch)
             except Exception:  # noqa: BLE001 - a bug must not stop delivery; the entries are retried
