@@ -20,7 +20,7 @@ class SchedulerConfig(SystemGroupConfig):
 
     listen_port: int = 10950
     consumer_group: str = SCHEDULER_GROUP
-    #: Pending entries held per queue before pulling pauses (each costs a few hundred bytes, no body).
+    #: Pending entries held per queue before pulling pauses (each costs ~2 KB; bodies are not kept).
     max_pending_per_queue: int = 500_000
     #: Timeout of one DELIVER_DUE_MESSAGES request.
     deliver_timeout_ms: int = 3000
