@@ -50,7 +50,7 @@ class DispatchLink:
         self.restarts = 0
 
     def publish(self, end: int) -> None:
-        self.cell[0] = end
+        self.cell.publish(end)
 
     def start(self, end: int) -> Ready:
         """Start the worker on a commitlog that ends at ``end``; returns its ``ready`` report."""
@@ -64,8 +64,8 @@ class DispatchLink:
         mine, theirs = socket.socketpair()
         proc = subprocess.Popen(
             [sys.executable, "-m", "rocketmesh.broker.store.dispatch_worker", str(theirs.fileno()),
-             str(self.cell.fd)],
-            pass_fds=(theirs.fileno(), self.cell.fd), stdin=subprocess.DEVNULL)
+             str(self.cell.fd), str(self.cell.wake_fd)],
+            pass_fds=(theirs.fileno(), self.cell.fd, self.cell.wake_fd), stdin=subprocess.DEVNULL)
         theirs.close()
         conn = Connection(mine.detach())
         conn.send(("init", self.config, end))

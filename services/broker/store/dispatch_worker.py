@@ -33,6 +33,8 @@ from rocketmesh.broker.store.position_cell import PositionCell
 
 log = get_logger("broker", component="dispatch_worker")
 
+#: Longest sleep of an idle worker between looks at the commitlog's end (a put wakes it sooner).
+IDLE_WAIT_S = 0.05
 #: Reports to the broker are at most this far apart while records keep coming (RocketMQ's
 #: reput thread also works in 1 ms steps); an idle worker reports at once.
 REPORT_INTERVAL_S = 0.001
@@ -122,7 +124,10 @@ class DispatchWorker:
             if self.reput != self._reported and (idle or time.monotonic() - self._last_report >= REPORT_INTERVAL_S):
                 self.report()
             try:
-                if conn.poll(0.001 if idle else 0):
+                if idle:
+                    # Until a put wakes us (or a command comes); bounded, so flushes keep their pace.
+                    self.cell.wait_beyond(self.reput, conn.fileno(), IDLE_WAIT_S)
+                if conn.poll(0):
                     if not self.handle(conn.recv()):
                         return
             except (EOFError, OSError):
@@ -164,14 +169,14 @@ class DispatchWorker:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m rocketmesh.broker.store.dispatch_worker CONN_FD CELL_FD`` (started by DispatchLink).
+    """``python -m rocketmesh.broker.store.dispatch_worker CONN_FD CELL_FD WAKE_FD`` (started by DispatchLink).
 
     The first message on the connection is ``("init", MessageStoreConfig, commitlog end)``.
     """
     # Ctrl-C reaches the whole process group; the broker decides when this worker stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(int(argv[0]))
-    cell = PositionCell(int(argv[1]))
+    cell = PositionCell(int(argv[1]), int(argv[2]))
     kind, config, end = conn.recv()
     if kind != "init":
         return 2
