@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -117,9 +118,10 @@ def test_find_refuses_to_create_an_illegal_group(path: str) -> None:
     assert "bad group" not in {c.group_name for c in m.all()}
 
 
-def test_find_returns_a_copy(path: str) -> None:
+def test_found_configs_cannot_be_changed_behind_the_managers_back(path: str) -> None:
     m = SubscriptionGroupManager(path)
-    m.find("G").consume_enable = False  # type: ignore[union-attr]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        m.find("G").consume_enable = False  # type: ignore[union-attr,misc]
     assert m.find("G").consume_enable  # type: ignore[union-attr]
 
 

@@ -24,8 +24,8 @@ class ExpressionType(str, Enum):
             return value
         if value is None or value == "":
             return cls.TAG
-        try:
-            return cls(value)
-        except ValueError:
-            raise FilterSyntaxError(f"unknown expression type {value!r}: expected TAG or SQL92") from None
+        found = cls._value2member_map_.get(value)
+        if found is None:
+            raise FilterSyntaxError(f"unknown expression type {value!r}: expected TAG or SQL92")
+        return found  # type: ignore[return-value]
 

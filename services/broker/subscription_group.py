@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from rocketmesh.broker.topic_config import DataVersion
@@ -79,7 +79,7 @@ _JSON_KEYS: dict[str, tuple[str, type]] = {
 }
 
 
-@dataclass
+@dataclass(frozen=True)
 class SubscriptionGroupConfig:
     """RocketMQ's SubscriptionGroupConfig; field names in JSON are its camelCase ones."""
 
@@ -135,7 +135,7 @@ class SubscriptionGroupManager:
         self._persist_lock = threading.Lock()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """``group``'s config (a copy), auto-creating a default one when allowed; None otherwise.
+        """``group``'s config (immutable: changes go through :meth:`update`), auto-creating a default one when allowed; None otherwise.
 
         Creation happens when ``auto_create`` is on or ``group`` is a system
         group (``CID_RMQ_SYS_*``), as RocketMQ's findSubscriptionGroupConfig;
@@ -144,7 +144,7 @@ class SubscriptionGroupManager:
         with self._lock:
             cfg = self.table.get(group)
             if cfg is not None:
-                return replace(cfg)
+                return cfg
             if not (self.auto_create or is_sys_consumer_group(group)):
                 return None
             why = validate_group_name(group)
@@ -154,7 +154,7 @@ class SubscriptionGroupManager:
             self.data_version.next()
         log.info("subscription_group_auto_created", group=group)
         self._persist_logged()
-        return replace(cfg)
+        return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         """Create or replace ``cfg.group_name``'s config; ValueError for an illegal name."""
@@ -163,7 +163,7 @@ class SubscriptionGroupManager:
             raise ValueError(why)
         with self._lock:
             old = self.table.get(cfg.group_name)
-            self.table[cfg.group_name] = replace(cfg)
+            self.table[cfg.group_name] = cfg
             self.data_version.next()
         if old is None:
             log.info("subscription_group_created", **asdict(cfg))
@@ -187,7 +187,7 @@ class SubscriptionGroupManager:
     def all(self) -> list[SubscriptionGroupConfig]:
         """Every config (copies), sorted by group name."""
         with self._lock:
-            return [replace(self.table[g]) for g in sorted(self.table)]
+            return [self.table[g] for g in sorted(self.table)]
 
     def load(self) -> None:
         """Merge the file's groups into the table (system groups stay unless the file overrides them).
