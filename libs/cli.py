@@ -4,6 +4,8 @@
                   [--txn-checker-port 10960]
     rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ...)
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
+    rocketmesh scheduler ...          (runs python -m rocketmesh.scheduler ...)
+    rocketmesh txn-checker ...        (runs python -m rocketmesh.txn_checker ...)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
     rocketmesh produce -t TOPIC ...   (the quickstart producer)
     rocketmesh consume -t TOPIC ...   (the quickstart consumer)
