@@ -225,3 +225,26 @@ def test_restarted_scheduler_resumes_without_copies(namesrv, broker, admin, prod
         assert sorted(arrivals.bodies()) == sorted(f"r{i}" for i in range(30))
     finally:
         consumer.shutdown()
+
+
+def test_a_far_timer_is_rolled_so_progress_moves_past_it(namesrv, broker, admin, producer,
+                                                          start_scheduler: StartScheduler) -> None:
+    admin.create_topic("TimerRoll", read_queue_nums=1, write_queue_nums=1)
+    admin.wait_topic_route("TimerRoll")
+    sched = start_scheduler(namesrv.addr, timerRollWindowMs=500, **FAST_SCHEDULER)
+    consumer, arrivals = consume(namesrv.addr, "TimerRoll", "c-roll")
+    try:
+        due = int(time.time() * 1000) + 3000
+        producer.send(Message("TimerRoll", "far", deliver_at_ms=due))
+        timer_queue = "rmq_sys_wheel_timer@broker-a:0"
+        # Before it is due, the timer queue's progress has moved past the first copy.
+        wait_for(lambda: status(sched)["rolled"] >= 2 and status(sched)["queues"][timer_queue]["committedOffset"] >= 1,
+                 5, "the far timer rolled forward")
+        assert arrivals.bodies() == []
+        wait_for(lambda: arrivals.bodies(), 10, "the rolled timer delivered")
+        time.sleep(0.5)
+        assert arrivals.bodies() == ["far"]
+        m = arrivals.got[0][1]
+        assert m.store_timestamp >= due
+    finally:
+        consumer.shutdown()

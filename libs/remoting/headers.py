@@ -284,6 +284,9 @@ class DeliverDueMessagesRequestHeader:
     topic: str
     queue_id: int
     committed_offset: int = 0
+    #: Timer topic only: an entry not yet due is parked again at the queue's tail (and counts as settled)
+    #: rather than answered as not due, so a far-off timer does not hold the queue's progress back.
+    roll: bool = False
 
 
 @dataclass(slots=True)

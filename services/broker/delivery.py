@@ -7,6 +7,9 @@ field holds its delivery time), restores the message (real topic and queue
 from REAL_TOPIC / REAL_QID, the parking properties removed, everything else
 kept, a new store time) and stores it as a new write.
 
+A timer entry far from due can be rolled instead: parked again at the tail of
+its queue with the same due time, so the scheduler can commit past it.
+
 Deliveries are idempotent per (queue, offset): the broker remembers which
 offsets of each parked queue it re-put since the scheduler's last commit, so a
 scheduler that crashes between re-put and commit, or two replicas overlapping
@@ -66,6 +69,7 @@ class DeliveryProcessor:
         self._delivered: dict[tuple[str, int], _Delivered] = {}
         self.delivered_total = 0
         self.duplicates_total = 0
+        self.rolled_total = 0
 
     def register(self, server, executor) -> None:
         register_all(server, {RequestCode.DELIVER_DUE_MESSAGES: (self.deliver, executor)}, BAD_REQUEST_ERRORS)
@@ -75,7 +79,9 @@ class DeliveryProcessor:
 
         Request: header topic, queueId, committedOffset (every entry below it is
         settled, so its memory can go); body a JSON list of queue offsets.
-        Answer: header delivered and duplicates (counts); body JSON
+        With ``roll`` (timer topic), entries not yet due are parked again at the
+        queue's tail and count as settled.
+        Answer: header delivered, rolled and duplicates (counts); body JSON
         ``{"done": [offsets settled], "notDue": [[offset, dueMs]], "missing": [offsets]}``.
         """
         h = from_ext(DeliverDueMessagesRequestHeader, req.ext)
@@ -94,6 +100,8 @@ class DeliveryProcessor:
                       orjson.dumps({"done": [], "notDue": [], "missing": offsets}))
         now_ms = int(time.time() * 1000)
         key = (h.topic, h.queue_id)
+        roll = h.roll and h.topic == TIMER_TOPIC
+        rolled = 0
         done: list[int] = []
         not_due: list[list[int]] = []
         missing: list[int] = []
@@ -112,10 +120,11 @@ class DeliveryProcessor:
                     missing.append(offset)
                     continue
                 phys, _size, due_ms = entry
-                if due_ms > now_ms:
+                if due_ms > now_ms and not roll:
                     not_due.append([offset, due_ms])
                     continue
-                inner = self._restore(phys)
+                inner = self._restore(phys) if due_ms <= now_ms else self._repark(phys, h.queue_id)
+                rolled += due_ms > now_ms and inner is not None
                 if inner is None:
                     missing.append(offset)
                     continue
@@ -131,15 +140,25 @@ class DeliveryProcessor:
                     seen.offsets.add(offset)
                     done.append(offset)
                 end = last.wrote_offset + last.wrote_bytes
-            self.delivered_total += len(batch)
+            self.delivered_total += len(batch) - rolled
+            self.rolled_total += rolled
             self.duplicates_total += duplicates
         if batch and store.wait_flushed(end) is not PutMessageStatus.PUT_OK:
             # Stored and remembered; only the flush is late. The scheduler commits, as a send would.
             log.warning("delivery_flush_timeout", topic=h.topic, queue_id=h.queue_id)
         if missing:
             log.warning("delivery_entries_missing", topic=h.topic, queue_id=h.queue_id, offsets=missing[:20])
-        return ok(req, {"delivered": len(batch), "duplicates": duplicates},
+        return ok(req, {"delivered": len(batch) - rolled, "rolled": rolled, "duplicates": duplicates},
                   orjson.dumps({"done": done, "notDue": not_due, "missing": missing}))
+
+    def _repark(self, phys: int, queue_id: int) -> MessageExtBrokerInner | None:
+        """The timer entry at ``phys`` as a new record of the same timer queue (same due time)."""
+        msg = self.broker.store.look_message_by_offset(phys)
+        if msg is None:
+            return None
+        return MessageExtBrokerInner(TIMER_TOPIC, msg.body, queue_id, msg.flag, encode_properties(msg.properties),
+                                     msg.sys_flag, msg.born_timestamp, encode_host_text(msg.born_host),
+                                     msg.reconsume_times)
 
     def _restore(self, phys: int) -> MessageExtBrokerInner | None:
         msg = self.broker.store.look_message_by_offset(phys)

@@ -12,6 +12,11 @@ queue, all brokers at once). An entry is removed from its process queue only
 when its broker says it is settled, so the committed offset (the smallest
 offset still pending) never passes an undelivered entry: a crash re-reads it,
 and the broker's memory of what it re-put keeps that from making a copy.
+
+Rolling: a timer that has waited ``timerRollWindowMs`` and is still not due is
+parked again at the tail of its queue (same due time) and counts as settled,
+so no queue's progress (nor the brokers' memory of re-puts above it) lags more
+than the roll window behind, however far off its timers are.
 """
 
 from __future__ import annotations
@@ -47,6 +52,10 @@ from rocketmesh.scheduler.due_queue import DueQueue
 log = get_logger("scheduler")
 
 
+#: An entry woken this close to its due time is delivered (the broker says if it is early), not rolled.
+_ROLL_SLACK_MS = 1000
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 
@@ -54,11 +63,12 @@ def _now_ms() -> int:
 class _Entry:
     """One pending delivery: a parked message of a pulled queue, by offset."""
 
-    __slots__ = ("req", "msg", "attempts")
+    __slots__ = ("req", "msg", "due", "attempts")
 
-    def __init__(self, req: PullRequest, msg: MessageExt) -> None:
+    def __init__(self, req: PullRequest, msg: MessageExt, due: int) -> None:
         self.req = req
         self.msg = msg
+        self.due = due
         self.attempts = 0
 
 
@@ -84,6 +94,7 @@ class ScheduleService:
         self._levels: dict[str, list[int]] = {}
         self.delivered = 0
         self.duplicates = 0
+        self.rolled = 0
         self.lost = 0
         self.failures = 0
         #: Lateness of the latest deliveries (ms after due), for the status answer.
@@ -147,10 +158,11 @@ class ScheduleService:
                     dues.append(int(m.properties[MessageConst.TIMER_DELIVER_MS]))
                 except (KeyError, ValueError):
                     dues.append(m.store_timestamp)  # the broker's entry is the authority; it says when
+        roll_at = _now_ms() + self.config.timer_roll_window_ms
         with self._cond:
             due_queue = self._due
             for due, m in zip(dues, msgs):
-                due_queue.push(due, _Entry(req, m))
+                due_queue.push(min(due, roll_at), _Entry(req, m, due))
             first = due_queue.next_due()
             if self._waiting_until is None or (first is not None and first < self._waiting_until):
                 self._cond.notify()
@@ -211,12 +223,17 @@ class ScheduleService:
                 self._retry([e for _, e in items])
                 continue
             committed = max(req.pq.committed_offset, 0)
-            header = to_ext(DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed))
-            for i in range(0, len(items), step):
-                chunk = items[i:i + step]
-                body = orjson.dumps([e.msg.queue_offset for _, e in chunk])
-                calls.append((addr, request(RequestCode.DELIVER_DUE_MESSAGES, header, body)))
-                chunks.append((req, chunk))
+            now = _now_ms()
+            # Woken well before due: that is a roll (a timer's wait outlasted the roll window).
+            due_now = [(d, e) for d, e in items if e.due <= now + _ROLL_SLACK_MS]
+            to_roll = [(d, e) for d, e in items if e.due > now + _ROLL_SLACK_MS]
+            for roll, part in ((False, due_now), (True, to_roll)):
+                header = to_ext(DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed, roll))
+                for i in range(0, len(part), step):
+                    chunk = part[i:i + step]
+                    body = orjson.dumps([e.msg.queue_offset for _, e in chunk])
+                    calls.append((addr, request(RequestCode.DELIVER_DUE_MESSAGES, header, body)))
+                    chunks.append((req, chunk))
         if not calls:
             return
         results = self.core.instance.invoke_brokers(calls, timeout_ms=self.config.deliver_timeout_ms)
@@ -238,23 +255,26 @@ class ScheduleService:
         for offset in answer.get("done", ()):
             due, e = by_offset.pop(offset)
             settled.append(e.msg)
-            lateness = now - due
-            self._lateness.append(lateness)
+            if e.due <= now:
+                self._lateness.append(now - e.due)
         for offset in answer.get("missing", ()):
             due, e = by_offset.pop(offset)
             settled.append(e.msg)
             self.lost += 1
         not_due = answer.get("notDue", ())
         if not_due:
+            roll_at = _now_ms() + self.config.timer_roll_window_ms
             with self._cond:
                 for offset, due in not_due:
                     _, e = by_offset.pop(offset)
-                    self._due.push(due, e)
+                    e.due = due
+                    self._due.push(min(due, roll_at), e)
         if by_offset:  # not named in the answer: try again
             self._retry([e for _, e in by_offset.values()])
         if len(self._lateness) > 10_000:
             del self._lateness[:5000]
         self.delivered += int(resp.ext.get("delivered", 0))
+        self.rolled += int(resp.ext.get("rolled", 0))
         self.duplicates += int(resp.ext.get("duplicates", 0))
         if settled:
             req.pq.remove_messages(settled)
@@ -281,7 +301,7 @@ class ScheduleService:
         return {"instanceName": self.instance_name, "group": self.config.consumer_group,
                 "clientId": self.core.instance.client_id if self.core.instance else "",
                 "pending": pending, "nextDueMs": next_due, "delivered": self.delivered,
-                "duplicates": self.duplicates, "lost": self.lost, "failures": self.failures,
+                "duplicates": self.duplicates, "rolled": self.rolled, "lost": self.lost, "failures": self.failures,
                 "latenessP50Ms": late[len(late) // 2] if late else None,
                 "latenessP99Ms": late[int(len(late) * 0.99)] if late else None,
                 "queues": queues}
