@@ -23,7 +23,7 @@ class SchedulerConfig(SystemGroupConfig):
     #: A timer still this far from due after waiting this long is parked again at its queue's tail, so
     #: the queue's committed offset (and the brokers' memory of what was delivered) never lags more.
     timer_roll_window_ms: int = 600_000
-    #: Pending entries held per queue before pulling pauses (each costs ~2 KB; bodies are not kept).
+    #: Pending entries held per queue before pulling pauses (only offsets and due times are kept).
     max_pending_per_queue: int = 500_000
     #: Timeout of one DELIVER_DUE_MESSAGES request.
     deliver_timeout_ms: int = 3000

@@ -29,7 +29,7 @@ from typing import Any, Optional
 import orjson
 
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest
-from rocketmesh.client.consumer.process_queue import ProcessQueue
+from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
 from rocketmesh.client.consumer.system_group import instance_name_of, system_group_core
 from rocketmesh.client.errors import MQError
 from rocketmesh.delay_levels import parse_delay_levels
@@ -63,11 +63,11 @@ def _now_ms() -> int:
 class _Entry:
     """One pending delivery: a parked message of a pulled queue, by offset."""
 
-    __slots__ = ("req", "msg", "due", "attempts")
+    __slots__ = ("req", "held", "due", "attempts")
 
-    def __init__(self, req: PullRequest, msg: MessageExt, due: int) -> None:
+    def __init__(self, req: PullRequest, held: HeldOffset, due: int) -> None:
         self.req = req
-        self.msg = msg
+        self.held = held
         self.due = due
         self.attempts = 0
 
@@ -145,7 +145,6 @@ class ScheduleService:
             log.info("queue_handed_over", mq=str(mq), pending_dropped=dropped)
 
     def _on_pulled(self, req: PullRequest, msgs: list[MessageExt]) -> None:
-        req.pq.drop_bodies(msgs)
         mq = req.mq
         if mq.topic == SCHEDULE_TOPIC:
             levels = self._levels_of(mq.broker_name)
@@ -158,11 +157,15 @@ class ScheduleService:
                     dues.append(int(m.properties[MessageConst.TIMER_DELIVER_MS]))
                 except (KeyError, ValueError):
                     dues.append(m.store_timestamp)  # the broker's entry is the authority; it says when
+        # Only offsets and due times stay; the pulled messages go.
+        held = req.pq.keep_offsets_only(msgs)
+        if len(held) != len(msgs):
+            return  # the queue was dropped or restarted meanwhile: its new owner pulls these again
         roll_at = _now_ms() + self.config.timer_roll_window_ms
         with self._cond:
             due_queue = self._due
-            for due, m in zip(dues, msgs):
-                due_queue.push(min(due, roll_at), _Entry(req, m, due))
+            for due, h in zip(dues, held):
+                due_queue.push(min(due, roll_at), _Entry(req, h, due))
             first = due_queue.next_due()
             if self._waiting_until is None or (first is not None and first < self._waiting_until):
                 self._cond.notify()
@@ -231,7 +234,7 @@ class ScheduleService:
                 header = to_ext(DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed, roll))
                 for i in range(0, len(part), step):
                     chunk = part[i:i + step]
-                    body = orjson.dumps([e.msg.queue_offset for _, e in chunk])
+                    body = orjson.dumps([e.held.queue_offset for _, e in chunk])
                     calls.append((addr, request(RequestCode.DELIVER_DUE_MESSAGES, header, body)))
                     chunks.append((req, chunk))
         if not calls:
@@ -250,16 +253,16 @@ class ScheduleService:
 
     def _settle(self, req: PullRequest, chunk: list[tuple[int, _Entry]], resp: RemotingCommand, now: int) -> None:
         answer = orjson.loads(resp.body)
-        by_offset = {e.msg.queue_offset: (due, e) for due, e in chunk}
-        settled: list[MessageExt] = []
+        by_offset = {e.held.queue_offset: (due, e) for due, e in chunk}
+        settled: list[HeldOffset] = []
         for offset in answer.get("done", ()):
             due, e = by_offset.pop(offset)
-            settled.append(e.msg)
+            settled.append(e.held)
             if e.due <= now:
                 self._lateness.append(now - e.due)
         for offset in answer.get("missing", ()):
             due, e = by_offset.pop(offset)
-            settled.append(e.msg)
+            settled.append(e.held)
             self.lost += 1
         not_due = answer.get("notDue", ())
         if not_due:

@@ -20,6 +20,16 @@ REBALANCE_LOCK_MAX_LIVE_S = 30.0
 PULL_MAX_IDLE_S = 120.0
 
 
+class HeldOffset:
+    """A held message reduced to its queue offset (see :meth:`ProcessQueue.keep_offsets_only`)."""
+
+    __slots__ = ("queue_offset",)
+    body = b""
+
+    def __init__(self, queue_offset: int) -> None:
+        self.queue_offset = queue_offset
+
+
 class ProcessQueue:
     """See the module docstring. All methods are thread-safe."""
 
@@ -86,13 +96,29 @@ class ProcessQueue:
             return dispatch
 
     def drop_bodies(self, msgs: Iterable[MessageExt]) -> None:
-        """Forget the bodies of held messages, for a holder that needs only their offsets and properties."""
+        """Forget the bodies of held messages, for a holder that needs only their headers and properties."""
         with self._lock:
             size = 0
             for m in msgs:
                 size += len(m.body)
                 m.body = b""
             self.msg_size -= size
+
+    def keep_offsets_only(self, msgs: Iterable[MessageExt]) -> list["HeldOffset"]:
+        """Hold ``msgs`` (already put) by offset alone, for a holder that needs nothing else of them
+        (the scheduler); returns the stand-ins, which :meth:`remove_messages` takes in their place."""
+        out = []
+        with self._lock:
+            held = self._msgs
+            size = 0
+            for m in msgs:
+                off = m.queue_offset
+                if held.get(off) is m:
+                    size += len(m.body)
+                    held[off] = stub = HeldOffset(off)
+                    out.append(stub)
+            self.msg_size -= size
+        return out
 
     def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
         """Drop consumed messages; returns the offset now safe to commit, or -1 when nothing was held."""
