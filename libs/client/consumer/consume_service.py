@@ -168,12 +168,17 @@ class ConcurrentConsumeService:
             for i in range(0, len(chunks), per_task)])
 
     def _consume_each(self, mq: MessageQueue, pq: ProcessQueue, chunks: list[list[MessageExt]]) -> None:
+        done: list[MessageExt] = []
         for chunk in chunks:
-            self._consume(mq, pq, chunk)
+            done += self._consume(mq, pq, chunk, remove=False)
+        if done:
+            pq.remove_messages(done)  # once per task: one lock and one heap walk for all its calls
 
-    def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+    def _consume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt],
+                 remove: bool = True) -> list[MessageExt]:
+        """One listener call; returns the messages it settled (removed from ``pq`` unless not ``remove``)."""
         if pq.dropped:
-            return
+            return []
         core = self.core
         now_ms = int(time.time() * 1000)
         for m in msgs:
@@ -184,7 +189,7 @@ class ConcurrentConsumeService:
             status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         if pq.dropped:
             # The queue went to another client while we consumed: it will redeliver from the last commit.
-            return
+            return []
         done = msgs
         if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             done = []
@@ -204,8 +209,9 @@ class ConcurrentConsumeService:
                         m.reconsume_times += 1
                     core.scheduler.call_later(RECONSUME_LOCALLY_DELAY_MS,
                                               lambda: self.workers.submit(lambda: self._reconsume(mq, pq, later)))
-        if done:
+        if done and remove:
             pq.remove_messages(done)  # moves pq.committed_offset, which the consumer persists
+        return done
 
     def _reconsume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Consume again, locally, messages the broker did not take back (unless the timeout has since)."""
