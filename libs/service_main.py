@@ -64,3 +64,27 @@ def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[],
         pass
     stop()
     return 0
+
+
+def run_system_service(name: str, description: str, config_cls: type, service_cls: type,
+                       argv: Optional[list[str]] = None) -> int:
+    """``python -m rocketmesh.<name>`` for a system-group service (scheduler, txn-checker): ``-c``,
+    ``-n``, ``--listen-port`` and ``--set`` flags; the service has ``start()``, ``shutdown()``,
+    ``address`` and ``instance_name``."""
+    ap = argparse.ArgumentParser(prog=f"python -m rocketmesh.{name.replace('-', '_')}", description=description)
+    ap.add_argument("-c", "--config", help=f"a properties file of {name} settings")
+    ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
+    ap.add_argument("--listen-port", type=int,
+                    help=f"status port (default {config_cls().listen_port}; 0 picks a free one)")
+    add_set_flag(ap, f"any {name} setting")
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    config = load_service_config(name, config_cls, args.config,
+                                 {"namesrvAddr": args.namesrv, "listenPort": args.listen_port}, args.set)
+    if config is None:
+        return 2
+    service = service_cls(config)
+
+    def start() -> str:
+        service.start()
+        return service.address
+    return run_until_signalled(f"{name} {service.instance_name}", start, service.shutdown)

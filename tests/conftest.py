@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
-from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess
+from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
 
 from rocketmesh import Admin, Producer
 from rocketmesh.remoting import RemotingClient
@@ -76,19 +76,24 @@ def producer(namesrv: NamesrvProcess, broker: BrokerProcess) -> Iterator[Produce
         yield p
 
 
+def _replicas(tmp_path: Path, cls: type[SystemServiceProcess], prefix: str
+              ) -> tuple[Callable[..., SystemServiceProcess], list[SystemServiceProcess]]:
+    started: list[SystemServiceProcess] = []
+
+    def start(namesrv: str, name: Optional[str] = None, **config: object) -> SystemServiceProcess:
+        name = name or f"{prefix}{len(started)}"
+        proc = cls(tmp_path / name, namesrv, name=name, **config)
+        started.append(proc)
+        return proc.start(timeout_s=30)
+    return start, started
+
+
 @pytest.fixture
 def start_scheduler(tmp_path: Path) -> Iterator[Callable[..., SchedulerProcess]]:
     """Factory: ``start_scheduler(namesrv_addr, name="scheduler0", rebalanceIntervalMs=2000, ...)`` starts a
     scheduler replica (a member of the system group that delivers delayed and timer messages); all stop at
     teardown. Start it after the brokers, so it finds their queues at once."""
-    started: list[SchedulerProcess] = []
-
-    def start(namesrv: str, name: Optional[str] = None, **config: object) -> SchedulerProcess:
-        name = name or f"scheduler{len(started)}"
-        proc = SchedulerProcess(tmp_path / name, namesrv, name=name, **config)
-        started.append(proc)
-        return proc.start(timeout_s=30)
-
+    start, started = _replicas(tmp_path, SchedulerProcess, "scheduler")
     yield start
     for proc in started:
         proc.stop()
@@ -99,14 +104,7 @@ def start_txn_checker(tmp_path: Path) -> Iterator[Callable[..., TxnCheckerProces
     """Factory: ``start_txn_checker(namesrv_addr, name="txn-checker0", transactionCheckInterval=500, ...)``
     starts a txn-checker replica (a member of the system group that checks undecided half messages); all
     stop at teardown. Start it after the brokers, so it finds their half queues at once."""
-    started: list[TxnCheckerProcess] = []
-
-    def start(namesrv: str, name: Optional[str] = None, **config: object) -> TxnCheckerProcess:
-        name = name or f"txn-checker{len(started)}"
-        proc = TxnCheckerProcess(tmp_path / name, namesrv, name=name, **config)
-        started.append(proc)
-        return proc.start(timeout_s=30)
-
+    start, started = _replicas(tmp_path, TxnCheckerProcess, "txn-checker")
     yield start
     for proc in started:
         proc.stop()

@@ -249,37 +249,39 @@ class BrokerProcess(ServiceProcess):
                 time.sleep(0.05)
 
 
-class SchedulerProcess(ServiceProcess):
-    """A scheduler replica (delay levels, timers) serving the brokers known to ``namesrv``."""
+class SystemServiceProcess(ServiceProcess):
+    """A replica of a system-group service (scheduler, txn-checker) serving the brokers known to ``namesrv``;
+    ``addr`` is its status port."""
 
-    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "scheduler",
+    module = ""
+
+    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "",
                  **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
+        name = name or self.module
         args = ["-n", namesrv, "--listen-port", str(self.port), "--set", "listenAddress=127.0.0.1",
                 "--set", f"instanceName={name}"]
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
-        super().__init__("scheduler", args, data_dir, ready=stdout_line(r"listening on"), name=name)
-
-
-class TxnCheckerProcess(ServiceProcess):
-    """A txn-checker replica (half-message check-back) serving the brokers known to ``namesrv``."""
-
-    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "txn-checker",
-                 **config: object) -> None:
-        self.port = port or free_port()
-        self.addr = f"127.0.0.1:{self.port}"
-        args = ["-n", namesrv, "--listen-port", str(self.port), "--set", "listenAddress=127.0.0.1",
-                "--set", f"instanceName={name}"]
-        for key, value in config.items():
-            args += ["--set", f"{key}={value}"]
-        super().__init__("txn_checker", args, data_dir, ready=stdout_line(r"listening on"), name=name)
+        super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), name=name)
 
     def status(self, timeout_ms: int = 3000) -> dict:
-        """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it checked."""
+        """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it did."""
         import orjson
 
         with RemotingClient(name="probe") as client:
             resp = client.invoke_sync(self.addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO), timeout_ms)
         return orjson.loads(resp.body)
+
+
+class SchedulerProcess(SystemServiceProcess):
+    """A scheduler replica (delay levels, timers)."""
+
+    module = "scheduler"
+
+
+class TxnCheckerProcess(SystemServiceProcess):
+    """A txn-checker replica (half-message check-back)."""
+
+    module = "txn_checker"

@@ -7,7 +7,6 @@ import threading
 import time
 from typing import Callable
 
-import orjson
 import pytest
 
 from procs import BrokerProcess, SchedulerProcess, wait_for
@@ -15,7 +14,7 @@ from rocketmesh import Admin, Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.message import MessageExt
-from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.remoting import ResponseCode
 
 StartBroker = Callable[..., BrokerProcess]
 StartScheduler = Callable[..., SchedulerProcess]
@@ -62,10 +61,7 @@ def consume(namesrv: str, topic: str, name: str) -> tuple[PushConsumer, Arrivals
 
 def status(proc: SchedulerProcess) -> dict:
     """A scheduler replica's own account (GET_CONSUMER_RUNNING_INFO on its status port)."""
-    with RemotingClient(name="status") as client:
-        resp = client.invoke_sync(proc.addr, request(RequestCode.GET_CONSUMER_RUNNING_INFO), 3000)
-    assert resp.code == ResponseCode.SUCCESS
-    return orjson.loads(resp.body)
+    return proc.status()
 
 
 def test_delay_levels_arrive_when_due_and_above_max_clamps(namesrv, broker, admin, producer,

@@ -8,39 +8,12 @@ flags. Prints ``scheduler <instance> listening on <host:port>`` once it runs,
 and shuts down cleanly (committing its progress) on SIGTERM or SIGINT.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-from rocketmesh.service_main import add_set_flag, load_service_config, run_until_signalled
+from rocketmesh.service_main import run_system_service
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.service import ScheduleService
 
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m rocketmesh.scheduler",
-                                 description="Deliver delayed and timer messages when they are due.")
-    ap.add_argument("-c", "--config", help="a properties file of scheduler settings")
-    ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
-    ap.add_argument("--listen-port", type=int, help="status port (default 10950; 0 picks a free one)")
-    add_set_flag(ap, "any scheduler setting")
-    return ap.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    config = load_service_config("scheduler", SchedulerConfig, args.config,
-                                 {"namesrvAddr": args.namesrv, "listenPort": args.listen_port}, args.set)
-    if config is None:
-        return 2
-    service = ScheduleService(config)
-
-    def start() -> str:
-        service.start()
-        return service.address
-    return run_until_signalled(f"scheduler {service.instance_name}", start, service.shutdown)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_system_service("scheduler", "Deliver delayed and timer messages when they are due.",
+                                SchedulerConfig, ScheduleService))

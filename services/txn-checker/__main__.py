@@ -9,39 +9,12 @@ flags (``--set transactionCheckInterval=5000``). Prints ``txn-checker
 (committing its progress) on SIGTERM or SIGINT.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-from rocketmesh.service_main import add_set_flag, load_service_config, run_until_signalled
+from rocketmesh.service_main import run_system_service
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.service import TxnCheckerService
 
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m rocketmesh.txn_checker",
-                                 description="Check transactional half messages nobody decided.")
-    ap.add_argument("-c", "--config", help="a properties file of txn-checker settings")
-    ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
-    ap.add_argument("--listen-port", type=int, help="status port (default 10960; 0 picks a free one)")
-    add_set_flag(ap, "any txn-checker setting")
-    return ap.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    config = load_service_config("txn-checker", TxnCheckerConfig, args.config,
-                                 {"namesrvAddr": args.namesrv, "listenPort": args.listen_port}, args.set)
-    if config is None:
-        return 2
-    service = TxnCheckerService(config)
-
-    def start() -> str:
-        service.start()
-        return service.address
-    return run_until_signalled(f"txn-checker {service.instance_name}", start, service.shutdown)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_system_service("txn-checker", "Check transactional half messages nobody decided.",
+                                TxnCheckerConfig, TxnCheckerService))
