@@ -190,13 +190,14 @@ class MessageExt:
 
     __slots__ = ("topic", "body", "_properties", "_raw_properties", "flag", "queue_id", "queue_offset",
                  "commitlog_offset", "store_size", "sys_flag", "born_timestamp", "born_host", "store_timestamp",
-                 "store_host", "reconsume_times", "prepared_transaction_offset", "body_crc", "msg_id",
+                 "store_host", "reconsume_times", "prepared_transaction_offset", "body_crc", "_msg_id",
                  "consume_start_time")
 
     def __init__(self, topic: str, body: bytes, properties: Optional[dict[str, str]], flag: int, queue_id: int,
                  queue_offset: int, commitlog_offset: int, store_size: int, sys_flag: int, born_timestamp: int,
                  born_host: str, store_timestamp: int, store_host: str, reconsume_times: int,
-                 prepared_transaction_offset: int, body_crc: int, msg_id: str, raw_properties: bytes = b"") -> None:
+                 prepared_transaction_offset: int, body_crc: int, msg_id: Optional[str],
+                 raw_properties: bytes = b"") -> None:
         self.topic = topic
         self.body = body
         self._properties = properties
@@ -214,10 +215,24 @@ class MessageExt:
         self.reconsume_times = reconsume_times
         self.prepared_transaction_offset = prepared_transaction_offset
         self.body_crc = body_crc
-        self.msg_id = msg_id
+        self._msg_id = msg_id
         #: When a push consumer handed the message to its listener (epoch ms; 0 before): RocketMQ's
         #: CONSUME_START_TIME, which the consume timeout is measured from.
         self.consume_start_time = 0
+
+    @property
+    def msg_id(self) -> str:
+        """RocketMQ's offset message id (store host + commitlog offset); made on first use when not given."""
+        msg_id = self._msg_id
+        if msg_id is None:
+            from rocketmesh.message_codec import encode_host_text, encode_message_id
+
+            msg_id = self._msg_id = encode_message_id(encode_host_text(self.store_host), self.commitlog_offset)
+        return msg_id
+
+    @msg_id.setter
+    def msg_id(self, value: Optional[str]) -> None:
+        self._msg_id = value
 
     @property
     def properties(self) -> dict[str, str]:

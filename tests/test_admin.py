@@ -39,7 +39,8 @@ def test_create_route_status_delete(start_broker: StartBroker, namesrv, admin: A
     b = start_broker(namesrv.addr, "broker-b")
     written = admin.create_topic("AdminT", read_queue_nums=3, write_queue_nums=2)
     assert sorted(written) == sorted([a.addr, b.addr])
-    assert "AdminT" in admin.topic_list()
+    # The brokers re-register with the name server right after the change; the list follows shortly.
+    wait_for(lambda: "AdminT" in admin.topic_list(), 5, "AdminT in the name server's topic list")
     route = wait_for(lambda: len(admin.wait_topic_route("AdminT").queue_datas) == 2 and admin.topic_route("AdminT"))
     assert {(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas} == {
         ("broker-a", 3, 2, 6), ("broker-b", 3, 2, 6)}
