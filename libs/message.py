@@ -184,7 +184,8 @@ class MessageExt:
     """A stored message as read back from a broker's commitlog.
 
     ``properties`` may be given decoded (a dict) or, with ``properties=None``,
-    as the record's raw ``raw_properties`` bytes, decoded on first use: a
+    as the record's raw ``raw_properties`` bytes (or a pair of byte strings, the
+    second appended to the first), decoded on first use: a
     consumer that never looks at them does not pay for them.
     """
 
@@ -197,7 +198,7 @@ class MessageExt:
                  queue_offset: int, commitlog_offset: int, store_size: int, sys_flag: int, born_timestamp: int,
                  born_host: str, store_timestamp: int, store_host: str, reconsume_times: int,
                  prepared_transaction_offset: int, body_crc: int, msg_id: Optional[str],
-                 raw_properties: bytes = b"") -> None:
+                 raw_properties: bytes | tuple[bytes, bytes] = b"") -> None:
         self.topic = topic
         self.body = body
         self._properties = properties
@@ -239,8 +240,11 @@ class MessageExt:
         props = self._properties
         if props is None:
             props = {}
-            if self._raw_properties:
-                it = iter(self._raw_properties.decode().replace("\x02", "\x01").split("\x01"))
+            raw = self._raw_properties
+            if type(raw) is tuple:  # the record's own, then what the pull added (MIN_OFFSET, MAX_OFFSET)
+                raw = raw[0] + raw[1]
+            if raw:
+                it = iter(raw.decode().replace("\x02", "\x01").split("\x01"))
                 props = dict(zip(it, it))
                 props.pop("", None)
             self._properties = props

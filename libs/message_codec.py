@@ -218,7 +218,7 @@ def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str,
             raise CorruptRecord(f"record at {pos} declares {total} bytes but holds {p + props_len - pos}")
         append(MessageExt(topic, body, None, flag, queue_id, queue_offset, phys, total, sys_flag, born_ts,
                           host_text(born_host), store_ts, host_text(store_host), reconsume, prepared, crc,
-                          None, data[p:end] + extra if extra else data[p:end]))
+                          None, (data[p:end], extra) if extra else data[p:end]))
         pos = end
     return out
 
