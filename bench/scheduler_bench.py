@@ -24,7 +24,6 @@ import argparse
 import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
