@@ -162,6 +162,29 @@ def test_async_callback_runs_off_the_io_thread(server: RemotingServer, client: R
     assert "remoting-io" not in thread_name
 
 
+def test_callback_invocation_gets_each_answer_or_error_once(server: RemotingServer, client: RemotingClient) -> None:
+    got: list[tuple[bytes | None, type | None]] = []
+    done = threading.Event()
+
+    def on_answer(resp: RemotingCommand | None, error: BaseException | None) -> None:
+        got.append((resp.body if resp is not None else None, type(error) if error is not None else None))
+        if len(got) == 3:
+            done.set()
+
+    def boom(resp: RemotingCommand | None, error: BaseException | None) -> None:
+        raise RuntimeError("a broken callback")
+
+    client.invoke_with_callback(server.address, request(ECHO, body=b"one"), 2000, on_answer)
+    client.invoke_with_callback(server.address, request(ECHO, body=b"x"), 2000, boom)  # logged, nothing more
+    client.invoke_with_callback(server.address, request(NEVER), 200, on_answer)
+    client.invoke_with_callback(server.address, request(ECHO, body=b"two"), 2000, on_answer)
+    assert done.wait(5)
+    time.sleep(0.3)
+    assert sorted(got, key=repr) == sorted([(b"one", None), (b"two", None), (None, RemotingTimeoutError)], key=repr)
+    assert client.invoke_sync(server.address, request(ECHO, body=b"still"), 2000).body == b"still"
+    assert len(client._pending) == 0
+
+
 def test_oneway_reaches_handler_and_gets_no_response(
     server: RemotingServer, client: RemotingClient, recorder: Recorder
 ) -> None:

@@ -603,19 +603,16 @@ class _AsyncSend:
         """Send (again) to the same broker."""
         self.start = _monotonic()
         try:
-            rf = self.producer._instance.remoting.invoke_async(self.addr, self.cmd, self.timeout_ms)
+            self.producer._instance.remoting.invoke_with_callback(self.addr, self.cmd, self.timeout_ms,
+                                                                  self.on_response)
         except RemotingError as exc:
             self._fail(from_remoting(exc, self.addr))
-            return
-        rf.add_done_callback(self.on_done)
 
-    def on_done(self, rf: "Future[RemotingCommand]") -> None:
-        """Complete the send's Future from the remoting Future."""
+    def on_response(self, resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+        """Complete the send's Future from the broker's answer."""
         # Runs on the remoting I/O thread: short, never blocking.
-        try:
-            resp = rf.result(0)
-        except BaseException as exc:  # noqa: BLE001 - every failure completes the future
-            self._on_error(exc)
+        if error is not None:
+            self._on_error(error)
             return
         mq = self.mq
         fault = self.producer._fault

@@ -13,7 +13,10 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from rocketmesh.log import get_logger
 from rocketmesh.remoting.command import RemotingCommand
+
+_log = get_logger("remoting", component="pending")
 
 
 @dataclass(slots=True, eq=False)
@@ -24,9 +27,38 @@ class PendingRequest:
     peer: object
     timeout_ms: int
     deadline: float
-    future: Optional["Future[RemotingCommand]"]
+    #: Told the outcome (a Future, or a CallbackSink); None for oneway requests.
+    future: Optional["Future[RemotingCommand] | CallbackSink"]
     #: False while the request sits in a send backlog (no connection yet).
     sent: bool = False
+
+
+class CallbackSink:
+    """Stands where a Future would, for callers that want ``fn(response, error)`` and no Future.
+
+    ``fn`` runs on the I/O thread, exactly once: it must be short and never block. An exception
+    it raises is logged, as a Future's done-callback's would be, and goes no further.
+    """
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn: Callable[[Optional[RemotingCommand], Optional[BaseException]], None]) -> None:
+        self.fn = fn
+
+    def set_result(self, result: RemotingCommand) -> None:
+        self._call(result, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self._call(None, error)
+
+    def _call(self, result: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+        fn, self.fn = self.fn, None
+        if fn is None:
+            return
+        try:
+            fn(result, error)
+        except Exception:  # noqa: BLE001 - the I/O loop must go on
+            _log.exception("response callback failed")
 
 
 def settle(future: "Future[RemotingCommand]", result: RemotingCommand | None, error: BaseException | None) -> None:
