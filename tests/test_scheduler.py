@@ -13,7 +13,8 @@ from procs import BrokerProcess, SchedulerProcess, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.client.errors import MQBrokerError
-from rocketmesh.message import MessageExt
+from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.topics import SCHEDULE_TOPIC
 from rocketmesh.remoting import ResponseCode
 
 StartBroker = Callable[..., BrokerProcess]
@@ -244,3 +245,32 @@ def test_a_far_timer_is_rolled_so_progress_moves_past_it(namesrv, broker, admin,
         assert m.store_timestamp >= due
     finally:
         consumer.shutdown()
+
+
+def test_a_restarted_broker_still_knows_what_it_delivered(namesrv, start_broker: StartBroker,
+                                                          start_scheduler: StartScheduler) -> None:
+    broker = start_broker(namesrv.addr, **FAST_BROKER)
+    topic = "DelayRestart"
+    with Admin(namesrv.addr) as admin, Producer("restart-p", namesrv.addr) as producer:
+        admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(topic)
+        real_queue = MessageQueue(topic, "broker-a", 0)
+        first = start_scheduler(namesrv.addr, name="sched-before", persistOffsetIntervalMs=600_000,
+                                **FAST_SCHEDULER)
+        for i in range(10):
+            producer.send(Message(topic, f"d{i}", delay_level=1))
+        wait_for(lambda: admin.max_offset(real_queue) == 10, 10, "ten delivered")
+        first.kill()  # its progress since its last pull is lost with it
+        stats = admin.consume_stats("CID_RMQ_SYS_SCHEDULE", SCHEDULE_TOPIC).offset_table
+        committed = stats[MessageQueue(SCHEDULE_TOPIC, "broker-a", 0)].consumer_offset
+        assert committed < 10, "the scheduler's progress got committed; nothing would be read twice"
+    broker.stop()
+    broker.start(timeout_s=30)
+    broker.wait_registered()
+    with Admin(namesrv.addr) as admin:
+        start_scheduler(namesrv.addr, name="sched-after", **FAST_SCHEDULER)
+        # The new replica reads the level queue again from the old progress; the broker re-puts nothing.
+        wait_for(lambda: admin.consume_stats("CID_RMQ_SYS_SCHEDULE", SCHEDULE_TOPIC)
+                 .offset_table[MessageQueue(SCHEDULE_TOPIC, "broker-a", 0)].consumer_offset == 10,
+                 15, "the new replica's progress past the ten")
+        assert admin.max_offset(real_queue) == 10

@@ -295,12 +295,17 @@ class OffsetPersister(ServiceThread):
     """Writes the offset table every ``flush_consumer_offset_interval`` ms when it changed, and on stop."""
 
     def __init__(self, manager: ConsumerOffsetManager,
-                 flush_consumer_offset_interval: int = DEFAULT_FLUSH_CONSUMER_OFFSET_INTERVAL) -> None:
+                 flush_consumer_offset_interval: int = DEFAULT_FLUSH_CONSUMER_OFFSET_INTERVAL,
+                 also: tuple = ()) -> None:
         super().__init__("ConsumerOffsetPersister", flush_consumer_offset_interval / 1000)
         self.manager = manager
+        #: Other progress tables written on the same beat (each has ``persist_if_dirty()``).
+        self.also = also
 
     def run_once(self) -> None:
         self.manager.persist_if_dirty()
+        for table in self.also:
+            table.persist_if_dirty()
 
     def on_stop(self) -> None:
-        self.manager.persist_if_dirty()
+        self.run_once()

@@ -13,9 +13,11 @@ its queue with the same due time, so the scheduler can commit past it.
 Deliveries are idempotent per (queue, offset): the broker remembers which
 offsets of each parked queue it re-put since the scheduler's last commit, so a
 scheduler that crashes between re-put and commit, or two replicas overlapping
-during a rebalance, cause no second copy. The memory lives as long as the
-broker process; after a broker restart a re-delivery of the last few seconds
-is possible (at least once, never lost).
+during a rebalance, cause no second copy. That memory is written to
+``config/scheduleDelivered.json`` with the consumer offsets (every few seconds
+and on shutdown), so a broker restart keeps it too; only a broker crash can
+lose its last few seconds, and then a re-put may happen twice (at least once,
+never lost).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import orjson
 
+from rocketmesh.jsonfile import read_json, write_json_atomic
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst
 from rocketmesh.message_codec import encode_host_text, encode_properties
@@ -63,13 +66,37 @@ class _Delivered:
 class DeliveryProcessor:
     """Answers DELIVER_DUE_MESSAGES; counts what it re-put."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: "BrokerController", path: str) -> None:
         self.broker = broker
+        self.path = path
         self._lock = threading.Lock()
         self._delivered: dict[tuple[str, int], _Delivered] = {}
+        self._version = 0
+        self._persisted_version = 0
         self.delivered_total = 0
         self.duplicates_total = 0
         self.rolled_total = 0
+
+    def load(self) -> None:
+        """Read the re-put memory a previous run left (none: start empty)."""
+        data = read_json(self.path) or {}
+        for key, d in (data.get("queues") or {}).items():
+            topic, _, qid = key.rpartition("@")
+            if topic in PARKED_TOPICS and qid.isdigit():
+                self._delivered[(topic, int(qid))] = _Delivered(int(d.get("floor", 0)),
+                                                                {int(o) for o in d.get("offsets", ())})
+
+    def persist_if_dirty(self) -> bool:
+        """Write the re-put memory if it changed since the last write (write-then-rename)."""
+        with self._lock:
+            if self._version == self._persisted_version:
+                return False
+            version = self._version
+            doc = {"queues": {f"{t}@{q}": {"floor": d.floor, "offsets": sorted(d.offsets)}
+                              for (t, q), d in sorted(self._delivered.items())}}
+        write_json_atomic(self.path, doc)
+        self._persisted_version = version
+        return True
 
     def register(self, server, executor) -> None:
         register_all(server, {RequestCode.DELIVER_DUE_MESSAGES: (self.deliver, executor)}, BAD_REQUEST_ERRORS)
@@ -139,6 +166,7 @@ class DeliveryProcessor:
                 for offset, _ in batch:
                     seen.offsets.add(offset)
                     done.append(offset)
+                self._version += 1
                 end = last.wrote_offset + last.wrote_bytes
             self.delivered_total += len(batch) - rolled
             self.rolled_total += rolled
