@@ -33,7 +33,7 @@ import uuid
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import orjson
 
@@ -182,22 +182,28 @@ class TransactionProcessor:
         for qid in store.queue_ids(TRANS_OP_HALF_TOPIC):
             hi = store.get_max_offset_in_queue(TRANS_OP_HALF_TOPIC, qid)
             offset = max(store.get_min_offset_in_queue(TRANS_OP_HALF_TOPIC, qid), hi - budget)
-            while offset < hi:
-                result = store.get_message(TRANS_CHECK_GROUP, TRANS_OP_HALF_TOPIC, qid, offset, 1024)
-                for rec in result.records:
-                    try:
-                        op = decode_record(rec)
-                    except CorruptRecord:
-                        continue
-                    tid = op.properties.get(MessageConst.TRANSACTION_ID)
-                    if tid:
-                        self.decided.put(tid, "DECIDED")
-                        loaded += 1
-                if result.next_begin_offset <= offset:
-                    break
-                offset = result.next_begin_offset
+            for op in self._read(TRANS_OP_HALF_TOPIC, qid, offset, hi):
+                tid = op.properties.get(MessageConst.TRANSACTION_ID)
+                if tid:
+                    self.decided.put(tid, "DECIDED")
+                    loaded += 1
         if loaded:
             log.info("decided_transactions_loaded", count=loaded)
+
+    def _read(self, topic: str, queue_id: int, offset: int, end: int) -> Iterator[MessageExt]:
+        """The messages of ``topic``/``queue_id`` from ``offset`` up to ``end``, read from the store
+        (records that do not decode are skipped)."""
+        store = self.store
+        while offset < end:
+            result = store.get_message(TRANS_CHECK_GROUP, topic, queue_id, offset, 1024)
+            for rec in result.records:
+                try:
+                    yield decode_record(rec)
+                except CorruptRecord:
+                    continue
+            if result.next_begin_offset <= offset:
+                return
+            offset = result.next_begin_offset
 
     def register(self, server, admin_executor) -> None:
         register_all(server, {
@@ -413,31 +419,22 @@ class TransactionProcessor:
             hi = store.get_max_offset_in_queue(TRANS_HALF_TOPIC, qid)
             offset = max(lo, self.broker.offsets.query_offset(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, qid),
                          hi - PENDING_SCAN_MAX)
-            while offset < hi:
-                result = store.get_message(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, qid, offset, 1024)
-                for rec in result.records:
-                    try:
-                        half = decode_record(rec)
-                    except CorruptRecord:
-                        continue
-                    props = half.properties
-                    if props.get(MessageConst.REAL_TOPIC) != h.topic:
-                        continue
-                    tid = transaction_id(half)
-                    latest.pop(tid, None)  # a later copy replaces an earlier one
-                    latest[tid] = {
-                        "transactionId": tid, "topic": h.topic,
-                        "queueId": int(props.get(MessageConst.REAL_QUEUE_ID, "-1") or -1),
-                        "producerGroup": props.get(MessageConst.PRODUCER_GROUP, ""),
-                        "checkTimes": int(props.get(MessageConst.TRANSACTION_CHECK_TIMES) or 0),
-                        "bornTimestamp": half.born_timestamp, "storeTimestamp": half.store_timestamp,
-                        "halfQueueId": half.queue_id, "halfQueueOffset": half.queue_offset,
-                        "commitLogOffset": half.commitlog_offset, "offsetMsgId": half.msg_id,
-                        "keys": props.get(MessageConst.KEYS, ""), "tags": props.get(MessageConst.TAGS, ""),
-                    }
-                if result.next_begin_offset <= offset:
-                    break
-                offset = result.next_begin_offset
+            for half in self._read(TRANS_HALF_TOPIC, qid, offset, hi):
+                props = half.properties
+                if props.get(MessageConst.REAL_TOPIC) != h.topic:
+                    continue
+                tid = transaction_id(half)
+                latest.pop(tid, None)  # a later copy replaces an earlier one
+                latest[tid] = {
+                    "transactionId": tid, "topic": h.topic,
+                    "queueId": int(props.get(MessageConst.REAL_QUEUE_ID, "-1") or -1),
+                    "producerGroup": props.get(MessageConst.PRODUCER_GROUP, ""),
+                    "checkTimes": int(props.get(MessageConst.TRANSACTION_CHECK_TIMES) or 0),
+                    "bornTimestamp": half.born_timestamp, "storeTimestamp": half.store_timestamp,
+                    "halfQueueId": half.queue_id, "halfQueueOffset": half.queue_offset,
+                    "commitLogOffset": half.commitlog_offset, "offsetMsgId": half.msg_id,
+                    "keys": props.get(MessageConst.KEYS, ""), "tags": props.get(MessageConst.TAGS, ""),
+                }
         pending = [e for tid, e in latest.items() if tid not in self.decided]
         pending.sort(key=lambda e: (e["bornTimestamp"], e["transactionId"]))
         return ok(req, {"total": len(pending)}, orjson.dumps(pending[:max_num]))

@@ -30,20 +30,12 @@ import orjson
 
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
-from rocketmesh.client.consumer.system_group import instance_name_of, system_group_core
+from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
 from rocketmesh.client.errors import MQError
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.remoting import (
-    RemotingCommand,
-    RemotingServer,
-    RequestCode,
-    RequestContext,
-    ResponseCode,
-    request,
-    response_to,
-)
+from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, to_ext
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.scheduler.config import SchedulerConfig
@@ -84,7 +76,7 @@ class ScheduleService:
         self.core.on_queue_removed = self._forget
         self.core.subscribe(SCHEDULE_TOPIC, system=True)
         self.core.subscribe(TIMER_TOPIC, system=True)
-        self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}", name="scheduler")
+        self.server = status_server(config, "scheduler", self.status)
         self._due = DueQueue()
         self._cond = threading.Condition()
         self._waiting_until: Optional[int] = None
@@ -107,7 +99,6 @@ class ScheduleService:
         return self.server.address
 
     def start(self) -> None:
-        self.server.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._running_info)
         self.server.start()
         self._running = True
         self._thread = threading.Thread(target=self._deliver_loop, name="scheduler-deliver", daemon=True)
@@ -308,7 +299,4 @@ class ScheduleService:
                 "latenessP50Ms": late[len(late) // 2] if late else None,
                 "latenessP99Ms": late[int(len(late) * 0.99)] if late else None,
                 "queues": queues}
-
-    def _running_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, None, None, orjson.dumps(self.status()))
 

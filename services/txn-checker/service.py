@@ -27,25 +27,15 @@ import threading
 import time
 from typing import Any, Optional
 
-import orjson
-
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest, make_subscription
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.client.consumer.system_group import instance_name_of, system_group_core
+from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
 from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
-from rocketmesh.remoting import (
-    RemotingCommand,
-    RemotingServer,
-    RequestCode,
-    RequestContext,
-    ResponseCode,
-    request,
-    response_to,
-)
+from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome, to_ext
 from rocketmesh.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.txn_checker.config import TxnCheckerConfig
@@ -72,7 +62,7 @@ class TxnCheckerService:
         self.core.on_queue_removed = self._on_queue_removed
         self.core.subscribe(TRANS_HALF_TOPIC, system=True)
         self._op_subscription = make_subscription(TRANS_OP_HALF_TOPIC, system=True)
-        self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}", name="txn-checker")
+        self.server = status_server(config, "txn-checker", self.status)
         self._queues: dict[MessageQueue, HalfQueue] = {}
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -89,7 +79,6 @@ class TxnCheckerService:
         return self.server.address
 
     def start(self) -> None:
-        self.server.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._running_info)
         self.server.start()
         self._running = True
         self.core.start()
@@ -286,9 +275,6 @@ class TxnCheckerService:
                 "transactionCheckInterval": self.config.transaction_check_interval,
                 "transactionCheckMax": self.config.transaction_check_max,
                 "lastPassMs": self.last_pass_ms, **self.counts, "queues": table}
-
-    def _running_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return response_to(req, ResponseCode.SUCCESS, None, None, orjson.dumps(self.status()))
 
 
 _COUNTER = {

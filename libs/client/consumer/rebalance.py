@@ -199,6 +199,11 @@ class Rebalance:
             by_broker.setdefault(mq.broker_name, []).append(mq)
         return by_broker
 
+    def _lock_body(self, mqs: Iterable[MessageQueue]) -> bytes:
+        """The body of LOCK_BATCH_MQ / UNLOCK_BATCH_MQ for ``mqs`` (RocketMQ's LockBatchRequestBody)."""
+        return orjson.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
+                             "mqSet": [mq_json(mq) for mq in mqs]})
+
     def lock_batch(self, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
         """Lock ``mqs`` on their brokers for this client; returns those locked."""
         locked: set[MessageQueue] = set()
@@ -206,8 +211,7 @@ class Rebalance:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = orjson.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
-                                 "mqSet": [mq_json(mq) for mq in group_mqs]})
+            body = self._lock_body(group_mqs)
             try:
                 resp = self.instance.invoke_broker(addr, RequestCode.LOCK_BATCH_MQ, body=body)
             except MQError as exc:
@@ -222,8 +226,7 @@ class Rebalance:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = orjson.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
-                                 "mqSet": [mq_json(mq) for mq in group_mqs]})
+            body = self._lock_body(group_mqs)
             try:
                 self.instance.invoke_broker(addr, RequestCode.UNLOCK_BATCH_MQ, body=body, timeout_ms=1000)
             except MQError as exc:

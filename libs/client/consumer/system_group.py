@@ -11,9 +11,13 @@ from __future__ import annotations
 import os
 import secrets
 from dataclasses import dataclass
+from typing import Any, Callable
+
+import orjson
 
 from rocketmesh.client.consumer.core import ConsumerCore
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
+from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
 
 @dataclass
@@ -62,3 +66,13 @@ def system_group_core(config: SystemGroupConfig, instance_name: str) -> Consumer
                               poll_name_server_interval_ms=config.poll_name_server_interval_ms))
     core.consume_type = "CONSUME_ACTIVELY"
     return core
+
+
+def status_server(config: SystemGroupConfig, name: str, status: Callable[[], dict[str, Any]]) -> RemotingServer:
+    """The service's own ZeroMQ server (not started): GET_CONSUMER_RUNNING_INFO answers ``status()`` as JSON."""
+    server = RemotingServer(f"{config.listen_address}:{config.listen_port}", name=name)
+
+    def running_info(req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        return response_to(req, ResponseCode.SUCCESS, None, None, orjson.dumps(status()))
+    server.register(RequestCode.GET_CONSUMER_RUNNING_INFO, running_info)
+    return server
