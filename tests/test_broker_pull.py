@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from typing import Iterator
 
@@ -80,6 +82,43 @@ def test_a_held_pull_is_answered_when_a_message_arrives(namesrv, remoting_client
     resp = fut.result(5)
     assert time.monotonic() - sent_at < 2.0
     assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["late"]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with open(f"/proc/{pid}/task/{tid}/children") as f:
+            out += [int(c) for c in f.read().split()]
+    return out
+
+
+def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is_early_not_wrong(
+        namesrv, remoting_client, broker, sent):
+    """With the dispatch worker frozen, a pull held at the queue's end still gets the new message (read back
+    from the commitlog by the put), and the next pull, past every queue entry, is "nothing yet", not an
+    offset to correct; once dispatch resumes, the queue entries agree."""
+    [worker] = _children(broker.pid)
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        held = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND,
+                                        suspend_timeout_millis=10_000, subscription="A || C")
+        fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(held)), 15_000)
+        time.sleep(0.3)
+        with Producer("pull-test-4", namesrv.addr) as p:
+            p.send(Message(TOPIC, "not-for-you", tags="B"))  # offset 5: the held pull's filter refuses it
+            p.send(Message(TOPIC, "early", tags="C"))  # offset 6
+        resp = fut.result(5)
+        assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["early"]
+        assert resp.ext["nextBeginOffset"] == 7
+        nxt = pull(remoting_client, broker, 7)
+        assert nxt.code == ResponseCode.PULL_NOT_FOUND and nxt.ext["nextBeginOffset"] == 7
+        assert pull(remoting_client, broker, 8).code == ResponseCode.PULL_OFFSET_MOVED  # past the stored end
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    deadline = time.monotonic() + 5
+    while (resp := pull(remoting_client, broker, 5)).code != ResponseCode.SUCCESS and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert bodies_of(resp) == ["not-for-you", "early"] and resp.ext["maxOffset"] == 7
 
 
 def test_a_held_pull_whose_filter_matches_nothing_keeps_waiting_then_times_out(namesrv, remoting_client, broker,

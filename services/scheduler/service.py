@@ -138,7 +138,12 @@ class ScheduleService:
     def _on_pulled(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         mq = req.mq
         if mq.topic == SCHEDULE_TOPIC:
-            levels = self._levels_of(mq.broker_name)
+            # This runs on the remoting I/O thread, which must not wait for a request of its own:
+            # an unknown broker's levels are asked for on the scheduler thread meanwhile.
+            levels = self._levels.get(mq.broker_name)
+            if levels is None:
+                self.core.scheduler.call_soon(lambda: self._levels_of(mq.broker_name))
+                levels = []
             delay = levels[min(mq.queue_id, len(levels) - 1)] if levels else 0
             dues = [m.store_timestamp + delay for m in msgs]
         else:

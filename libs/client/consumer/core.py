@@ -4,8 +4,10 @@ Each queue this client consumes has one pull in flight at a time. A pull is
 long-polled by the broker (held up to ``broker_suspend_max_time_ms`` when
 there is nothing new); its messages go to the front-end (a consume service
 or the poll cache) and the next pull is sent at once, or later under flow
-control. One scheduler thread sends every pull; responses are handled on
-the client's callback thread.
+control. A scheduler thread sends first pulls and delayed ones; a response is
+handled on the remoting I/O thread as soon as it is read (decoded, handed to
+the front-end, the next pull queued), so the ``deliver`` and ``can_pull``
+hooks must never block.
 """
 
 from __future__ import annotations
@@ -427,7 +429,8 @@ class ConsumerCore:
     # --- pulling ---
 
     def pull(self, req: PullRequest) -> None:
-        """Send the next pull of ``req``'s queue (on the scheduler thread)."""
+        """Send the next pull of ``req``'s queue (on the scheduler thread, or on the remoting I/O thread
+        from the previous pull's answer: nothing here may block)."""
         pq = req.pq
         if pq.dropped or not self.running:
             return
@@ -470,7 +473,7 @@ class ConsumerCore:
                                      suspend_timeout_ms=self.broker_suspend_max_time_ms,
                                      timeout_ms=self.consumer_timeout_ms_when_suspend, callback=on_result,
                                      on_found=on_found)
-        except MQError as exc:
+        except Exception as exc:  # noqa: BLE001 - e.g. a route look-up refused on the I/O thread: retry later
             log.warning("pull_failed", mq=str(req.mq), error=str(exc))
             self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
 

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from concurrent.futures import Future
 from typing import TYPE_CHECKING, Callable, Optional
 
 from rocketmesh.filter import ExpressionType, SubscriptionData
@@ -72,22 +71,19 @@ class PullAPI:
                    sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0, timeout_ms: int = 30_000,
                    callback: Callable[[Optional[PullResult], Optional[BaseException]], None],
                    on_found: Optional[Callable[[int], None]] = None) -> None:
-        """Pull and call ``callback(result, None)`` or ``callback(None, error)`` on the client's callback thread.
+        """Pull and call ``callback(result, None)`` or ``callback(None, error)``.
 
+        Both callbacks run on the remoting I/O thread, as soon as the answer is read: they must be short
+        and never block (queue work elsewhere; a pull they send is queued, not waited for).
         ``on_found(next_begin_offset)``, when given, is called for a FOUND answer before its messages are
-        decoded, so the caller can send its next pull while this one's messages are being decoded.
+        decoded, so the caller can send its next pull before this one's messages are decoded.
         """
         addr = self.instance.find_master_addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
 
-        def done(fut: "Future[RemotingCommand]") -> None:
-            try:
-                resp = fut.result()
-            except RemotingError as exc:
-                callback(None, from_remoting(exc, addr))
-                return
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
-                callback(None, exc)
+        def done(resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+            if error is not None:
+                callback(None, from_remoting(error, addr) if isinstance(error, RemotingError) else error)
                 return
             if on_found is not None and resp.code == ResponseCode.SUCCESS and resp.ext:
                 on_found(int(resp.ext.get("nextBeginOffset", offset)))
@@ -99,7 +95,7 @@ class PullAPI:
             callback(result, None)
 
         try:
-            self.instance.remoting.invoke_async(addr, cmd, timeout_ms, callback=done)
+            self.instance.remoting.invoke_with_callback(addr, cmd, timeout_ms, done)
         except RemotingError as exc:
             raise from_remoting(exc, addr) from exc
 

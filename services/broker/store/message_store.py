@@ -29,6 +29,7 @@ from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitServi
 from rocketmesh.broker.store.index_file import IndexService
 from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
 from rocketmesh.broker.store.results import (
+    AppendResult,
     GetMessageResult,
     GetMessageStatus,
     PutMessageResult,
@@ -58,6 +59,8 @@ class MessageFilter(Protocol):
 
 #: Called after messages are dispatched, once per queue and run: (topic, queue_id, new max offset).
 ArrivingListener = Callable[[str, int, int], None]
+#: Called on the putting thread right after a put, before dispatch: (messages, where each went).
+PutListener = Callable[[list[MessageExtBrokerInner], list[AppendResult]], None]
 
 
 
@@ -96,6 +99,7 @@ class MessageStore:
         self._queues: dict[tuple[str, int], ConsumeQueue] = {}
         self._queues_lock = threading.Lock()
         self.listeners: list[ArrivingListener] = []
+        self.put_listeners: list[PutListener] = []
         self.stats = StoreStats()
         self.link: Optional[DispatchLink] = None
         #: Commitlog offset the dispatch worker has built queues and index up to.
@@ -230,10 +234,16 @@ class MessageStore:
         else:
             result = refused
         st = self.stats
-        if result.appended:
-            st.put_message_times_total += len(result.appended)
-            for a in result.appended:
+        appended = result.appended
+        if appended:
+            st.put_message_times_total += len(appended)
+            for a in appended:
                 st.put_message_size_total += a.wrote_bytes
+            for listener in self.put_listeners:
+                try:
+                    listener(msgs, appended)
+                except Exception:  # noqa: BLE001 - a listener must not fail a stored put
+                    log.exception("put_listener_failed")
         else:
             st.put_message_failed_times += 1
         return result
@@ -294,6 +304,15 @@ class MessageStore:
     def register_arriving_listener(self, listener: ArrivingListener) -> None:
         """Called for every message after its consume queue entry exists (long-poll wake-up)."""
         self.listeners.append(listener)
+
+    def register_put_listener(self, listener: PutListener) -> None:
+        """Called on the putting thread for every stored put, before its consume queue entries exist
+        (a held pull waiting for exactly these messages can be answered from the commitlog at once)."""
+        self.put_listeners.append(listener)
+
+    def assigned_offset(self, topic: str, queue_id: int) -> int:
+        """The next queue offset a put will take: past every stored message of the queue, dispatched or not."""
+        return self.commitlog.topic_queue_table.get((topic, queue_id), 0)
 
     def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
         """Block until everything put so far is in the consume queues and index."""
@@ -360,6 +379,15 @@ class MessageStore:
                     message_filter: Optional[MessageFilter] = None) -> GetMessageResult:
         """Read up to ``max_msg_nums`` records of one queue from ``offset`` (RocketMQ's getMessage)."""
         cq = self._queues.get((topic, queue_id))
+        if cq is None or offset >= cq.max_offset:
+            # A message can be read (and answered to a held pull) from the commitlog before the
+            # dispatch worker has made its queue entry: an offset up to the assigned end is "nothing
+            # new yet", not an offset to correct.
+            assigned = self.commitlog.topic_queue_table.get((topic, queue_id), 0)
+            if 0 < offset <= assigned:
+                min_off, max_off = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
+                return self._count(GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_off,
+                                                    max(max_off, offset)))
         if cq is None:
             return self._count(GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0))
         min_off, max_off = cq.min_offset, cq.max_offset
