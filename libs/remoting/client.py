@@ -13,11 +13,13 @@ instead of being delivered long after its caller gave up.
 ``invoke_sync`` takes a shorter road: each calling thread gets its own
 DEALER per address and sends and waits on it itself, which saves two thread
 hand-offs per round trip (about half the cost of a sync call on two cores).
-Those sockets' identity is ``<client identity> NUL <n>``; servers treat the
-part before the NUL as the client's identity, so pushes still reach the I/O
-thread's sockets. Consequence: a sync call is not ordered with respect to
-async or oneway requests sent from other methods or threads; calls made one
-after another by one thread through the same method are ordered.
+``invoke_oneway`` uses the same socket once it is connected. Those sockets'
+identity is ``<client identity> NUL <n>``; servers treat the part before the
+NUL as the client's identity, so pushes still reach the I/O thread's
+sockets. Consequence: sync and oneway requests are not ordered with respect
+to async requests, nor to requests from other threads; one thread's sync
+and oneway calls are ordered among themselves. A request made from a
+callback on the I/O thread is sent there at once.
 """
 
 from __future__ import annotations
@@ -227,11 +229,30 @@ class RemotingClient:
         """Send ``cmd`` to ``addr`` wanting no response (any thread).
 
         Best effort: it is dropped when no connection to ``addr`` comes up
-        within ``timeout_ms``.
+        within ``timeout_ms``. Like ``invoke_sync`` it goes out on the calling
+        thread's own socket when that is connected, so oneway requests of one
+        thread are ordered among themselves, not with its other requests.
         """
         cmd.opaque = next(self._opaque)
         cmd.flag = (cmd.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
-        self._post(addr, cmd, timeout_ms, None)
+        if self._closed or threading.get_ident() == self._io_ident:
+            self._post(addr, cmd, timeout_ms, None)
+            return
+        # Straight out of the calling thread's own socket when its connection is up; the I/O
+        # thread (which waits for a connection, within the timeout) otherwise.
+        frames = self._encode(cmd)
+        ds = self._direct_socket(addr)
+        if ds.lock.acquire(blocking=False):
+            try:
+                if not ds.closed:
+                    send_frames(ds.sock, frames)
+                    return
+            except zmq.ZMQError:
+                pass
+            finally:
+                ds.lock.release()
+        entry = PendingRequest(cmd.opaque, addr, timeout_ms, time.monotonic() + timeout_ms / 1000.0, None)
+        self._mailbox.put((addr, frames, entry))
 
     def close(self, timeout_s: float = 2.0) -> None:
         """Fail everything pending with RemotingSendRequestError, close the sockets, join the threads."""
@@ -355,6 +376,9 @@ class RemotingClient:
         self._endpoint(addr)
         frames = self._encode(cmd)
         entry = PendingRequest(cmd.opaque, addr, timeout_ms, time.monotonic() + timeout_ms / 1000.0, fut)
+        if threading.get_ident() == self._io_ident:
+            self._send(addr, frames, entry)  # a callback's request: no need to wake ourselves
+            return
         self._mailbox.put((addr, frames, entry))
         if self._closed and not self._thread.is_alive():
             # close() raced with this call and the I/O thread will not see it.
