@@ -177,11 +177,6 @@ def decode_record(buf: bytes | memoryview, pos: int = 0, check_crc: bool = False
     )
 
 
-@lru_cache(maxsize=1024)
-def _host_text(raw: bytes) -> str:
-    return decode_host(raw)
-
-
 def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str, str]] = None) -> list[MessageExt]:
     """Decode back-to-back records, as a pull response carries them; ``extra_properties`` are added to
     each message's own (the pull's MIN_OFFSET and MAX_OFFSET).
@@ -194,12 +189,15 @@ def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str,
     append = out.append
     unpack = RECORD_HEADER.unpack_from
     header_size = RECORD_HEADER_SIZE
-    host_text = _host_text
+    hosts: dict[bytes, str] = {}
     magic_ok = MESSAGE_MAGIC_CODE
     data = bytes(buf)
     extra = encode_properties(extra_properties) if extra_properties else b""
     pos = 0
     n = len(data)
+    # A pull's records are nearly always of one topic and from few hosts: decode each once.
+    topic_raw = b""
+    topic = ""
     while pos + header_size <= n:
         (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host,
          store_ts, store_host, reconsume, prepared, body_len) = unpack(data, pos)
@@ -210,14 +208,22 @@ def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str,
         body = data[p:p + body_len]
         p += body_len
         topic_len = data[p]
-        topic = data[p + 1:p + 1 + topic_len].decode()
+        if topic_len != len(topic_raw) or not data.startswith(topic_raw, p + 1):
+            topic_raw = data[p + 1:p + 1 + topic_len]
+            topic = topic_raw.decode()
         p += 1 + topic_len
         props_len = (data[p] << 8) | data[p + 1]
         p += 2
         if p + props_len != end:
             raise CorruptRecord(f"record at {pos} declares {total} bytes but holds {p + props_len - pos}")
+        born = hosts.get(born_host)
+        if born is None:
+            born = hosts[born_host] = decode_host(born_host)
+        stored = hosts.get(store_host)
+        if stored is None:
+            stored = hosts[store_host] = decode_host(store_host)
         append(MessageExt(topic, body, None, flag, queue_id, queue_offset, phys, total, sys_flag, born_ts,
-                          host_text(born_host), store_ts, host_text(store_host), reconsume, prepared, crc,
+                          born, store_ts, stored, reconsume, prepared, crc,
                           None, (data[p:end], extra) if extra else data[p:end]))
         pos = end
     return out

@@ -79,11 +79,12 @@ class RequestContext:
     # response races safely between, say, a long-poll waker and its timeout.
     _token: list = field(default_factory=lambda: [True])
 
-    def more_requests_waiting(self) -> bool:
-        """True when further requests are already waiting on the socket (or when asked off the
-        I/O thread, where it cannot be known). An inline handler can hand work on under load
-        and do it at once when the server is idle."""
-        return self.server._more_waiting()
+    def backlogged_ms(self) -> float:
+        """How long the I/O thread has been reading without finding the socket empty, in ms: 0 while
+        it keeps up with its clients, growing under sustained load (infinite when asked off the I/O
+        thread, where it cannot be known). An inline handler can do its work at once while the
+        server keeps up, and hand it on where its waiting is measured once it does not."""
+        return self.server._backlogged_ms()
 
     @property
     def waited_ms(self) -> float:
@@ -164,6 +165,9 @@ class RemotingServer:
         self._port = 0
         self._malformed_logged_at = 0.0
         self._malformed_suppressed = 0
+        #: When the I/O thread last began reading without having found the socket empty since (None: it
+        #: found it empty at its last read).
+        self._backlog_since: Optional[float] = None
 
     # -- set-up ---------------------------------------------------------
 
@@ -368,11 +372,11 @@ class RemotingServer:
             return True
         return not any(p.inflight for p in list(self._processors.values())) and not len(self._mailbox)
 
-    def _more_waiting(self) -> bool:
-        sock = self._sock
-        if threading.get_ident() != self._io_ident or sock is None or sock.closed:
-            return True
-        return bool(sock.getsockopt(zmq.EVENTS) & zmq.POLLIN)
+    def _backlogged_ms(self) -> float:
+        if threading.get_ident() != self._io_ident:
+            return float("inf")
+        since = self._backlog_since
+        return 0.0 if since is None else (time.monotonic() - since) * 1000.0
 
     def _drain_mailbox(self) -> None:
         send = self._send
@@ -382,10 +386,13 @@ class RemotingServer:
     def _drain_socket(self, sock: zmq.Socket) -> None:
         peers = self._peers
         processors = self._processors
+        if self._backlog_since is None:
+            self._backlog_since = time.monotonic()
         for _ in range(_RECV_BATCH):
             try:
                 first, frames = recv_routed(sock)
             except zmq.Again:
+                self._backlog_since = None
                 return
             route = first.bytes
             peer = peers.get(route)

@@ -1,11 +1,16 @@
 """SEND_MESSAGE and SEND_BATCH_MESSAGE: checks, auto-creation, delay rewrite, the ordered send worker.
 
-Requests are queued by the remoting I/O thread and handled by one worker
-thread in arrival order (RocketMQ's single send thread). The worker drains
-what is queued, answers SYSTEM_BUSY for requests that waited longer than
-``waitTimeMillsInSendQueue``, stores the rest, and under SYNC_FLUSH waits for
-one fsync covering all of them before answering: concurrent producers share
-a disk flush.
+Under ASYNC_FLUSH, while the remoting I/O thread keeps up with its clients,
+it stores and answers each send itself: no thread hand-off on the way. Once
+it has been reading without a pause for longer than a quarter of
+``waitTimeMillsInSendQueue`` (sustained load), and always under SYNC_FLUSH,
+sends are queued and handled by one worker thread in arrival order
+(RocketMQ's single send thread). The worker drains what is queued, answers
+SYSTEM_BUSY for requests that waited longer than ``waitTimeMillsInSendQueue``,
+stores the rest, and under SYNC_FLUSH waits for one fsync covering all of
+them before answering: concurrent producers share a disk flush. Sends never
+overtake each other: while anything is queued or being stored by the worker,
+new sends queue behind it.
 """
 
 from __future__ import annotations
@@ -95,6 +100,8 @@ class SendMessageProcessor:
         self._busy = False
         #: Inline sends never wait for a disk flush on the I/O thread.
         self._inline_ok = broker.store_config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+        #: Past this much reading without a pause, sends go through the queue, where waits are measured.
+        self._inline_backlog_ms = self.config.wait_time_mills_in_send_queue / 4.0
         self.busy_rejections = 0
 
     # --- queueing (remoting I/O thread) ---
@@ -105,10 +112,8 @@ class SendMessageProcessor:
             return response_to(cmd, ResponseCode.SERVICE_NOT_AVAILABLE,
                                f"the broker[{self.config.broker_name}] is shutting down, send to another broker")
         queue = self._queue
-        if not queue and not self._busy and self._inline_ok and not ctx.more_requests_waiting():
-            # An idle broker: nothing queued, nothing being stored, nothing else on the socket.
-            # Store and answer right here rather than pay two thread hand-offs; under any load
-            # sends go through the queue, where their waiting time is measured.
+        if not queue and not self._busy and self._inline_ok and ctx.backlogged_ms() < self._inline_backlog_ms:
+            # The broker keeps up: store and answer right here rather than pay two thread hand-offs.
             self._handle([(cmd, ctx)])
             return None
         if len(queue) >= self.config.send_thread_pool_queue_capacity:
