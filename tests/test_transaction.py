@@ -332,7 +332,7 @@ def test_two_checkers_one_killed_leave_no_transaction_undecided(
     topic = "TxReplicas"
     with Admin(namesrv.addr) as admin:
         admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
-        wait_for(lambda: len(admin.topic_route(topic).broker_datas) == 2, 10, what="the topic on both brokers")
+        wait_for(lambda: len(admin.wait_topic_route(topic).broker_datas) == 2, 10, what="the topic on both brokers")
         checkers = [start_txn_checker(namesrv.addr, name=f"checker{i}", rebalanceIntervalMs=1000,
                                       transactionTimeOut=2000, transactionCheckInterval=500,
                                       heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000,
