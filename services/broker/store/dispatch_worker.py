@@ -36,8 +36,13 @@ log = get_logger("broker", component="dispatch_worker")
 #: Longest sleep of an idle worker between looks at the commitlog's end (a put wakes it sooner).
 IDLE_WAIT_S = 0.05
 #: Reports to the broker are at most this far apart while records keep coming (RocketMQ's
-#: reput thread also works in 1 ms steps); an idle worker reports at once.
+#: reput thread also works in 1 ms steps).
 REPORT_INTERVAL_S = 0.001
+#: An idle worker reports at once unless it reported less than this long ago; then at this distance.
+#: Each report costs the broker a wake-up under its interpreter lock, and a trickle of messages would
+#: otherwise cost one per message (a consumer waiting at the end of a queue is answered by the put
+#: itself, not by this report).
+IDLE_REPORT_INTERVAL_S = 0.002
 
 
 class DispatchWorker:
@@ -121,12 +126,17 @@ class DispatchWorker:
             if not idle:
                 self.commitlog.queue.follow(end)
                 self.dispatch_to(end)
-            if self.reput != self._reported and (idle or time.monotonic() - self._last_report >= REPORT_INTERVAL_S):
-                self.report()
+            wait_s = IDLE_WAIT_S
+            if self.reput != self._reported:
+                since = time.monotonic() - self._last_report
+                if since >= (IDLE_REPORT_INTERVAL_S if idle else REPORT_INTERVAL_S):
+                    self.report()
+                elif idle:
+                    wait_s = IDLE_REPORT_INTERVAL_S - since  # report what we have when this runs out
             try:
                 if idle:
                     # Until a put wakes us (or a command comes); bounded, so flushes keep their pace.
-                    self.cell.wait_beyond(self.reput, conn.fileno(), IDLE_WAIT_S)
+                    self.cell.wait_beyond(self.reput, conn.fileno(), wait_s)
                 if conn.poll(0):
                     if not self.handle(conn.recv()):
                         return
