@@ -8,7 +8,6 @@ costs the put nothing more than the store of the end.
 
 from __future__ import annotations
 
-import ctypes
 import mmap
 import os
 import select
@@ -16,25 +15,6 @@ import struct
 
 _Q = struct.Struct("q")
 _END, _ASLEEP = 0, 8
-
-
-def _gil_holding_eventfd_write():
-    """libc's eventfd_write called without releasing the interpreter lock, or None where there is none.
-
-    os.eventfd_write releases the lock around the (non-blocking, microsecond) syscall, and the putting
-    thread, usually the broker's remoting I/O thread, then queues for the lock behind whichever thread
-    took it meanwhile: that wait, not the syscall, was the cost of waking the worker.
-    """
-    try:
-        fn = ctypes.PyDLL(None).eventfd_write
-    except (OSError, AttributeError):
-        return None
-    fn.argtypes = (ctypes.c_int, ctypes.c_uint64)
-    fn.restype = ctypes.c_int
-    return fn
-
-
-_eventfd_write = _gil_holding_eventfd_write()
 
 
 class PositionCell:
@@ -63,10 +43,7 @@ class PositionCell:
         _Q.pack_into(mm, _END, end)
         if _Q.unpack_from(mm, _ASLEEP)[0]:
             _Q.pack_into(mm, _ASLEEP, 0)
-            if _eventfd_write is not None:
-                _eventfd_write(self.wake_fd, 1)
-            else:
-                os.eventfd_write(self.wake_fd, 1)
+            os.eventfd_write(self.wake_fd, 1)
 
     def wait_beyond(self, offset: int, other_fd: int, timeout_s: float) -> None:
         """Worker: sleep until the end passes ``offset``, ``other_fd`` is readable, or ``timeout_s``.
