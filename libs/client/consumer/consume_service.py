@@ -159,10 +159,12 @@ class ConcurrentConsumeService:
             self.workers.submit(lambda: self._consume(mq, pq, msgs))
             return
         chunks = [msgs[i:i + n] for i in range(0, len(msgs), n)]
-        # Each listener call still gets at most ``batch_max_size`` messages. When every thread already
-        # has work queued, several calls share one task: parallelism is saturated anyway, and fewer
-        # hand-offs leave more of the interpreter to the listeners.
-        per_task = 1 if self.workers.backlog() < self.workers.size else _PACKED_CALLS
+        # Each listener call still gets at most ``batch_max_size`` messages, but calls share tasks: one
+        # task per consume thread is enough to use them all, and when every thread already has work
+        # queued, parallelism is saturated anyway. Fewer hand-offs leave more of the interpreter to
+        # the listeners.
+        size = self.workers.size
+        per_task = max(-(-len(chunks) // size), 1 if self.workers.backlog() < size else _PACKED_CALLS)
         self.workers.submit_many([
             (lambda group: lambda: self._consume_each(mq, pq, group))(chunks[i:i + per_task])
             for i in range(0, len(chunks), per_task)])
