@@ -99,6 +99,7 @@ class AdminProcessor:
     def query_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = from_ext(QueryMessageRequestHeader, req.ext)
         max_num = max(1, min(h.max_num, 64 * 1024))
+        self.store.catch_up()
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         ext = {"indexLastUpdateTimestamp": result.index_last_update_timestamp,
                "indexLastUpdatePhyoffset": result.index_last_update_phy_offset}
@@ -119,6 +120,7 @@ class AdminProcessor:
                                f"queueId[{h.queue_id}] is illegal, topic[{h.topic}] has "
                                f"{max(cfg.read_queue_nums, cfg.write_queue_nums)} queues")
         count = max(0, min(h.count, 4096))
+        self.store.catch_up()
         cq = self.store.find_consume_queue(h.topic, h.queue_id)
         entries: list[dict] = []
         lo = hi = 0

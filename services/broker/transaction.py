@@ -413,6 +413,7 @@ class TransactionProcessor:
         h = from_ext(PendingHalfMessagesRequestHeader, req.ext)
         max_num = max(1, min(h.max_num, 1000))
         store = self.store
+        store.catch_up()
         latest: dict[str, dict[str, Any]] = {}
         for qid in store.queue_ids(TRANS_HALF_TOPIC):
             lo = store.get_min_offset_in_queue(TRANS_HALF_TOPIC, qid)

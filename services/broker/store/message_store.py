@@ -41,6 +41,8 @@ log = get_logger("broker", component="store")
 
 #: A put that found the lock held this long answers OS_PAGECACHE_BUSY (osPageCacheBusyTimeOutMills).
 OS_PAGECACHE_BUSY_MS = 1000
+#: The longest an admin read waits for dispatch to catch up (see MessageStore.catch_up).
+CATCH_UP_S = 1.0
 #: At most this many consume-queue entries are scanned per get when filtering.
 MAX_FILTER_ENTRIES = 16000 // 20
 
@@ -319,6 +321,12 @@ class MessageStore:
         target = self.commitlog.max_offset
         with self._dispatched_cond:
             return self._dispatched_cond.wait_for(lambda: self.dispatched_offset >= target, timeout_s)
+
+    def catch_up(self) -> None:
+        """Wait, at most CATCH_UP_S, until queues and index hold every message stored so far: an admin
+        read sees a message as soon as its send returned (dispatch normally trails by a millisecond or two)."""
+        if self.dispatched_offset < self.commitlog.max_offset:
+            self.wait_dispatched(CATCH_UP_S)
 
     @property
     def dispatch_behind_bytes(self) -> int:
