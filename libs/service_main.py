@@ -8,6 +8,7 @@ flags), the ready line the supervisor and tests wait for
 from __future__ import annotations
 
 import argparse
+import gc
 import signal
 import sys
 import threading
@@ -60,6 +61,9 @@ def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[],
         stop()
         return 1
     print(f"{label} listening on {address}", flush=True)
+    # What start-up built (modules, config, tables) lives as long as the process: moved out of the
+    # collector's sight, it is not walked again by every full collection, which stalls all threads.
+    gc.freeze()
     while not stopping.wait(0.5):
         pass
     stop()

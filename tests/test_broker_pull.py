@@ -95,8 +95,8 @@ def _children(pid: int) -> list[int]:
 def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is_early_not_wrong(
         namesrv, remoting_client, broker, sent):
     """With the dispatch worker frozen, a pull held at the queue's end still gets the new message (read back
-    from the commitlog by the put), and the next pull, past every queue entry, is "nothing yet", not an
-    offset to correct; once dispatch resumes, the queue entries agree."""
+    from the commitlog), so does a pull that comes after the put, and the next pull, past every queue entry,
+    is "nothing yet", not an offset to correct; once dispatch resumes, the queue entries agree."""
     [worker] = _children(broker.pid)
     os.kill(worker, signal.SIGSTOP)
     try:
@@ -113,6 +113,12 @@ def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is
         nxt = pull(remoting_client, broker, 7)
         assert nxt.code == ResponseCode.PULL_NOT_FOUND and nxt.ext["nextBeginOffset"] == 7
         assert pull(remoting_client, broker, 8).code == ResponseCode.PULL_OFFSET_MOVED  # past the stored end
+        # A pull that comes after the put reads the undispatched messages too, filter and all.
+        late = pull(remoting_client, broker, 5)
+        assert late.code == ResponseCode.SUCCESS and bodies_of(late) == ["not-for-you", "early"]
+        assert late.ext["nextBeginOffset"] == 7
+        only_c = pull(remoting_client, broker, 5, subscription="C")
+        assert bodies_of(only_c) == ["early"] and only_c.ext["nextBeginOffset"] == 7
     finally:
         os.kill(worker, signal.SIGCONT)
     deadline = time.monotonic() + 5

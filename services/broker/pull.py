@@ -10,18 +10,18 @@ held pull is answered at its deadline at the latest, and a re-check every
 ``shortPollingTimeMills`` (or 5 s with long polling) covers a wake-up lost
 to a race. Nothing spins while a pull waits.
 
-A pull held at exactly the offset a put just took is answered by the put
-itself, on the putting thread, with the record read back from the commitlog:
-the message reaches a waiting consumer without waiting for the dispatch
-worker to build its queue entry (the queue's assigned end, not its
-dispatched end, tells the next pull that it is early, not wrong). Every
-other wake-up goes through the dispatch worker's report.
+A put runs the pulls held at its queues again at once, on the putting thread.
+The store reads a pull the messages appended but not yet dispatched from the
+commitlog (it keeps where each went until the dispatch worker reports its
+queue entry), so a waiting consumer gets a message without waiting for the
+dispatch worker; a pull at the queue's assigned end is "nothing new yet".
+Schedule and timer topics, whose queue entries the dispatcher computes, wait
+for the dispatch worker's report.
 """
 
 from __future__ import annotations
 
 import heapq
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -40,7 +40,6 @@ from rocketmesh.remoting.headers import (
 from rocketmesh.broker.config import PERM_READ
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.store import GetMessageStatus
-from rocketmesh.message_codec import tags_hash_code
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 if TYPE_CHECKING:
@@ -62,11 +61,12 @@ _CODES = {
 _KEEP_HOLDING = (GetMessageStatus.NO_MATCHED_MESSAGE.value, GetMessageStatus.OFFSET_OVERFLOW_ONE.value)
 #: The re-check of held pulls when long polling is on (RocketMQ's PullRequestHoldService, 5 s).
 _LONG_POLL_CHECK_S = 5.0
+#: Smallest size of the deadline heap at which it is rebuilt without answered pulls.
+_COMPACT_MIN = 1024
 #: Topics whose queue entries' tag field is not the tag's hash code (a due time): never answered from a put.
 _NOT_FROM_PUT = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
 #: Prepared and rolled-back transaction records get no queue entry (commitlog sys flag bits).
 _NO_QUEUE_ENTRY = (0x4, 0xC)
-_find_tags = re.compile(rb"(?:^|\x02)TAGS\x01([^\x02]*)").search
 
 
 @dataclass(eq=False)
@@ -93,6 +93,8 @@ class PullMessageProcessor:
         self.short_polling_s = cfg.short_polling_time_mills / 1000.0
         self._held: dict[tuple[str, int], list[_HeldPull]] = {}
         self._deadlines: list[tuple[float, int, _HeldPull]] = []
+        #: The deadline heap is rebuilt without answered pulls when it grows past this.
+        self._compact_at = _COMPACT_MIN
         self._seq = 0
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -204,15 +206,27 @@ class PullMessageProcessor:
             if not stopped:
                 self._held.setdefault(key, []).append(held)
                 self._seq += 1
+                if len(self._deadlines) >= self._compact_at:
+                    self._compact_deadlines()
                 heapq.heappush(self._deadlines, (held.deadline, self._seq, held))
                 if self._deadlines[0][2] is held:
                     self._cond.notify()
         if stopped:
             self._answer(held)
             return
-        # A message may have arrived between the read and the hold: look once more.
-        if self.store.get_max_offset_in_queue(*key) > self._offset_of(key):
-            self.on_arriving(key[0], key[1], self.store.get_max_offset_in_queue(*key))
+        # A message may have been stored between the read and the hold: look once more.
+        end = self.store.assigned_offset(*key)
+        if end > self._offset_of(key):
+            self.on_arriving(key[0], key[1], end)
+
+    def _compact_deadlines(self) -> None:
+        # Answered pulls stay in the heap until their deadline comes up (15 s by default); at thousands
+        # of pulls a second that is tens of thousands of dead requests kept alive, which the garbage
+        # collector then walks. Dropping them when the heap has doubled keeps this O(1) per pull.
+        live = [e for e in self._deadlines if not e[2].done]
+        heapq.heapify(live)
+        self._deadlines = live
+        self._compact_at = max(_COMPACT_MIN, 2 * len(live))
 
     def _offset_of(self, key: tuple[str, int]) -> int:
         with self._lock:
@@ -238,8 +252,9 @@ class PullMessageProcessor:
             self._wake(h)
 
     def on_put(self, msgs: list, appended: list) -> None:
-        """The store's put listener: answer pulls held at exactly the offsets just stored (see the module
-        docstring). Costs one dictionary look-up per message while nothing is held."""
+        """The store's put listener: run again, on the putting thread, the pulls held at the queues a put
+        just grew. The store reads them the new messages before the dispatch worker has made their
+        queue entries. Costs one dictionary look-up per message while nothing is held."""
         held_table = self._held
         if not held_table:
             return
@@ -253,84 +268,8 @@ class PullMessageProcessor:
             while j < n and msgs[j].queue_id == m.queue_id and msgs[j].topic == m.topic:
                 j += 1
             if key in held_table and m.topic not in _NOT_FROM_PUT and (m.sys_flag & 0xC) not in _NO_QUEUE_ENTRY:
-                self._answer_from_put(key, msgs, appended, i, j)
+                self.on_arriving(m.topic, m.queue_id, appended[j - 1].queue_offset + 1)
             i = j
-
-    def _answer_from_put(self, key: tuple[str, int], msgs: list, appended: list, i: int, j: int) -> None:
-        first = appended[i].queue_offset
-        if appended[j - 1].queue_offset != first + (j - 1 - i):
-            return  # not one run of offsets: leave it to the dispatch path
-        with self._lock:
-            hs = self._held.get(key)
-            if not hs:
-                return
-            ready = [h for h in hs if first <= h.offset < first + (j - i)]
-            if not ready:
-                return
-            rest = [h for h in hs if not first <= h.offset < first + (j - i)]
-            if rest:
-                self._held[key] = rest
-            else:
-                del self._held[key]
-        store = self.store
-        read = store.commitlog.read
-        for h in ready:
-            if h.done:  # answered at its deadline meanwhile
-                continue
-            try:
-                resp, skipped_to = self._response_from_put(h, msgs, appended, i, j, first, read)
-            except Exception:  # noqa: BLE001 - fall back to the dispatch path below
-                log.exception("answer_from_put_failed", topic=key[0])
-                resp, skipped_to = None, h.offset
-            if resp is not None:
-                self._respond(h, resp)
-                continue
-            # Nothing for its filter: it waits on from past what it refused.
-            h.offset = skipped_to
-            with self._lock:
-                stopped = self._stopped
-                if not stopped:
-                    self._held.setdefault(key, []).append(h)
-            if stopped:
-                self._answer(h)
-            elif store.get_max_offset_in_queue(*key) > h.offset:
-                self.on_arriving(key[0], key[1], store.get_max_offset_in_queue(*key))
-
-    def _response_from_put(self, h: _HeldPull, msgs: list, appended: list, i: int, j: int, first: int,
-                           read) -> tuple[Optional[RemotingCommand], int]:
-        """The answer to ``h`` from the put's records ``i..j-1`` (queue offsets from ``first``), or None and
-        the offset past the records its filter refused."""
-        hd = h.header
-        message_filter = filter_for(hd.subscription, hd.expression_type)
-        max_nums = max(1, min(hd.max_msg_nums, self.broker.config.max_pull_msg_nums))
-        records = []
-        k = i + (h.offset - first)
-        while k < j and len(records) < max_nums:
-            m, a = msgs[k], appended[k]
-            k += 1
-            if message_filter is not None:
-                code = m.tags_code
-                if code is None:
-                    found = _find_tags(m.properties)
-                    code = tags_hash_code(found.group(1).decode()) if found else 0
-                if not message_filter.is_matched_by_consume_queue(code):
-                    continue
-            rec = read(a.wrote_offset, a.wrote_bytes)
-            if not rec:
-                return None, first + (k - 1 - i)  # unreadable: the dispatch path decides about it
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
-                continue
-            records.append(rec)
-        nxt = first + (k - i)
-        if not records:
-            return None, nxt
-        store = self.store
-        st = store.stats
-        st.get_message_times_total_found += 1
-        st.get_message_transferred_msg_count += len(records)
-        min_off = store.get_min_offset_in_queue(hd.topic, hd.queue_id)
-        ext = to_ext(PullMessageResponseHeader(nxt, min_off, max(nxt, store.assigned_offset(hd.topic, hd.queue_id))))
-        return response_to(h.request, ResponseCode.SUCCESS, None, ext, b"".join(records)), nxt
 
     def _wake(self, held: _HeldPull) -> None:
         """Run a held pull again: answer it, or keep holding from past what the filter refused."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections import deque
 import time
 import zlib
 from typing import Callable, Optional
@@ -26,6 +27,7 @@ from rocketmesh.message_codec import (
     body_crc,
     encode_host,
 )
+from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
@@ -39,6 +41,14 @@ _SHORT = struct.Struct(">H")
 _DISPATCH_FIELDS = struct.Struct(">iiii4xqqi8x8xq8x4x8xi")
 _MAX_PROPERTIES = 32767
 _NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
+#: Topics whose queue entries' tag field is a due time the dispatcher computes: not kept in ``undispatched``.
+_NOT_RECENT = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+#: Entries kept per queue in ``undispatched`` if dispatch falls this far behind (older ones are dropped).
+UNDISPATCHED_MAX = 4096
+
+#: Where a message the dispatch worker has not made a queue entry for yet went:
+#: (queue offset, commitlog offset, size, properties bytes).
+Undispatched = tuple[int, int, int, bytes]
 
 
 #: One parsed record, as the dispatcher and recovery see it (a plain tuple: this is the hot path):
@@ -65,6 +75,10 @@ class CommitLog:
         self.after_append: Optional[Callable[[int], PutMessageStatus]] = None
         #: Told the new written end after every put, under the lock (the dispatch worker follows it).
         self.publish: Callable[[int], None] = lambda end: None
+        #: Per queue, the entries appended but maybe not dispatched yet, in queue order: a pull reads the
+        #: newest messages from here without waiting for the dispatch worker. The store drops what the
+        #: worker reports done.
+        self.undispatched: dict[tuple[str, int], deque[Undispatched]] = {}
 
     # --- writing ---
 
@@ -104,6 +118,7 @@ class CommitLog:
         host_hex = self._store_host_hex
         store_host = self.store_host
         table = self.topic_queue_table
+        undispatched = self.undispatched
         pack = RECORD_HEADER.pack
         file_size = self.file_size
         with self.put_lock:
@@ -127,6 +142,13 @@ class CommitLog:
                     key = (m.topic, m.queue_id)
                     queue_offset = table.get(key, 0)
                     table[key] = queue_offset + 1
+                    recent = undispatched.get(key)
+                    if recent is None:
+                        if m.topic not in _NOT_RECENT:
+                            undispatched[key] = deque(((queue_offset, phys, total, m.properties),),
+                                                      UNDISPATCHED_MAX)
+                    else:
+                        recent.append((queue_offset, phys, total, m.properties))
                 chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
                                    phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
                                    m.reconsume_times, m.prepared_transaction_offset, len(m.body)))

@@ -39,6 +39,15 @@ def _tags_code(tags: bytes) -> int:
     return tags_hash_code(tags.decode())
 
 
+_find_tags = re.compile(rb"(?:^|\x02)TAGS\x01([^\x02]*)").search
+
+
+def tags_code_of(properties: bytes) -> int:
+    """The consume-queue tag field of an ordinary message with these stored properties."""
+    found = _find_tags(properties)
+    return _tags_code(found.group(1)) if found else 0
+
+
 def load_consume_queues(config: MessageStoreConfig, recover: bool) -> dict[tuple[str, int], ConsumeQueue]:
     """Open every consume queue under ``consumequeue/`` (finding each one's end when ``recover``)."""
     out: dict[tuple[str, int], ConsumeQueue] = {}

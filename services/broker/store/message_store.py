@@ -25,6 +25,7 @@ from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketmesh.broker.store.dispatch_link import DispatchLink
+from rocketmesh.broker.store.dispatcher import tags_code_of
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
 from rocketmesh.broker.store.index_file import IndexService
 from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
@@ -286,9 +287,17 @@ class MessageStore:
 
     def _on_arrived(self, arrived: list[tuple[str, int, int]], dispatched: int) -> None:
         """A run of records is in the queues: move the readers' ends, wake listeners."""
+        undispatched = self.commitlog.undispatched
         for topic, queue_id, max_offset in arrived:
             cq = self._queues.get((topic, queue_id)) or self._reader(topic, queue_id)
             cq.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
+            recent = undispatched.get((topic, queue_id))
+            if recent:
+                try:
+                    while recent[0][0] < max_offset:
+                        recent.popleft()
+                except IndexError:
+                    pass
         self._set_dispatched(dispatched)
         if self.listeners:
             for topic, queue_id, max_offset in arrived:
@@ -392,7 +401,12 @@ class MessageStore:
             # dispatch worker has made its queue entry: an offset up to the assigned end is "nothing
             # new yet", not an offset to correct.
             assigned = self.commitlog.topic_queue_table.get((topic, queue_id), 0)
-            if 0 < offset <= assigned:
+            if offset < assigned:
+                found = self._get_undispatched(topic, queue_id, offset, max_msg_nums, message_filter, cq, assigned)
+                if found is not None:
+                    return self._count(found)
+                cq = self._queues.get((topic, queue_id))
+            if 0 < offset <= assigned and (cq is None or offset >= cq.max_offset):
                 min_off, max_off = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
                 return self._count(GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_off,
                                                     max(max_off, offset)))
@@ -462,6 +476,57 @@ class MessageStore:
         self.stats.get_message_transferred_msg_count += len(records)
         return self._count(result)
 
+    def _get_undispatched(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
+                          message_filter: Optional[MessageFilter], cq: Optional[ConsumeQueue],
+                          assigned: int) -> Optional[GetMessageResult]:
+        """Read from ``offset`` on among the messages appended but not yet dispatched (the commitlog's
+        ``undispatched``); None when ``offset`` is not among them (dispatched meanwhile, or dropped)."""
+        recent = self.commitlog.undispatched.get((topic, queue_id))
+        if not recent:
+            return None
+        try:
+            i = offset - recent[0][0]
+        except IndexError:
+            return None
+        if i < 0:
+            return None
+        commitlog = self.commitlog
+        max_bytes = self.config.max_transfer_bytes_on_message_in_memory
+        records: list[bytes] = []
+        queue_offsets: list[int] = []
+        total_bytes = 0
+        nxt = offset
+        last_phys = 0
+        # The dispatch report may drop entries from the left meanwhile: each entry's offset is checked.
+        while len(records) < max_msg_nums and total_bytes < max_bytes:
+            try:
+                queue_offset, phys, size, props = recent[i]
+            except IndexError:
+                break
+            if queue_offset != nxt:
+                break
+            i += 1
+            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code_of(props)):
+                nxt += 1
+                continue
+            rec = commitlog.read(phys, size)
+            if not rec:
+                break
+            nxt += 1
+            if message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
+                continue
+            records.append(rec)
+            queue_offsets.append(queue_offset)
+            total_bytes += size
+            last_phys = phys
+        if nxt == offset:
+            return None
+        min_off = cq.min_offset if cq is not None else 0
+        status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
+        behind = commitlog.max_offset - last_phys if records else 0
+        self.stats.get_message_transferred_msg_count += len(records)
+        return GetMessageResult(status, nxt, min_off, assigned, records, queue_offsets, behind)
+
     def _count(self, result: GetMessageResult) -> GetMessageResult:
         if result.status is GetMessageStatus.FOUND:
             self.stats.get_message_times_total_found += 1
@@ -514,6 +579,8 @@ class MessageStore:
             for key in [k for k in self._queues if k[0] in topics]:
                 victims.append(self._queues.pop(key))
                 self.commitlog.topic_queue_table.pop(key, None)
+            for key in [k for k in self.commitlog.undispatched if k[0] in topics]:
+                self.commitlog.undispatched.pop(key, None)
         for cq in victims:
             cq.queue.shutdown()
         if self.link is not None:
