@@ -41,15 +41,16 @@ IDLE_WAIT_S = 0.05
 REPORT_INTERVAL_S = 0.001
 #: An idle worker reports at once unless it reported less than this long ago; then at this distance.
 #: Each report costs the broker a wake-up under its interpreter lock, and a trickle of messages would
-#: otherwise cost one per message (a consumer waiting at the end of a queue is answered by the put
-#: itself, not by this report).
-IDLE_REPORT_INTERVAL_S = 0.002
+#: otherwise cost one per message. Consumers do not wait for it: the broker reads them messages not
+#: yet dispatched from the commitlog.
+IDLE_REPORT_INTERVAL_S = 0.005
 #: While records came in the last WATCH_S, an idle worker looks for more every LOOK_S by itself
 #: instead of asking the next put to wake it: waking another process costs the putting thread a
 #: 10-25 us syscall, and a put per millisecond would pay it every time. Past WATCH_S of quiet it
-#: sleeps until a put wakes it.
+#: sleeps until a put wakes it. Admin reads that must see a just-sent message wait for dispatch
+#: (MessageStore.catch_up).
 WATCH_S = 0.1
-LOOK_S = 0.001
+LOOK_S = 0.005
 
 
 class DispatchWorker:
