@@ -75,8 +75,9 @@ class PullAPI:
 
         Both callbacks run on the remoting I/O thread, as soon as the answer is read: they must be short
         and never block (queue work elsewhere; a pull they send is queued, not waited for).
-        ``on_found(next_begin_offset)``, when given, is called for a FOUND answer before its messages are
-        decoded, so the caller can send its next pull before this one's messages are decoded.
+        ``on_found(next_begin_offset)``, when given, is called for a FOUND answer that leaves more to read
+        before its messages are decoded, so the caller can send its next pull first. An answer that
+        reaches the queue's end is decoded and handed on first: the next pull would only wait.
         """
         addr = self.instance.find_master_addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
@@ -86,7 +87,10 @@ class PullAPI:
                 callback(None, from_remoting(error, addr) if isinstance(error, RemotingError) else error)
                 return
             if on_found is not None and resp.code == ResponseCode.SUCCESS and resp.ext:
-                on_found(int(resp.ext.get("nextBeginOffset", offset)))
+                ext = resp.ext
+                nxt = int(ext.get("nextBeginOffset", offset))
+                if nxt < int(ext.get("maxOffset", 0)):
+                    on_found(nxt)
             try:
                 result = decode_pull_response(resp, sub, addr)
             except Exception as exc:  # noqa: BLE001 - a bad answer is the caller's error to handle
