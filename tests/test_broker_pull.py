@@ -148,3 +148,30 @@ def test_bad_requests_are_answered_and_the_broker_keeps_serving(remoting_client,
     bad = remoting_client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, {"topic": TOPIC}), 3000)
     assert bad.code == ResponseCode.SYSTEM_ERROR and "consumerGroup" in bad.remark
     assert pull(remoting_client, broker, 0).code == ResponseCode.SUCCESS
+
+
+def test_a_read_goes_on_from_the_dispatched_entries_into_the_undispatched_ones(namesrv, remoting_client, broker):
+    """Part of a queue dispatched, the rest not yet: one filtered pull reads across the boundary."""
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(TOPIC)
+        with Producer("pull-test-5", namesrv.addr) as p:
+            p.send(Message(TOPIC, "d0", tags="A"))
+            p.send(Message(TOPIC, "d1", tags="B"))
+            mq = next(iter(admin.topic_status(TOPIC)))
+            deadline = time.monotonic() + 5
+            while admin.max_offset(mq) < 2 and time.monotonic() < deadline:  # dispatched up to here
+                time.sleep(0.02)
+            assert admin.max_offset(mq) == 2
+            [worker] = _children(broker.pid)
+            os.kill(worker, signal.SIGSTOP)
+            try:
+                p.send(Message(TOPIC, "u2", tags="A"))
+                p.send(Message(TOPIC, "u3", tags="B"))
+                assert admin.max_offset(mq) == 2  # still not dispatched
+                only_b = pull(remoting_client, broker, 0, subscription="B")
+                assert bodies_of(only_b) == ["d1", "u3"] and only_b.ext["nextBeginOffset"] == 4
+                everything = pull(remoting_client, broker, 1)
+                assert bodies_of(everything) == ["d1", "u2", "u3"]
+            finally:
+                os.kill(worker, signal.SIGCONT)

@@ -54,7 +54,7 @@ from rocketmesh.remoting.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
-from rocketmesh.remoting.frames import recv_frames, send_frames
+from rocketmesh.remoting.frames import readable, recv_frames, send_frames
 from rocketmesh.remoting.mailbox import Mailbox
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import CallbackSink, PendingRequest, PendingTable, settle
@@ -522,7 +522,9 @@ class RemotingClient:
         sock = conn.sock
         pop = self._pending.pop
         max_header = self.options.max_header_size
-        for _ in range(_RECV_BATCH):
+        for i in range(_RECV_BATCH):
+            if i and not readable(sock):
+                return
             try:
                 frames = recv_frames(sock)
             except zmq.Again:

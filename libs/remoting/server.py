@@ -42,7 +42,7 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
-from rocketmesh.remoting.frames import recv_routed, send_routed
+from rocketmesh.remoting.frames import readable, recv_routed, send_routed
 from rocketmesh.remoting.mailbox import Mailbox
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
@@ -388,7 +388,10 @@ class RemotingServer:
         processors = self._processors
         if self._backlog_since is None:
             self._backlog_since = time.monotonic()
-        for _ in range(_RECV_BATCH):
+        for i in range(_RECV_BATCH):
+            if i and not readable(sock):
+                self._backlog_since = None
+                return
             try:
                 first, frames = recv_routed(sock)
             except zmq.Again:

@@ -186,15 +186,15 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = _CODES[status]
-        ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset))
-        if code == ResponseCode.SUCCESS:
-            return response_to(req, code, None, ext, b"".join(result.records))
         suspend = allow_suspend and h.sys_flag & PullSysFlag.SUSPEND and ctx is not None
         if code == ResponseCode.PULL_NOT_FOUND and suspend:
             timeout_ms = h.suspend_timeout_millis if self.long_polling else self.short_polling_s * 1000
             if timeout_ms > 0:
                 self._hold(_HeldPull(req, ctx, h, offset, time.monotonic() + timeout_ms / 1000.0))
                 return None
+        ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset))
+        if code == ResponseCode.SUCCESS:
+            return response_to(req, code, None, ext, b"".join(result.records))
         return response_to(req, code, status.value, ext)
 
     # --- long polling ---

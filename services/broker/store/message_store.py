@@ -404,6 +404,7 @@ class MessageStore:
             if offset < assigned:
                 found = self._get_undispatched(topic, queue_id, offset, max_msg_nums, message_filter, cq, assigned)
                 if found is not None:
+                    self.stats.get_message_transferred_msg_count += len(found.records)
                     return self._count(found)
                 cq = self._queues.get((topic, queue_id))
             if 0 < offset <= assigned and (cq is None or offset >= cq.max_offset):
@@ -469,6 +470,19 @@ class MessageStore:
                 next_offset = cq.roll_next_file(idx)
                 break
             idx = next_offset
+        if not done and next_offset >= max_off and scanned < scan_limit:
+            # The read reached the dispatched end with room left: go on among the undispatched.
+            assigned = commitlog.topic_queue_table.get((topic, queue_id), 0)
+            more = None
+            if next_offset < assigned:
+                more = self._get_undispatched(topic, queue_id, next_offset, max_msg_nums - len(records),
+                                              message_filter, cq, assigned)
+            if more is not None:
+                records += more.records
+                queue_offsets += more.queue_offsets
+                next_offset, max_off = more.next_begin_offset, more.max_offset
+                if more.records:
+                    last_phys = commitlog.max_offset - more.behind_bytes
         if records:
             status = GetMessageStatus.FOUND
         behind = commitlog.max_offset - last_phys if records else 0
@@ -524,7 +538,6 @@ class MessageStore:
         min_off = cq.min_offset if cq is not None else 0
         status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
         behind = commitlog.max_offset - last_phys if records else 0
-        self.stats.get_message_transferred_msg_count += len(records)
         return GetMessageResult(status, nxt, min_off, assigned, records, queue_offsets, behind)
 
     def _count(self, result: GetMessageResult) -> GetMessageResult:
