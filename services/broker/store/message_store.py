@@ -449,13 +449,11 @@ class MessageStore:
                 if phys < cl_min:
                     status = GetMessageStatus.MESSAGE_WAS_REMOVING
                     continue
-                if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags):
+                rec = self._read_matching(phys, size, tags, message_filter)
+                if rec is None:
                     continue
-                rec = commitlog.read(phys, size)
                 if not rec:
                     status = GetMessageStatus.MESSAGE_WAS_REMOVING
-                    continue
-                if message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
                     continue
                 records.append(rec)
                 queue_offsets.append(i)
@@ -520,15 +518,14 @@ class MessageStore:
             if queue_offset != nxt:
                 break
             i += 1
-            if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code_of(props)):
+            rec = self._read_matching(phys, size, 0 if message_filter is None else tags_code_of(props),
+                                      message_filter)
+            if rec is None:  # refused by the filter
                 nxt += 1
                 continue
-            rec = commitlog.read(phys, size)
             if not rec:
                 break
             nxt += 1
-            if message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
-                continue
             records.append(rec)
             queue_offsets.append(queue_offset)
             total_bytes += size
@@ -539,6 +536,17 @@ class MessageStore:
         status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
         behind = commitlog.max_offset - last_phys if records else 0
         return GetMessageResult(status, nxt, min_off, assigned, records, queue_offsets, behind)
+
+    def _read_matching(self, phys: int, size: int, tags_code: int,
+                       message_filter: Optional[MessageFilter]) -> Optional[bytes]:
+        """The record at ``phys`` if ``message_filter`` takes it (tag code first, then the record), None
+        if it does not, b"" if the record is gone."""
+        if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
+            return None
+        rec = self.commitlog.read(phys, size)
+        if rec and message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
+            return None
+        return rec
 
     def _count(self, result: GetMessageResult) -> GetMessageResult:
         if result.status is GetMessageStatus.FOUND:
