@@ -175,3 +175,34 @@ def test_a_read_goes_on_from_the_dispatched_entries_into_the_undispatched_ones(n
                 assert bodies_of(everything) == ["d1", "u2", "u3"]
             finally:
                 os.kill(worker, signal.SIGCONT)
+
+
+def test_with_dispatch_stalled_past_what_the_broker_keeps_a_pull_waits_for_dispatch_and_loses_nothing(
+        namesrv, remoting_client, broker):
+    """The broker keeps where undispatched messages went only for the last UNDISPATCHED_MAX of a queue; an
+    older offset is "nothing yet" until the dispatch worker catches up, then reads as usual."""
+    from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
+    n = UNDISPATCHED_MAX + 10
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(TOPIC)
+    [worker] = _children(broker.pid)
+    os.kill(worker, signal.SIGSTOP)
+    try:
+        with Producer("pull-test-6", namesrv.addr) as p:
+            p.send_batch([Message(TOPIC, f"b{i}") for i in range(n)])
+        oldest = pull(remoting_client, broker, 0)
+        assert oldest.code == ResponseCode.PULL_NOT_FOUND and oldest.ext["nextBeginOffset"] == 0
+        newest = pull(remoting_client, broker, n - 3)
+        assert bodies_of(newest) == [f"b{i}" for i in range(n - 3, n)]
+    finally:
+        os.kill(worker, signal.SIGCONT)
+    got: list[str] = []
+    deadline = time.monotonic() + 10
+    while len(got) < n and time.monotonic() < deadline:
+        resp = pull(remoting_client, broker, len(got))
+        if resp.code == ResponseCode.SUCCESS:
+            got += bodies_of(resp)
+        else:
+            time.sleep(0.05)
+    assert got == [f"b{i}" for i in range(n)]

@@ -43,8 +43,9 @@ _MAX_PROPERTIES = 32767
 _NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
 #: Topics whose queue entries' tag field is a due time the dispatcher computes: not kept in ``undispatched``.
 _NOT_RECENT = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
-#: Entries kept per queue in ``undispatched`` if dispatch falls this far behind (older ones are dropped).
-UNDISPATCHED_MAX = 4096
+#: Entries kept per queue in ``undispatched`` if dispatch falls this far behind (older ones are dropped,
+#: and a pull for them waits for the dispatch worker): at most ~350 KiB per queue while dispatch stalls.
+UNDISPATCHED_MAX = 1024
 
 #: Where a message the dispatch worker has not made a queue entry for yet went:
 #: (queue offset, commitlog offset, size, properties bytes).
