@@ -11,6 +11,7 @@ import pytest
 
 from procs import BrokerProcess
 from rocketmesh import Admin, Message, Producer
+from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
 from rocketmesh.message_codec import decode_records
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
@@ -181,7 +182,6 @@ def test_with_dispatch_stalled_past_what_the_broker_keeps_a_pull_waits_for_dispa
         namesrv, remoting_client, broker):
     """The broker keeps where undispatched messages went only for the last UNDISPATCHED_MAX of a queue; an
     older offset is "nothing yet" until the dispatch worker catches up, then reads as usual."""
-    from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
     n = UNDISPATCHED_MAX + 10
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)

@@ -40,7 +40,7 @@ from rocketmesh.remoting.headers import (
 from rocketmesh.broker.config import PERM_READ
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.store import GetMessageStatus
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.broker.store.commitlog import DUE_TIME_TOPICS, NOT_DISPATCHED
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -63,10 +63,6 @@ _KEEP_HOLDING = (GetMessageStatus.NO_MATCHED_MESSAGE.value, GetMessageStatus.OFF
 _LONG_POLL_CHECK_S = 5.0
 #: Smallest size of the deadline heap at which it is rebuilt without answered pulls.
 _COMPACT_MIN = 1024
-#: Topics whose queue entries' tag field is not the tag's hash code (a due time): never answered from a put.
-_NOT_FROM_PUT = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
-#: Prepared and rolled-back transaction records get no queue entry (commitlog sys flag bits).
-_NO_QUEUE_ENTRY = (0x4, 0xC)
 
 
 @dataclass(eq=False)
@@ -267,7 +263,7 @@ class PullMessageProcessor:
             j = i + 1
             while j < n and msgs[j].queue_id == m.queue_id and msgs[j].topic == m.topic:
                 j += 1
-            if key in held_table and m.topic not in _NOT_FROM_PUT and (m.sys_flag & 0xC) not in _NO_QUEUE_ENTRY:
+            if key in held_table and m.topic not in DUE_TIME_TOPICS and (m.sys_flag & 0xC) not in NOT_DISPATCHED:
                 self.on_arriving(m.topic, m.queue_id, appended[j - 1].queue_offset + 1)
             i = j
 
@@ -286,6 +282,8 @@ class PullMessageProcessor:
                     self._held.setdefault(key, []).append(held)
                     resp = None
             if resp is None:
+                # The dispatched end, not the assigned one: a message the store cannot read before
+                # dispatch (a due-time topic, or past what it keeps undispatched) would wake it in a loop.
                 if self.store.get_max_offset_in_queue(*key) > held.offset:
                     self.on_arriving(key[0], key[1], self.store.get_max_offset_in_queue(*key))
                 return

@@ -40,9 +40,11 @@ _SHORT = struct.Struct(">H")
 #: PHYSICALOFFSET, SYSFLAG, STORETIMESTAMP, BODYLEN), skipping the rest.
 _DISPATCH_FIELDS = struct.Struct(">iiii4xqqi8x8xq8x4x8xi")
 _MAX_PROPERTIES = 32767
-_NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
-#: Topics whose queue entries' tag field is a due time the dispatcher computes: not kept in ``undispatched``.
-_NOT_RECENT = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+#: ``sys_flag & 0xC`` of records that get no queue entry: prepared and rolled-back transaction messages.
+NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
+#: Topics whose queue entries' tag field is a due time the dispatcher computes, not the tag's hash code:
+#: not kept in ``undispatched``.
+DUE_TIME_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
 #: Entries kept per queue in ``undispatched`` if dispatch falls this far behind (older ones are dropped,
 #: and a pull for them waits for the dispatch worker): at most ~350 KiB per queue while dispatch stalls.
 UNDISPATCHED_MAX = 1024
@@ -137,7 +139,7 @@ class CommitLog:
                     chunks = []
                 phys = f.file_from_offset + pos
                 sys_flag = m.sys_flag
-                if (sys_flag & 0xC) in _NOT_DISPATCHED:
+                if (sys_flag & 0xC) in NOT_DISPATCHED:
                     queue_offset = 0
                 else:
                     key = (m.topic, m.queue_id)
@@ -145,7 +147,7 @@ class CommitLog:
                     table[key] = queue_offset + 1
                     recent = undispatched.get(key)
                     if recent is None:
-                        if m.topic not in _NOT_RECENT:
+                        if m.topic not in DUE_TIME_TOPICS:
                             undispatched[key] = deque(((queue_offset, phys, total, m.properties),),
                                                       UNDISPATCHED_MAX)
                     else:

@@ -13,10 +13,9 @@ import threading
 from functools import lru_cache
 
 from rocketmesh.log import get_logger
-from rocketmesh.message import SysFlag
 from rocketmesh.message_codec import tags_hash_code
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
-from rocketmesh.broker.store.commitlog import DispatchRecord
+from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, DispatchRecord
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import ConsumeQueue
@@ -26,7 +25,6 @@ log = get_logger("broker", component="dispatcher")
 
 _SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
-_NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
 #: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
 find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY|TIMER_DELIVER_MS)\x01([^\x02]*)").findall
 
@@ -131,7 +129,7 @@ class Dispatcher:
                     tags_code = int(deliver_at or ts)
                 if keys or uniq:
                     index_items.append((topic, keys, uniq, phys, ts))
-            if (sys_flag & 0xC) not in _NOT_DISPATCHED:
+            if (sys_flag & 0xC) not in NOT_DISPATCHED:
                 cq = queues.get((topic, queue_id)) or self.queue(topic.decode(), queue_id)
                 cq.put(phys, size, tags_code, queue_offset)
                 touched[cq] = queue_offset + 1
