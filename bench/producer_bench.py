@@ -11,6 +11,7 @@ Run::
 Modes:
   sync1, sync4, sync16   send() in a loop on 1, 4, 16 threads
   async                  send_async() keeping --window requests in flight (latency = submit to completion)
+  async-auto             the same with a Producer(auto_batch=True): single sends coalesced into batches
   batch                  send_batch() of --batch messages (latency per batch, msg/s counts messages)
   batch-async            send_batch_async() keeping --batch-window batches in flight
   paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
@@ -224,6 +225,14 @@ def run_async(producer: Producer, window: int, duration: float, body: bytes) -> 
     return run_windowed(lambda: producer.send_async(Message(TOPIC, body)), 1, window, duration)
 
 
+def run_async_auto(namesrv: str, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
+    """``async`` with a second producer that has auto_batch on (warmed up like the first)."""
+    with Producer(GROUP + "-auto", namesrv, auto_batch=True) as producer:
+        for _ in range(200):
+            producer.send(Message(TOPIC, body))
+        return run_async(producer, window, duration, body)
+
+
 def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
     lat: list[float] = []
     clock = time.perf_counter
@@ -296,6 +305,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "sync4": lambda p: run_sync(p, 4, args.duration, body),
         "sync16": lambda p: run_sync(p, 16, args.duration, body),
         "async": lambda p: run_async(p, args.window, args.duration, body),
+        "async-auto": lambda p: run_async_auto(namesrv, args.window, args.duration, body),
         "batch": lambda p: run_batch(p, args.batch, args.duration, body),
         "batch-async": lambda p: run_batch_async(p, args.batch, args.batch_window, args.duration, body),
         "paced": lambda p: run_paced(p, args.rate, args.duration, body),

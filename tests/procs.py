@@ -43,6 +43,22 @@ def wait_for(predicate: Callable[[], object], timeout_s: float = 10.0, what: str
         time.sleep(interval_s)
 
 
+def freeze(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until it is stopped (the signal lands asynchronously)."""
+    os.kill(pid, signal.SIGSTOP)
+
+    def stopped() -> bool:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+
+    wait_for(stopped, 5.0, what=f"process {pid} stopped")
+
+
+def thaw(pid: int) -> None:
+    """SIGCONT ``pid`` (the other half of ``freeze``)."""
+    os.kill(pid, signal.SIGCONT)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

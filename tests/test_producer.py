@@ -7,14 +7,12 @@ topic_status and offset look-ups, and messages read back by id and key.
 from __future__ import annotations
 
 import collections
-import os
-import signal
 import time
 from typing import Callable, Iterator
 
 import pytest
 
-from procs import BrokerProcess, wait_for
+from procs import BrokerProcess, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
 from rocketmesh.message import MessageQueue
@@ -237,16 +235,6 @@ def test_broker_errors_carry_response_codes(start_broker: StartBroker, namesrv, 
     assert ei.value.response_code == ResponseCode.NO_PERMISSION
 
 
-def freeze(pid: int) -> None:
-    """SIGSTOP ``pid`` and wait until it is stopped (the signal lands asynchronously)."""
-    os.kill(pid, signal.SIGSTOP)
-
-    def stopped() -> bool:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
-
-    wait_for(stopped, 5.0, what=f"process {pid} stopped")
-
 
 def test_timeout_when_broker_hangs(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:
     broker = start_broker(namesrv.addr)
@@ -263,5 +251,5 @@ def test_timeout_when_broker_hangs(start_broker: StartBroker, namesrv, admin: Ad
         with pytest.raises(RequestTimeoutError):
             fut.result(5)
     finally:
-        os.kill(broker.pid, signal.SIGCONT)
+        thaw(broker.pid)
     assert producer.send(Message("HangT", b"again")).ok

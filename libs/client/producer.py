@@ -7,6 +7,11 @@ one request to one queue. A ``queue`` or a ``selector`` pins the queue (for
 ordered messages); such sends are not retried elsewhere, since that would
 break the order.
 
+With ``auto_batch=True`` (RocketMQ 5's setAutoBatch), ``send`` and
+``send_async`` without a queue or selector coalesce messages of one topic into
+batch requests (see :mod:`rocketmesh.client.accumulator`); each message still
+gets its own SendResult.
+
     with Producer("orders-producer", "127.0.0.1:9876") as producer:
         result = producer.send(Message("Orders", b"..."))
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import Future, InvalidStateError, TimeoutError as FutureTimeoutError
 from typing import Any, Callable, Optional, Sequence
 
 from rocketmesh.log import get_logger
@@ -32,6 +37,7 @@ from rocketmesh.remoting import (
     ResponseCode,
 )
 from rocketmesh.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.client.accumulator import ProduceAccumulator
 from rocketmesh.client.errors import (
     ClientErrorCode,
     MQBrokerError,
@@ -75,6 +81,14 @@ _TRAN_PREPARED = MessageConst.TRANSACTION_PREPARED
 _STORED = STORED_CODES
 _SEND_OK = SendStatus.SEND_OK
 _CHECKED_TOPICS_MAX = 10_000
+#: Properties of messages that are never auto batched: delayed, timer and transactional ones.
+_UNBATCHABLE = frozenset({
+    MessageConst.DELAY_TIME_LEVEL,
+    MessageConst.TIMER_DELIVER_MS,
+    MessageConst.TIMER_DELAY_MS,
+    MessageConst.TRANSACTION_PREPARED,
+    MessageConst.PRODUCER_GROUP,
+})
 _monotonic = time.monotonic
 _time = time.time
 
@@ -92,6 +106,12 @@ class Producer:
     answer (``response_code``, ``remark``), :class:`RequestTimeoutError`
     when no answer came in time; after retries the last attempt's error is
     raised with a note listing the brokers tried.
+
+    ``auto_batch`` (off by default) coalesces single sends into batches:
+    ``batch_max_delay_ms`` is the longest a message waits to be sent,
+    ``batch_max_bytes`` the most encoded bytes per batch, and
+    ``total_batch_max_bytes`` the most pending or in flight (RocketMQ 5's
+    batchMaxDelayMs, batchMaxBytes, totalBatchMaxBytes, with its defaults).
     """
 
     def __init__(
@@ -111,22 +131,34 @@ class Producer:
         client_ip: Optional[str] = None,
         poll_name_server_interval_ms: int = 30_000,
         heartbeat_broker_interval_ms: int = 30_000,
+        auto_batch: bool = False,
+        batch_max_delay_ms: int = 10,
+        batch_max_bytes: int = 32 * 1024,
+        total_batch_max_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         check_group(group)
         if group == DEFAULT_PRODUCER_GROUP:
             raise MQClientError(f"the producer group {DEFAULT_PRODUCER_GROUP} is reserved; choose another group name",
                                 ResponseCode.MESSAGE_ILLEGAL)
-        for name, value, low in (
-            ("send_msg_timeout_ms", send_msg_timeout_ms, 1),
-            ("retry_times_when_send_failed", retry_times_when_send_failed, 0),
-            ("retry_times_when_send_async_failed", retry_times_when_send_async_failed, 0),
-            ("max_message_size", max_message_size, 1),
-            ("default_topic_queue_nums", default_topic_queue_nums, 1),
-            ("poll_name_server_interval_ms", poll_name_server_interval_ms, 1),
-            ("heartbeat_broker_interval_ms", heartbeat_broker_interval_ms, 1),
+        for name, value, low, high in (
+            ("send_msg_timeout_ms", send_msg_timeout_ms, 1, None),
+            ("retry_times_when_send_failed", retry_times_when_send_failed, 0, None),
+            ("retry_times_when_send_async_failed", retry_times_when_send_async_failed, 0, None),
+            ("max_message_size", max_message_size, 1, None),
+            ("default_topic_queue_nums", default_topic_queue_nums, 1, None),
+            ("poll_name_server_interval_ms", poll_name_server_interval_ms, 1, None),
+            ("heartbeat_broker_interval_ms", heartbeat_broker_interval_ms, 1, None),
+            # RocketMQ 5's bounds: batchMaxDelayMs 1 ms .. 30 s, batchMaxBytes 1 B .. 2 MiB.
+            ("batch_max_delay_ms", batch_max_delay_ms, 1, 30_000),
+            ("batch_max_bytes", batch_max_bytes, 1, 2 * 1024 * 1024),
+            ("total_batch_max_bytes", total_batch_max_bytes, 1, None),
         ):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise MQClientError(f"{name} must be an integer >= {low}, got {value!r}")
+            if high is not None and value > high:
+                raise MQClientError(f"{name} must be an integer <= {high}, got {value!r}")
+        if not isinstance(auto_batch, bool):
+            raise MQClientError(f"auto_batch must be True or False, got {auto_batch!r}")
         self.group = group
         self.namesrv_addrs = namesrv_addrs_from(namesrv)
         self.send_msg_timeout_ms = send_msg_timeout_ms
@@ -137,6 +169,10 @@ class Producer:
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
+        self.auto_batch = auto_batch
+        self.batch_max_delay_ms = batch_max_delay_ms
+        self.batch_max_bytes = batch_max_bytes
+        self.total_batch_max_bytes = total_batch_max_bytes
         self._instance_args: dict[str, Any] = dict(
             instance_name=instance_name,
             client_ip=client_ip,
@@ -149,6 +185,7 @@ class Producer:
         self._instance: ClientInstance = None  # type: ignore[assignment]
         self._fault: MQFaultStrategy = None  # type: ignore[assignment]
         self._callbacks: Optional[_CallbackThread] = None
+        self._accumulator: Optional[ProduceAccumulator] = None  # set by start() with auto_batch
         self._running = False
         self._closed = False
         self._checked_topics: set[str] = set()
@@ -179,16 +216,30 @@ class Producer:
             instance.register_producer(self.group)
             self._fault = MQFaultStrategy(self.send_latency_fault_enable, unreachable=instance.unreachable)
             self._instance = instance
+            if self.auto_batch:
+                self._accumulator = ProduceAccumulator(
+                    self._send_encoded_batch, self._route_cached, batch_max_delay_ms=self.batch_max_delay_ms,
+                    batch_max_bytes=min(self.batch_max_bytes, self.max_message_size),
+                    total_batch_max_bytes=self.total_batch_max_bytes, name=self.group)
             self._running = True
         return self
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
-        """Unregister from the brokers and leave the client instance (bounded by ``timeout_s``)."""
+        """Unregister from the brokers and leave the client instance (bounded by ``timeout_s``).
+
+        With ``auto_batch``, messages still pending are sent first and their
+        Futures complete (waiting at most ``timeout_s`` for the answers).
+        """
         with self._lock:
             if self._closed:
                 return
             self._closed = True
             was_running, self._running = self._running, False
+        if self._accumulator is not None:
+            begin = _monotonic()
+            if not self._accumulator.close(timeout_s):
+                self._log.warning("auto batch: sends still unanswered at shutdown", timeout_s=timeout_s)
+            timeout_s = max(0.1, timeout_s - (_monotonic() - begin))
         if was_running and self._instance is not None:
             self._instance.unregister_producer(self.group, timeout_s=min(1.0, timeout_s))
             self._instance.release()
@@ -243,7 +294,22 @@ class Producer:
         timeout, or a retryable broker answer) is retried up to
         ``retry_times_when_send_failed`` times on another broker; ``timeout_ms``
         (default ``send_msg_timeout_ms``) bounds all attempts together.
+
+        With ``auto_batch`` a batchable message (see :meth:`send_async`) goes
+        in a batch, and is retried as the batch is: on the same broker, as an
+        async send is. The wait for its answer is bounded by ``timeout_ms``
+        (then RequestTimeoutError); it is not retried on another broker.
         """
+        if self.auto_batch and queue is None and selector is None:
+            timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+            fut = self._auto_batched(msg, timeout)
+            if fut is not None:
+                try:
+                    return fut.result(timeout / 1000.0)
+                except FutureTimeoutError:
+                    raise RequestTimeoutError(
+                        f"send to topic {msg.topic!r} timed out: no answer to its batch within {timeout} ms"
+                    ) from None
         timeout, uniq, ext = self._prepare(msg, timeout_ms)
         topic = msg.topic
         if queue is None and selector is None:
@@ -268,7 +334,21 @@ class Producer:
         full timeout; broker error answers are not retried. ``callback(future)``
         runs on the producer's callback thread, in completion order. Errors
         found before sending (validation, no route) are raised here.
+
+        With ``auto_batch``, a message without ``queue``/``selector`` that is
+        not delayed (delay level, timer), not transactional and not for a
+        retry topic waits to go in a batch of its topic, at most
+        ``batch_max_delay_ms``; its batch is retried as above. One whose
+        encoded size is over ``batch_max_bytes`` goes alone. When
+        ``total_batch_max_bytes`` are pending or in flight, this waits for
+        room, at most ``timeout_ms``, then raises MQClientError.
         """
+        if self.auto_batch and queue is None and selector is None:
+            fut = self._auto_batched(msg, self.send_msg_timeout_ms if timeout_ms is None else timeout_ms)
+            if fut is not None:
+                if callback is not None:
+                    fut.add_done_callback(self._callback_thread().wrap(callback))
+                return fut
         timeout, uniq, ext = self._prepare(msg, timeout_ms)
         mq = self._choose_queue(msg, queue, selector, arg)
         return self._start_async(mq, ext, _SEND_MESSAGE, msg.body, uniq, timeout, callback)
@@ -336,17 +416,43 @@ class Producer:
         if not self._running:
             self.start()
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        ext = self._ext(None, topic)
-        ext["batch"] = True
-        if queue is None:
-            mq = self._fault.select_one_message_queue(self._publish_info(topic), None)
-        elif queue.topic != topic:
+        if queue is not None and queue.topic != topic:
             raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
-        else:
-            mq = queue
-        return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback)
+        return self._send_encoded_batch(topic, body, ids, timeout, queue, callback)
 
     # -- internals -------------------------------------------------------------
+
+    def _send_encoded_batch(self, topic: str, body: bytes, ids: str, timeout: int,
+                            queue: Optional[MessageQueue] = None,
+                            callback: Optional[SendCallback] = None) -> "Future[SendResult]":
+        """Send an encoded batch without waiting: to ``queue``, else to the next queue by fault-aware round robin."""
+        ext = self._ext(None, topic)
+        ext["batch"] = True
+        mq = self._fault.select_one_message_queue(self._publish_info(topic), None) if queue is None else queue
+        return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback)
+
+    def _auto_batched(self, msg: Message, timeout: int) -> "Optional[Future[SendResult]]":
+        """Check ``msg`` and queue it for an auto batch: its Future, or None when it must go alone."""
+        self._check(msg)
+        if not self._running:
+            self.start()
+        accumulator = self._accumulator
+        topic = msg.topic
+        if (accumulator is None or not _UNBATCHABLE.isdisjoint(msg.properties)
+                or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+            return None
+        uniq = set_unique_id(msg)
+        item = encode_batch([msg])
+        if len(item) > accumulator.max_item_bytes:
+            return None
+        if not self._route_cached(topic):
+            self._publish_info(topic)  # no route: raised to the caller, as without auto batch
+        return accumulator.add(topic, item, uniq, timeout)
+
+    def _route_cached(self, topic: str) -> bool:
+        """True when ``topic``'s route is cached with a queue to write to (a send needs no name server call)."""
+        tp = self._instance.cached_publish_info(topic)
+        return tp is not None and tp.ok()
 
     def _prepare(self, msg: Message, timeout_ms: Optional[int]) -> tuple[int, str, dict[str, Any]]:
         """Check ``msg``, start if needed, give it its unique id: (timeout, unique id, request header)."""

@@ -1,0 +1,256 @@
+"""Auto batching of a producer's single sends (RocketMQ 5's ProduceAccumulator).
+
+A :class:`Producer` made with ``auto_batch=True`` hands each batchable send to
+a :class:`ProduceAccumulator`, which keeps a pending list per topic and sends
+it as one SEND_BATCH_MESSAGE. Each message still gets a Future of its own
+SendResult. A topic's pending list is flushed:
+
+- at once when nothing of that topic is in flight (no added latency at low load);
+- when the next message would take it over ``batch_max_bytes`` (a full batch goes at once);
+- when the last batch of the topic in flight completes (the completion sends what gathered meanwhile);
+- at the latest ``batch_max_delay_ms`` after its first message came (a timer thread, woken
+  once per pending list, not per message);
+- when the producer shuts down, or when a send waits for room under ``total_batch_max_bytes``.
+
+So under load batches form by themselves while earlier ones are in flight,
+and the delay is only an upper bound. ``total_batch_max_bytes`` bounds the
+encoded bytes pending or in flight; a send that would go over waits for room,
+at most its send timeout, then fails with :class:`MQClientError`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import Future, InvalidStateError
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Callable, Optional
+
+from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.results import SendResult
+
+#: ``send(topic, body, ids, timeout_ms)``: send an encoded batch, a Future of the batch's SendResult.
+BatchSender = Callable[[str, bytes, str, int], "Future[SendResult]"]
+
+_monotonic = time.monotonic
+_TOPICS_KEPT = 1024
+
+
+@dataclass(slots=True)
+class _Topic:
+    """One topic's pending messages (encoded batch items) and its batches in flight."""
+
+    topic: str
+    items: list[bytes] = field(default_factory=list)
+    ids: list[str] = field(default_factory=list)
+    futures: list["Future[SendResult]"] = field(default_factory=list)
+    size: int = 0
+    timeout_ms: int = 0
+    since: float = 0.0
+    inflight: int = 0
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A pending list taken out for sending."""
+
+    topic: _Topic
+    items: list[bytes]
+    ids: list[str]
+    futures: list["Future[SendResult]"]
+    size: int
+    timeout_ms: int
+
+
+class ProduceAccumulator:
+    """Per-topic pending lists of encoded messages, sent as batches by ``send`` (see the module docstring).
+
+    ``ready(topic)`` says whether a batch of ``topic`` may be sent from the
+    remoting I/O thread (its route is cached); when not, the timer thread
+    sends it. Thread-safe.
+    """
+
+    def __init__(self, send: BatchSender, ready: Callable[[str], bool], *, batch_max_delay_ms: int,
+                 batch_max_bytes: int, total_batch_max_bytes: int, name: str = "producer") -> None:
+        self._send_batch = send
+        self._ready = ready
+        self._delay_s = batch_max_delay_ms / 1000.0
+        self._max_bytes = batch_max_bytes
+        self._total_bytes = total_batch_max_bytes
+        self._topics: dict[str, _Topic] = {}
+        self._held = 0  # encoded bytes pending or in flight
+        self._lock = threading.Lock()
+        self._timer_cv = threading.Condition(self._lock)
+        self._space_cv = threading.Condition(self._lock)
+        self._space_waiters = 0
+        self._timer_idle = True
+        self._flush_all = False
+        self._closed = False
+        self._thread = threading.Thread(target=self._run, name=f"auto-batch-{name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def max_item_bytes(self) -> int:
+        """The largest encoded message that is batched; larger ones should be sent alone."""
+        return self._max_bytes
+
+    def add(self, topic: str, item: bytes, uniq: str, timeout_ms: int) -> "Future[SendResult]":
+        """Queue one encoded message (``encode_batch([msg])``, unique id ``uniq``); its SendResult's Future.
+
+        Waits for room under ``total_batch_max_bytes`` at most ``timeout_ms``,
+        then raises MQClientError; raises MQClientError once closed.
+        """
+        n = len(item)
+        fut: Future[SendResult] = Future()
+        full = ready = None
+        with self._lock:
+            if self._held + n > self._total_bytes and self._held:
+                self._wait_for_room(n, timeout_ms)
+            elif self._closed:
+                raise MQClientError("the producer is shut down")
+            st = self._topics.get(topic)
+            if st is None:
+                st = self._topics[topic] = _Topic(topic)
+            if st.futures and st.size + n > self._max_bytes:
+                full = self._take(st)
+            if not st.futures:
+                st.since = _monotonic()
+                st.timeout_ms = timeout_ms
+                if st.inflight and self._timer_idle:
+                    self._timer_idle = False
+                    self._timer_cv.notify()
+            elif timeout_ms < st.timeout_ms:
+                st.timeout_ms = timeout_ms
+            st.items.append(item)
+            st.ids.append(uniq)
+            st.futures.append(fut)
+            st.size += n
+            self._held += n
+            if not st.inflight:
+                ready = self._take(st)
+        if full is not None:
+            self._send(full)
+        if ready is not None:
+            self._send(ready)
+        return fut
+
+    def close(self, timeout_s: float) -> bool:
+        """Send everything pending and wait (at most ``timeout_s``) until it completed; True when it did."""
+        with self._lock:
+            if self._closed:
+                return self._held == 0
+            self._closed = True
+            batches = [self._take(st) for st in self._topics.values() if st.futures]
+            self._timer_cv.notify()
+        for b in batches:
+            self._send(b)
+        with self._lock:
+            self._space_waiters += 1
+            try:
+                return self._space_cv.wait_for(lambda: self._held == 0, timeout_s)
+            finally:
+                self._space_waiters -= 1
+
+    # -- internals (the lock is held where noted) --------------------------------
+
+    def _wait_for_room(self, n: int, timeout_ms: int) -> None:
+        """Lock held: wait until ``n`` more bytes fit, having everything pending sent meanwhile."""
+        deadline = _monotonic() + timeout_ms / 1000.0
+        self._space_waiters += 1
+        try:
+            while self._held and self._held + n > self._total_bytes and not self._closed:
+                remaining = deadline - _monotonic()
+                if remaining <= 0:
+                    raise MQClientError(
+                        f"auto batch: {self._held} bytes are pending or in flight and {n} more do not fit "
+                        f"total_batch_max_bytes={self._total_bytes}; no room within {timeout_ms} ms")
+                self._flush_all = True
+                self._timer_idle = False
+                self._timer_cv.notify()
+                self._space_cv.wait(remaining)
+        finally:
+            self._space_waiters -= 1
+        if self._closed:
+            raise MQClientError("the producer is shut down")
+
+    def _take(self, st: _Topic) -> _Batch:
+        """Lock held: take ``st``'s pending list out as a batch in flight."""
+        b = _Batch(st, st.items, st.ids, st.futures, st.size, st.timeout_ms)
+        st.items, st.ids, st.futures, st.size = [], [], [], 0
+        st.inflight += 1
+        return b
+
+    def _send(self, b: _Batch) -> None:
+        try:
+            fut = self._send_batch(b.topic.topic, b"".join(b.items), ",".join(b.ids), b.timeout_ms)
+        except Exception as exc:  # noqa: BLE001 - no route, no broker ...: every message's Future gets it
+            self._complete(b, None, exc)
+            return
+        fut.add_done_callback(partial(self._on_done, b))
+
+    def _on_done(self, b: _Batch, fut: "Future[SendResult]") -> None:
+        exc = fut.exception()
+        self._complete(b, None if exc is not None else fut.result(), exc)
+
+    def _complete(self, b: _Batch, result: Optional[SendResult], exc: Optional[BaseException]) -> None:
+        """Give each message its own SendResult (or the batch's error), then send what gathered meanwhile."""
+        futures = b.futures
+        if result is not None:
+            offset_ids = result.offset_msg_id.split(",")
+            if len(offset_ids) != len(futures):
+                exc = MQClientError(f"the batch of {len(futures)} messages got {len(offset_ids)} ids back: "
+                                    f"{result.offset_msg_id!r}")
+            else:
+                status, mq, first = result.send_status, result.message_queue, result.queue_offset
+                tid, region, ids = result.transaction_id, result.region_id, b.ids
+                for i, f in enumerate(futures):
+                    try:
+                        f.set_result(SendResult(status, ids[i], offset_ids[i], mq, first + i, tid, region))
+                    except InvalidStateError:  # cancelled by the caller
+                        pass
+        if exc is not None:
+            for f in futures:
+                try:
+                    f.set_exception(exc)
+                except InvalidStateError:
+                    pass
+        st = b.topic
+        nxt = None
+        with self._lock:
+            st.inflight -= 1
+            self._held -= b.size
+            if self._space_waiters:
+                self._space_cv.notify_all()
+            if st.futures and not st.inflight and self._ready(st.topic):
+                nxt = self._take(st)
+            elif not st.futures and not st.inflight and len(self._topics) > _TOPICS_KEPT:
+                del self._topics[st.topic]  # a producer of many topics keeps only the busy ones
+        if nxt is not None:
+            self._send(nxt)
+
+    def _run(self) -> None:
+        """The timer thread: sends pending lists at their deadline (or all of them when asked)."""
+        while True:
+            with self._lock:
+                while True:
+                    if self._closed:
+                        return
+                    now = _monotonic()
+                    flush_all, self._flush_all = self._flush_all, False
+                    due: list[_Batch] = []
+                    wake: Optional[float] = None
+                    for st in self._topics.values():
+                        if not st.futures:
+                            continue
+                        deadline = st.since + self._delay_s
+                        if flush_all or deadline <= now:
+                            due.append(self._take(st))
+                        elif wake is None or deadline < wake:
+                            wake = deadline
+                    if due:
+                        break
+                    self._timer_idle = wake is None
+                    self._timer_cv.wait(None if wake is None else wake - now)
+            for b in due:
+                self._send(b)
