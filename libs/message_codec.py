@@ -234,17 +234,21 @@ def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str,
 _BATCH_ITEM = struct.Struct(">iiiii")
 
 
+def encode_batch_item(m: Message) -> bytes:
+    """One message of a batch body (a batch body is its items one after another).
+
+    MAGICCODE and BODYCRC are 0, as RocketMQ's client writes them: the broker
+    computes the CRC of what it stores.
+    """
+    props = encode_properties(m.properties)
+    body = m.body
+    return b"".join((_BATCH_ITEM.pack(_BATCH_ITEM.size + len(body) + 2 + len(props), 0, 0, m.flag, len(body)),
+                     body, _SHORT.pack(len(props)), props))
+
+
 def encode_batch(messages: list[Message]) -> bytes:
     """Encode messages of one topic into a batch body."""
-    parts = []
-    for m in messages:
-        props = encode_properties(m.properties)
-        total = _BATCH_ITEM.size + len(m.body) + 2 + len(props)
-        parts.append(_BATCH_ITEM.pack(total, 0, body_crc(m.body), m.flag, len(m.body)))
-        parts.append(m.body)
-        parts.append(struct.pack(">H", len(props)))
-        parts.append(props)
-    return b"".join(parts)
+    return b"".join([encode_batch_item(m) for m in messages])
 
 
 def decode_batch_raw(buf: bytes | memoryview) -> list[tuple[bytes, int, bytes]]:

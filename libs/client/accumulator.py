@@ -96,7 +96,7 @@ class ProduceAccumulator:
         return self._max_bytes
 
     def add(self, topic: str, item: bytes, uniq: str, timeout_ms: int) -> "Future[SendResult]":
-        """Queue one encoded message (``encode_batch([msg])``, unique id ``uniq``); its SendResult's Future.
+        """Queue one encoded message (``encode_batch_item(msg)``, unique id ``uniq``); its SendResult's Future.
 
         Waits for room under ``total_batch_max_bytes`` at most ``timeout_ms``,
         then raises MQClientError; raises MQClientError once closed.

@@ -26,7 +26,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import Message, MessageConst, MessageQueue, SysFlag
-from rocketmesh.message_codec import encode_batch
+from rocketmesh.message_codec import encode_batch, encode_batch_item
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingConnectError,
@@ -442,7 +442,7 @@ class Producer:
                 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
             return None
         uniq = set_unique_id(msg)
-        item = encode_batch([msg])
+        item = encode_batch_item(msg)
         if len(item) > accumulator.max_item_bytes:
             return None
         if not self._route_cached(topic):

@@ -245,10 +245,9 @@ class SendMessageProcessor:
             if prepared:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transactional messages")
             out = []
-            # One look at the whole body rules out a delayed item in nearly every batch.
-            maybe_scheduled = ScheduleRewriter.wants(cmd.body)
+            wants = ScheduleRewriter.wants
             for body, item_flag, item_props in items:
-                if maybe_scheduled and ScheduleRewriter.wants(item_props) and _has_schedule(item_props):
+                if wants(item_props) and _has_schedule(item_props):
                     raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold delayed or timer messages")
                 if not 0 < len(body) <= max_size:
                     self._check_body(len(body), max_size)
