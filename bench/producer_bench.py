@@ -276,7 +276,7 @@ def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", help="use running services at this name server instead of starting them")
-    ap.add_argument("--modes", default="sync1,sync4,sync16,async,batch,batch-async,paced")
+    ap.add_argument("--modes", default="sync1,sync4,sync16,async,async-auto,batch,batch-async,paced")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per mode")
     ap.add_argument("--body", type=int, default=1024, help="body bytes")
     ap.add_argument("--window", type=int, default=1000, help="async requests in flight")

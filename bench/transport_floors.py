@@ -48,6 +48,8 @@ def serve(kind: str, port: int) -> None:
             conn.sendall(data)
         return
     sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.setsockopt(zmq.SNDHWM, 0)  # a ROUTER drops what does not fit its high-water mark: keep everything
+    sock.setsockopt(zmq.RCVHWM, 0)
     sock.bind(f"tcp://127.0.0.1:{port}")
     print("ready", flush=True)
     while True:
@@ -87,9 +89,18 @@ def tcp_sync(port: int, n: int, body: bytes) -> None:
     sock.close()
 
 
-def zmq_sync(port: int, n: int, body: bytes) -> None:
+def dealer(port: int) -> zmq.Socket:
+    """A DEALER to the echo server; a reply missing for 10 s ends the run (zmq.Again) instead of hanging it."""
     sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.SNDHWM, 0)
+    sock.setsockopt(zmq.RCVHWM, 0)
+    sock.setsockopt(zmq.RCVTIMEO, 10_000)
     sock.connect(f"tcp://127.0.0.1:{port}")
+    return sock
+
+
+def zmq_sync(port: int, n: int, body: bytes) -> None:
+    sock = dealer(port)
     for _ in range(1000):
         sock.send(body)
         sock.recv()
@@ -106,8 +117,7 @@ def zmq_sync(port: int, n: int, body: bytes) -> None:
 
 
 def zmq_pipelined(port: int, n: int, body: bytes, window: int) -> None:
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.connect(f"tcp://127.0.0.1:{port}")
+    sock = dealer(port)
     for _ in range(1000):
         sock.send(body)
         sock.recv()

@@ -70,6 +70,11 @@ class BrokerConfig:
     #: Transactions remembered as decided, by id: a late or repeated END_TRANSACTION for one of them changes
     #: nothing. Rebuilt from the tail of RMQ_SYS_TRANS_OP_HALF_TOPIC when the broker starts.
     transaction_decided_table_size: int = 100_000
+    #: While the broker runs, ask the kernel (PM QoS, /dev/cpu_dma_latency; needs root) to keep idle CPUs in
+    #: states that wake within this many microseconds; 0 keeps them polling. Where an idle CPU halts (a
+    #: virtual machine), each thread wake-up on the way of a message otherwise costs tens of microseconds.
+    #: Negative (the default): leave the machine's idle states alone.
+    cpu_dma_latency_us: int = -1
 
 
 def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str, Any]] = None,

@@ -8,7 +8,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
-from rocketmesh import __version__
+from rocketmesh import __version__, cpu_latency
+from rocketmesh.cpu_latency import CpuLatencyRequest
 from rocketmesh.log import get_logger
 from rocketmesh.remoting import (
     RemotingClient,
@@ -79,6 +80,7 @@ class BrokerController:
         self.scanner = _ClientScanner(self.clients, config.client_scan_interval)
         self.started_at = time.time()
         self._stopped = threading.Event()
+        self.cpu_latency: Optional[CpuLatencyRequest] = None
 
     @property
     def broker_addr(self) -> str:
@@ -87,6 +89,13 @@ class BrokerController:
     def start(self) -> None:
         """Bind, recover the store, serve, register with the name servers."""
         cfg = self.config
+        if cfg.cpu_dma_latency_us >= 0:
+            try:
+                self.cpu_latency = cpu_latency.hold(cfg.cpu_dma_latency_us)
+                self.log.info("cpu_latency_requested", cpu_dma_latency_us=cfg.cpu_dma_latency_us)
+            except (ValueError, cpu_latency.CpuLatencyError) as exc:
+                self.log.warning("cpu_latency_request_failed", cpu_dma_latency_us=cfg.cpu_dma_latency_us,
+                                 error=str(exc))
         # Until the store is ready every request is told to come back, never left hanging.
         self.server.register_default(self._starting)
         self.server.start()
@@ -186,6 +195,7 @@ class BrokerController:
             "sendThreadPoolQueueSize": len(self.send._queue) if self.send else 0,
             "sendBusyRejections": self.send.busy_rejections if self.send else 0,
             "topicCount": len(self.topics.table),
+            "cpuDmaLatencyUs": self.cpu_latency.latency_us if self.cpu_latency is not None else -1,
             "sendBackRetried": self.send_back.retried_total if self.send_back else 0,
             "sendBackDeadLettered": self.send_back.dead_lettered_total if self.send_back else 0,
             "scheduleMessageDelivered": self.delivery.delivered_total if self.delivery else 0,
@@ -218,5 +228,7 @@ class BrokerController:
         if self.store is not None:
             self.store.shutdown()
         self.client.close()
+        if self.cpu_latency is not None:
+            self.cpu_latency.release()
         self.log.info("broker_stopped")
         self._stopped.set()
