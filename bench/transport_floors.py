@@ -4,6 +4,7 @@ Run::
 
     python bench/transport_floors.py                 # all three, 100-byte bodies
     python bench/transport_floors.py -n 50000 --window 1000
+    python bench/transport_floors.py --cpu-dma-latency-us 0   # with idle CPUs kept polling (root)
 
 Each measurement starts an echo server in a child process (``--serve KIND PORT`` is
 its entry point) and a bare client here:
@@ -26,6 +27,8 @@ import sys
 import time
 
 import zmq
+
+from rocketmesh import cpu_latency
 
 
 def free_port() -> int:
@@ -158,15 +161,20 @@ def main() -> None:
     ap.add_argument("-n", type=int, default=20_000, help="round trips per measurement (x10 pipelined)")
     ap.add_argument("--body", type=int, default=100, help="body bytes")
     ap.add_argument("--window", type=int, default=1000, help="requests in flight when pipelined")
+    ap.add_argument("--cpu-dma-latency-us", type=int, default=-1,
+                    help="hold a PM QoS request for the run, as the broker's cpuDmaLatencyUs does (root)")
     ap.add_argument("--serve", nargs=2, metavar=("KIND", "PORT"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
         serve(args.serve[0], int(args.serve[1]))
         return
     body = b"x" * args.body
+    qos = cpu_latency.hold(args.cpu_dma_latency_us) if args.cpu_dma_latency_us >= 0 else None
     run("tcp", tcp_sync, args.n, body)
     run("zmq", zmq_sync, args.n, body)
     run("zmq", zmq_pipelined, args.n * 10, body, args.window)
+    if qos is not None:
+        qos.release()
 
 
 if __name__ == "__main__":
