@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 
 from procs import BrokerProcess, wait_for
-from rocketmesh import Admin, Message, MQClientError
+from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import SelectMessageQueueByHash
 from rocketmesh.client.allocate import AllocateAveragely, AllocateAveragelyByCircle
 from rocketmesh.client.consumer import (
@@ -407,6 +407,48 @@ def test_sql_subscription_on_a_broker_without_property_filter_fails_start(namesr
 
 # --- offsets ---
 
+def test_a_new_group_reads_a_young_queue_from_its_first_message(namesrv, admin, producer):
+    # As RocketMQ's broker: with no offset stored, a queue whose first message is still near the commitlog's
+    # end (in the page cache) is read from offset 0, whatever consume_from says.
+    make_topic(admin, "YoungQueue", 1)
+    for i in range(3):
+        producer.send(Message("YoungQueue", f"y{i}"))
+    got = Collector()
+    c = PushConsumer("young-group", namesrv.addr, instance_name="young", **FAST_CLIENT)  # CONSUME_FROM_LAST_OFFSET
+    c.subscribe("YoungQueue", "*")
+    c.register_listener(got.listener("young"))
+    c.start()
+    try:
+        wait_for(lambda: len(got.bodies()) >= 3, 15, what="the messages sent before the group started")
+        assert got.bodies() == ["y0", "y1", "y2"]
+    finally:
+        c.shutdown()
+
+
+def test_a_new_group_reads_an_old_queue_from_its_end(namesrv, start_broker):
+    # accessMessageInMemoryMaxRatio=0: every stored message counts as swapped out, so the queue is "old"
+    # and CONSUME_FROM_LAST_OFFSET starts after what it holds.
+    start_broker(namesrv.addr, name="broker-old", accessMessageInMemoryMaxRatio=0)
+    with Admin(namesrv.addr) as admin, Producer("old-producer", namesrv.addr) as producer:
+        make_topic(admin, "OldQueue", 1)
+        for i in range(3):
+            producer.send(Message("OldQueue", f"old{i}"))
+        got = Collector()
+        c = PushConsumer("old-group", namesrv.addr, instance_name="old", **FAST_CLIENT)
+        c.subscribe("OldQueue", "*")
+        c.register_listener(got.listener("old"))
+        c.start()
+        try:
+            wait_for(lambda: c.assigned_queues(), 15, what="the queue assigned")
+            time.sleep(0.5)  # the first pull is out
+            producer.send(Message("OldQueue", "new"))
+            wait_for(lambda: got.bodies(), 15, what="the message sent after the group started")
+            time.sleep(0.3)
+            assert got.bodies() == ["new"]
+        finally:
+            c.shutdown()
+
+
 def test_reset_offset_by_time_redelivers_from_the_right_message(namesrv, admin, producer):
     topic = "ResetTopic"
     make_topic(admin, topic, 2)
@@ -447,7 +489,7 @@ def test_pull_consumer_assign_seek_commit_and_committed(namesrv, admin, producer
             got.extend(batch)
         assert [m.body.decode() for m in got] == [f"p{i}" for i in range(20)]
         assert [m.queue_offset for m in got] == list(range(20))
-        assert c.committed(mq) == -1  # nothing committed yet
+        assert c.committed(mq) == 0  # nothing committed yet: a young queue's broker answer, as RocketMQ's
         c.commit()
         assert c.committed(mq) == 20
         c.seek(mq, 5)

@@ -130,6 +130,13 @@ class ConsumerManageProcessor:
         h = from_ext(QueryConsumerOffsetRequestHeader, req.ext)
         offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
+            # As RocketMQ: a group new to a queue whose first message is still stored and near the
+            # commitlog's end (in the page cache) starts at 0, so it sees what a young topic already holds;
+            # otherwise the client decides by its consume_from.
+            store = self.store
+            if (store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0
+                    and not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0)):
+                return ok(req, {"offset": 0})
             return response_to(req, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
         return ok(req, {"offset": offset})
 

@@ -56,6 +56,9 @@ class MessageStoreConfig:
     max_msgs_num_batch: int = 64
     max_transfer_count_on_message_in_memory: int = 32
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    #: A record more than this percentage of the machine's memory behind the commitlog's end counts as
+    #: read from disk, no longer from the page cache.
+    access_message_in_memory_max_ratio: int = 40
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     #: ip:port written into each record's STOREHOST (the broker's address).

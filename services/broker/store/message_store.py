@@ -48,6 +48,14 @@ CATCH_UP_S = 1.0
 MAX_FILTER_ENTRIES = 16000 // 20
 
 
+def _physical_memory() -> int:
+    """The machine's memory in bytes (RocketMQ's totalPhysicalMemorySize)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 8 << 30
+
+
 class StoreLockedError(RuntimeError):
     """Another process has this store directory open."""
 
@@ -371,6 +379,17 @@ class MessageStore:
         cq = self._queues.get((topic, queue_id))
         entry = cq.get(offset) if cq else None
         return entry[0] if entry else 0
+
+    def check_in_disk_by_consume_offset(self, topic: str, queue_id: int, offset: int) -> bool:
+        """True when the record at queue ``offset`` is too far behind the commitlog's end to still be in the
+        page cache (``accessMessageInMemoryMaxRatio`` of the machine's memory); False when it is near, or
+        when the queue has no such entry yet."""
+        cq = self._queues.get((topic, queue_id))
+        entry = cq.get(offset) if cq else None
+        if not entry:
+            return False
+        in_memory = _physical_memory() * self.config.access_message_in_memory_max_ratio // 100
+        return self.commitlog.max_offset - entry[0] > in_memory
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """First queue offset whose message was stored at or after ``timestamp`` (ms)."""
