@@ -63,7 +63,7 @@ def encode_properties(props: dict[str, str]) -> bytes:
     """``name\\x01value\\x02`` for each property, as RocketMQ's messageProperties2String."""
     if not props:
         return b""
-    return "".join(f"{k}\x01{v}\x02" for k, v in props.items()).encode()
+    return "".join([f"{k}\x01{v}\x02" for k, v in props.items()]).encode()
 
 
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
@@ -76,6 +76,26 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
             name, _, value = item.partition(NAME_VALUE_SEPARATOR)
             out[name] = value
     return out
+
+
+_SCHEDULE_KEYS = (b"DELAY\x01", b"TIMER_DELIVER_MS\x01", b"TIMER_DELAY_MS\x01")
+
+
+def has_schedule_property(raw: bytes) -> bool:
+    """Do these wire-form properties ask for a delay level or a delivery time?
+
+    Only a name at a property boundary counts, not the same bytes inside
+    another name or a value.
+    """
+    if b"DELAY\x01" not in raw and b"TIMER_DEL" not in raw:
+        return False
+    for key in _SCHEDULE_KEYS:
+        i = raw.find(key)
+        while i >= 0:
+            if i == 0 or raw[i - 1] == 2:
+                return True
+            i = raw.find(key, i + 1)
+    return False
 
 
 def encode_host(ip: str, port: int) -> bytes:
@@ -231,7 +251,8 @@ def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str,
 
 # --- Batches (SEND_BATCH_MESSAGE body), RocketMQ's MessageDecoder.encodeMessages layout ---
 #   TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | FLAG 4 | BODYLEN 4 | BODY | PROPLEN 2 | PROPERTIES
-_BATCH_ITEM = struct.Struct(">iiiii")
+BATCH_ITEM_HEADER = struct.Struct(">iiiii")
+BATCH_ITEM_HEADER_SIZE = BATCH_ITEM_HEADER.size  # 20
 
 
 def encode_batch_item(m: Message) -> bytes:
@@ -242,38 +263,23 @@ def encode_batch_item(m: Message) -> bytes:
     """
     props = encode_properties(m.properties)
     body = m.body
-    return b"".join((_BATCH_ITEM.pack(_BATCH_ITEM.size + len(body) + 2 + len(props), 0, 0, m.flag, len(body)),
+    return b"".join((BATCH_ITEM_HEADER.pack(BATCH_ITEM_HEADER_SIZE + len(body) + 2 + len(props), 0, 0, m.flag,
+                                            len(body)),
                      body, _SHORT.pack(len(props)), props))
 
 
 def encode_batch(messages: list[Message]) -> bytes:
-    """Encode messages of one topic into a batch body."""
-    return b"".join([encode_batch_item(m) for m in messages])
-
-
-def decode_batch_raw(buf: bytes | memoryview) -> list[tuple[bytes, int, bytes]]:
-    """Split a batch body into (body, flag, raw properties) without decoding the properties.
-
-    The broker stores properties as they came; raises CorruptRecord when the batch does not parse.
-    """
-    out = []
-    pos = 0
-    n = len(buf)
-    unpack_item = _BATCH_ITEM.unpack_from
-    unpack_short = _SHORT.unpack_from
-    try:
-        while pos < n:
-            total, _magic, _crc, flag, body_len = unpack_item(buf, pos)
-            p = pos + _BATCH_ITEM.size
-            end = pos + total
-            (props_len,) = unpack_short(buf, p + body_len)
-            if total <= 0 or end > n or body_len < 0 or p + body_len + 2 + props_len != end:
-                raise CorruptRecord(f"bad batch item at {pos}")
-            out.append((bytes(buf[p:p + body_len]), flag, bytes(buf[p + body_len + 2:end])))
-            pos = end
-    except struct.error as exc:
-        raise CorruptRecord(f"truncated batch item at {pos}") from exc
-    return out
+    """Encode messages of one topic into a batch body (:func:`encode_batch_item` of each, in one pass)."""
+    pack_item = BATCH_ITEM_HEADER.pack
+    pack_short = _SHORT.pack
+    parts: list[bytes] = []
+    for m in messages:
+        props = m.properties
+        raw = "".join([f"{k}\x01{v}\x02" for k, v in props.items()]).encode() if props else b""
+        body = m.body
+        parts += (pack_item(BATCH_ITEM_HEADER_SIZE + 2 + len(body) + len(raw), 0, 0, m.flag, len(body)), body,
+                  pack_short(len(raw)), raw)
+    return b"".join(parts)
 
 
 def decode_batch(topic: str, buf: bytes | memoryview) -> list[Message]:
@@ -283,8 +289,8 @@ def decode_batch(topic: str, buf: bytes | memoryview) -> list[Message]:
     n = len(buf)
     while pos < n:
         try:
-            total, _magic, _crc, flag, body_len = _BATCH_ITEM.unpack_from(buf, pos)
-            p = pos + _BATCH_ITEM.size
+            total, _magic, _crc, flag, body_len = BATCH_ITEM_HEADER.unpack_from(buf, pos)
+            p = pos + BATCH_ITEM_HEADER.size
             body = bytes(buf[p:p + body_len])
             p += body_len
             (props_len,) = struct.unpack_from(">H", buf, p)

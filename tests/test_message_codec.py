@@ -6,7 +6,6 @@ from rocketmesh.message import Message, MessageConst
 from rocketmesh.message_codec import (
     CorruptRecord,
     decode_batch,
-    decode_batch_raw,
     decode_message_id,
     decode_properties,
     encode_batch,
@@ -59,16 +58,6 @@ def test_message_conveniences():
     assert m.properties == {MessageConst.TAGS: "A", MessageConst.KEYS: "a b", MessageConst.DELAY_TIME_LEVEL: "3"}
     m.delay_level = 0
     assert MessageConst.DELAY_TIME_LEVEL not in m.properties
-
-
-def test_raw_batch_decode_keeps_properties_as_sent():
-    msgs = [Message("T", b"b%d" % i, tags="A", keys="k%d" % i) for i in range(3)]
-    raw = decode_batch_raw(encode_batch(msgs))
-    assert [(body, props) for body, _flag, props in raw] == [(m.body, encode_properties(m.properties)) for m in msgs]
-    with pytest.raises(CorruptRecord):
-        decode_batch_raw(encode_batch(msgs)[:-1])
-    with pytest.raises(CorruptRecord):
-        decode_batch_raw(b"\x00\x00\x00")
 
 
 def test_records_of_a_pull_decode_as_each_record_alone(tmp_path):

@@ -3,8 +3,16 @@
 import os
 import struct
 
-from rocketmesh.broker.store import PutMessageStatus
-from rocketmesh.message_codec import BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE, decode_message_id, decode_record
+from rocketmesh import Message
+from rocketmesh.broker.store import MessageExtBatch, PutMessageStatus
+from rocketmesh.message_codec import (
+    BLANK_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE,
+    decode_message_id,
+    decode_record,
+    encode_batch,
+    encode_message_id,
+)
 
 from storekit import msg, open_store
 
@@ -110,5 +118,105 @@ def test_second_store_on_same_directory_is_refused(tmp_path):
     try:
         with pytest.raises(StoreLockedError):
             MessageStore(make_config(tmp_path))
+    finally:
+        store.shutdown()
+
+
+def _batch(topic: str, messages: list, queue_id: int = 0) -> MessageExtBatch:
+    return MessageExtBatch(topic, queue_id, encode_batch(messages), born_timestamp=1234)
+
+
+def test_a_batch_is_stored_as_its_items_with_consecutive_offsets_and_one_result(tmp_path):
+    store = open_store(tmp_path, store_host="10.0.0.7:10911")
+    grown = []
+    store.register_put_listener(grown.append)
+    try:
+        store.put_message(msg(queue_id=2))
+        sent = [Message("TopicTest", b"body-%d" % i, tags="T%d" % (i % 2), keys="key-%d" % i) for i in range(20)]
+        r = store.put_batch(_batch("TopicTest", sent, queue_id=2))
+        assert r.ok and len(r.appended) == 1
+        a = r.first
+        assert a.msg_num == 20 and a.queue_offset == 1
+        ids = a.msg_id.split(",")
+        assert len(ids) == 20 and ids[0] == encode_message_id(store.commitlog.store_host, a.wrote_offset)
+        assert grown[-1] == [("TopicTest", 2, 21)]
+        # Each item is a whole record: CRC, topic, tags, keys, born time, its own id and queue offset.
+        stored = [decode_record(store.commitlog.read_record(decode_message_id(i)[2]), check_crc=True) for i in ids]
+        assert [m.body for m in stored] == [m.body for m in sent]
+        assert [m.queue_offset for m in stored] == list(range(1, 21))
+        assert [m.tags for m in stored] == [m.tags for m in sent] and stored[3].keys == "key-3"
+        assert all(m.topic == "TopicTest" and m.queue_id == 2 and m.born_timestamp == 1234 for m in stored)
+        assert [m.msg_id for m in stored] == ids
+        last = stored[-1]
+        assert a.wrote_offset + a.wrote_bytes == last.commitlog_offset + last.store_size == store.commitlog.max_offset
+        # Readable through the consume queue and the index once dispatched.
+        assert store.wait_dispatched(5)
+        got = store.get_message("g", "TopicTest", 2, 1, 32)
+        assert got.queue_offsets == list(range(1, 21))
+        assert [decode_record(rec).body for rec in got.records] == [m.body for m in sent]
+        assert [decode_record(rec).queue_offset for rec in store.query_message("TopicTest", "key-7").records] == [8]
+    finally:
+        store.shutdown()
+    # And after a restart.
+    store = open_store(tmp_path, store_host="10.0.0.7:10911")
+    try:
+        assert store.get_max_offset_in_queue("TopicTest", 2) == 21
+        assert store.put_batch(_batch("TopicTest", sent[:2], queue_id=2)).first.queue_offset == 21
+    finally:
+        store.shutdown()
+
+
+def test_a_batch_that_does_not_fit_the_file_goes_whole_to_the_next(tmp_path):
+    store = open_store(tmp_path)
+    try:
+        for _ in range(10):
+            assert store.put_message(msg(body=b"x" * 1200)).ok
+        r = store.put_batch(_batch("TopicTest", [Message("TopicTest", b"y" * 1000) for _ in range(6)]))
+        assert r.ok
+        size = 16 * 1024
+        assert r.first.wrote_offset == size
+        # The first file ends with a blank record covering its tail.
+        first = (tmp_path / "commitlog" / f"{0:020d}").read_bytes()
+        end = 10 * store.put_message(msg(body=b"x" * 1200)).first.wrote_bytes
+        assert struct.unpack_from(">ii", first, end) == (size - end, BLANK_MAGIC_CODE)
+        # Records can never straddle a file; a batch larger than a file is refused.
+        assert r.first.wrote_offset // size == (r.first.wrote_offset + r.first.wrote_bytes - 1) // size
+        huge = _batch("TopicTest", [Message("TopicTest", b"z" * 1000) for _ in range(20)])
+        before = store.commitlog.max_offset
+        r = store.put_batch(huge)
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "more than a commitlog file" in r.remark
+        assert store.commitlog.max_offset == before
+    finally:
+        store.shutdown()
+
+
+def test_a_bad_item_refuses_the_whole_batch_and_nothing_is_written(tmp_path):
+    store = open_store(tmp_path, max_message_size=1000)
+    try:
+        good = [Message("TopicTest", b"fine") for _ in range(3)]
+        cases = [
+            (good + [Message("TopicTest", b"x" * 1001)], PutMessageStatus.MESSAGE_ILLEGAL, "maxMessageSize"),
+            (good + [Message("TopicTest", b"late", delay_level=3)], PutMessageStatus.MESSAGE_ILLEGAL, "delayed"),
+            (good + [Message("TopicTest", b"late", delay_ms=500)], PutMessageStatus.MESSAGE_ILLEGAL, "timer"),
+            (good + [Message("TopicTest", b"p", properties={"big": "v" * 33000})],
+             PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, "exceed"),
+        ]
+        before = store.commitlog.max_offset
+        for messages, status, text in cases:
+            r = store.put_batch(_batch("TopicTest", messages))
+            assert r.status is status and text in r.remark, r
+        raw = encode_batch(good)
+        for body, text in ((raw[:-3], "does not decode"), (raw + b"\x00\x00", "does not decode"),
+                           (b"", "no message"), (raw + raw[:10], "truncated item")):
+            r = store.put_batch(MessageExtBatch("TopicTest", 0, body))
+            assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and text in r.remark, r
+        empty_body = bytearray(encode_batch([Message("TopicTest", b"x")]))
+        struct.pack_into(">ii", empty_body, 0, len(empty_body) - 1, 0)
+        struct.pack_into(">i", empty_body, 16, 0)
+        r = store.put_batch(MessageExtBatch("TopicTest", 0, bytes(empty_body[:16]) + b"\x00\x00\x00\x00\x00\x00"))
+        assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "empty" in r.remark, r
+        assert store.commitlog.max_offset == before
+        assert store.assigned_offset("TopicTest", 0) == 0
+        assert store.put_batch(_batch("TopicTest", good)).first.queue_offset == 0
     finally:
         store.shutdown()

@@ -40,7 +40,6 @@ from rocketmesh.remoting.headers import (
 from rocketmesh.broker.config import PERM_READ
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.store import GetMessageStatus
-from rocketmesh.broker.store.commitlog import DUE_TIME_TOPICS, NOT_DISPATCHED
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -247,25 +246,16 @@ class PullMessageProcessor:
         for h in ready:
             self._wake(h)
 
-    def on_put(self, msgs: list, appended: list) -> None:
+    def on_put(self, grown: list[tuple[str, int, int]]) -> None:
         """The store's put listener: run again, on the putting thread, the pulls held at the queues a put
         just grew. The store reads them the new messages before the dispatch worker has made their
-        queue entries. Costs one dictionary look-up per message while nothing is held."""
+        queue entries. Costs one dictionary look-up per queue while nothing is held."""
         held_table = self._held
         if not held_table:
             return
-        n = len(msgs)
-        i = 0
-        while i < n:
-            m = msgs[i]
-            key = (m.topic, m.queue_id)
-            # A put's messages of one queue are consecutive and have consecutive offsets.
-            j = i + 1
-            while j < n and msgs[j].queue_id == m.queue_id and msgs[j].topic == m.topic:
-                j += 1
-            if key in held_table and m.topic not in DUE_TIME_TOPICS and (m.sys_flag & 0xC) not in NOT_DISPATCHED:
-                self.on_arriving(m.topic, m.queue_id, appended[j - 1].queue_offset + 1)
-            i = j
+        for topic, queue_id, next_offset in grown:
+            if (topic, queue_id) in held_table:
+                self.on_arriving(topic, queue_id, next_offset)
 
     def _wake(self, held: _HeldPull) -> None:
         """Run a held pull again: answer it, or keep holding from past what the filter refused."""

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Optional
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import SysFlag
-from rocketmesh.message_codec import CorruptRecord, decode_batch_raw, encode_host
+from rocketmesh.message_codec import encode_host
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
 from rocketmesh.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -34,7 +34,13 @@ from rocketmesh.topics import (
 )
 from rocketmesh.broker.config import PERM_WRITE
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
-from rocketmesh.broker.store import FlushDiskType, MessageExtBrokerInner, PutMessageResult, PutMessageStatus
+from rocketmesh.broker.store import (
+    FlushDiskType,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    PutMessageResult,
+    PutMessageStatus,
+)
 from rocketmesh.broker.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
 
 if TYPE_CHECKING:
@@ -58,18 +64,6 @@ _FAILED_CODES = {
     PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
 _MAX_DRAIN = 1024
-_SCHEDULE_KEYS = (b"DELAY\x01", b"TIMER_DELIVER_MS\x01", b"TIMER_DELAY_MS\x01")
-
-
-def _has_schedule(props: bytes) -> bool:
-    """A delay level or delivery time at a property boundary (not inside another name or a value)."""
-    for key in _SCHEDULE_KEYS:
-        i = props.find(key)
-        while i >= 0:
-            if i == 0 or props[i - 1] == 2:
-                return True
-            i = props.find(key, i + 1)
-    return False
 
 
 class SendError(Exception):
@@ -170,7 +164,10 @@ class SendMessageProcessor:
             except SendError as exc:
                 ctx.respond(response_to(cmd, exc.code, exc.remark))
                 continue
-            result = self.store.put_messages(msgs, wait_flush=False)
+            if type(msgs) is MessageExtBatch:
+                result = self.store.put_batch(msgs, wait_flush=False)
+            else:
+                result = self.store.put_messages(msgs, wait_flush=False)
             if result.status.stored:
                 last = result.appended[-1]
                 max_end = max(max_end, last.wrote_offset + last.wrote_bytes)
@@ -184,15 +181,16 @@ class SendMessageProcessor:
         for cmd, ctx, result in stored:
             status = result.status if flush_status is PutMessageStatus.PUT_OK else flush_status
             first = result.appended[0]
-            ext = {"msgId": first.msg_id if len(result.appended) == 1 else
-                   ",".join(a.msg_id for a in result.appended),
-                   "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
+            ext = {"msgId": first.msg_id, "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
             ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
 
     # --- validation and building store messages ---
 
-    def _build(self, cmd: RemotingCommand, ctx: RequestContext) -> list[MessageExtBrokerInner]:
-        """Check one send request and turn it into the messages to store (SendError if refused)."""
+    def _build(self, cmd: RemotingCommand, ctx: RequestContext) -> list[MessageExtBrokerInner] | MessageExtBatch:
+        """Check one send request and turn it into what to store (SendError if refused).
+
+        A batch's items are checked by the store as it writes them.
+        """
         ext = cmd.ext
         try:
             topic = ext["topic"]
@@ -236,24 +234,11 @@ class SendMessageProcessor:
         born_host = self._born_host(ctx)
         max_size = self.store_config.max_message_size
         if ext.get("batch"):
-            try:
-                items = decode_batch_raw(cmd.body)
-            except CorruptRecord as exc:
-                raise SendError(ResponseCode.MESSAGE_ILLEGAL, f"the batch body does not decode: {exc}") from None
-            if not items:
-                raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
             if prepared:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transactional messages")
-            out = []
-            wants = ScheduleRewriter.wants
-            for body, item_flag, item_props in items:
-                if wants(item_props) and _has_schedule(item_props):
-                    raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold delayed or timer messages")
-                if not 0 < len(body) <= max_size:
-                    self._check_body(len(body), max_size)
-                out.append(MessageExtBrokerInner(topic, body, queue_id, item_flag, item_props, sys_flag, born,
-                                                 born_host, reconsume))
-            return out
+            if not cmd.body:
+                raise SendError(ResponseCode.MESSAGE_ILLEGAL, "the batch holds no message")
+            return MessageExtBatch(topic, queue_id, cmd.body, sys_flag, born, born_host, reconsume)
         body = cmd.body
         self._check_body(len(body), max_size)
         raw_props = props.encode()

@@ -2,7 +2,7 @@
 
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
+from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.message_store import MessageFilter, MessageStore, StoreLockedError
 from rocketmesh.broker.store.results import (
     AppendResult,
@@ -15,6 +15,6 @@ from rocketmesh.broker.store.results import (
 
 __all__ = [
     "AppendResult", "BrokerRole", "FlushDiskType", "GetMessageResult", "GetMessageStatus",
-    "MessageExtBrokerInner", "MessageFilter", "MessageStore", "MessageStoreConfig", "PutMessageResult",
-    "PutMessageStatus", "QueryMessageResult", "StoreLockedError", "parse_delay_levels",
+    "MessageExtBatch", "MessageExtBrokerInner", "MessageFilter", "MessageStore", "MessageStoreConfig",
+    "PutMessageResult", "PutMessageStatus", "QueryMessageResult", "StoreLockedError", "parse_delay_levels",
 ]

@@ -18,6 +18,8 @@ from typing import Callable, Optional
 from rocketmesh.log import get_logger
 from rocketmesh.message import SysFlag
 from rocketmesh.message_codec import (
+    BATCH_ITEM_HEADER,
+    BATCH_ITEM_HEADER_SIZE,
     BLANK_MAGIC_CODE,
     BLANK_RECORD,
     END_FILE_MIN_BLANK_LENGTH,
@@ -26,10 +28,11 @@ from rocketmesh.message_codec import (
     RECORD_HEADER_SIZE,
     body_crc,
     encode_host,
+    has_schedule_property,
 )
 from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
+from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
 from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
 
@@ -57,6 +60,14 @@ Undispatched = tuple[int, int, int, bytes]
 #: One parsed record, as the dispatcher and recovery see it (a plain tuple: this is the hot path):
 #: (topic bytes, queue id, commitlog offset, size, queue offset, store timestamp, sys flag, properties bytes)
 DispatchRecord = tuple[bytes, int, int, int, int, int, int, bytes]
+
+
+class BatchRefused(ValueError):
+    """A batch the store will not write, with the status to answer (nothing of it was written)."""
+
+    def __init__(self, status: PutMessageStatus, remark: str) -> None:
+        super().__init__(remark)
+        self.status = status
 
 
 class CommitLog:
@@ -167,6 +178,117 @@ class CommitLog:
             last = appended[-1]
             status = self.after_append(last.wrote_offset + last.wrote_bytes)
         return PutMessageResult(status, appended)
+
+    def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+        """Append a batch's items as consecutive records of its queue, under one lock, into one file.
+
+        Each item becomes a record straight from the producer's bytes: no
+        message object per item. One bad item refuses the whole batch before
+        anything is written. The result is one :class:`AppendResult` for the
+        batch (RocketMQ's answer to a batch put). ``wait_flush`` as in
+        :meth:`put_messages`.
+        """
+        topic = batch.topic
+        topic_b = topic.encode()
+        if not 0 < len(topic_b) <= 127:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark=f"topic length {len(topic_b)} not in 1..127")
+        if (batch.sys_flag & 0xC) in NOT_DISPATCHED:
+            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL,
+                                    remark="a batch may not hold transactional messages")
+        topic_part = bytes((len(topic_b),)) + topic_b
+        key = (topic, batch.queue_id)
+        file_size = self.file_size
+        with self.put_lock:
+            self.begin_time_in_lock = time.monotonic()
+            try:
+                now_ms = time.time_ns() // 1_000_000
+                f = self.queue.get_last_mapped_file()
+                pos = f.wrote_position
+                first_queue_offset = self.topic_queue_table.get(key, 0)
+                try:
+                    data, entries = self._encode_batch(batch, topic_part, f.file_from_offset + pos,
+                                                       first_queue_offset, now_ms)
+                    size = len(data)
+                    if pos + size + END_FILE_MIN_BLANK_LENGTH > file_size:
+                        if size + END_FILE_MIN_BLANK_LENGTH > file_size:
+                            raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL, (
+                                f"the batch's records take {size} bytes, more than a commitlog file of {file_size}"))
+                        # The batch goes whole into the next file, after a blank record ending this one.
+                        self._write(f, pos, [BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE)], file_size)
+                        f = self.queue.get_last_mapped_file()
+                        pos = 0
+                        data, entries = self._encode_batch(batch, topic_part, f.file_from_offset, first_queue_offset,
+                                                           now_ms)
+                except BatchRefused as exc:
+                    return PutMessageResult(exc.status, remark=str(exc))
+                self.topic_queue_table[key] = first_queue_offset + len(entries)
+                if topic not in DUE_TIME_TOPICS:
+                    recent = self.undispatched.get(key)
+                    if recent is None:
+                        self.undispatched[key] = deque(entries, UNDISPATCHED_MAX)
+                    else:
+                        recent.extend(entries)
+                self._write(f, pos, [data], pos + size)
+                f.store_timestamp = now_ms
+                phys = f.file_from_offset + pos
+                self.publish(phys + size)
+            finally:
+                self.begin_time_in_lock = 0.0
+        host_hex = self._store_host_hex
+        ids = ",".join([f"{host_hex}{e[1]:016X}" for e in entries])
+        status = PutMessageStatus.PUT_OK
+        if wait_flush and self.after_append is not None:
+            status = self.after_append(phys + size)
+        return PutMessageResult(status, [AppendResult(phys, size, ids, now_ms, first_queue_offset, len(entries))])
+
+    def _encode_batch(self, batch: MessageExtBatch, topic_part: bytes, phys: int, queue_offset: int,
+                      now_ms: int) -> tuple[bytes, list[Undispatched]]:
+        """The commitlog records of a batch's items, the first at ``phys`` with ``queue_offset``,
+        and an undispatched entry for each. BatchRefused names the first bad item."""
+        raw = batch.body
+        view = memoryview(raw)
+        n = len(raw)
+        max_size = self.config.max_message_size
+        # A record is its item plus the record header's extra fields and the topic.
+        extra = RECORD_HEADER_SIZE - BATCH_ITEM_HEADER_SIZE + len(topic_part)
+        pack = RECORD_HEADER.pack
+        unpack_item = BATCH_ITEM_HEADER.unpack_from
+        crc32 = zlib.crc32
+        queue_id, sys_flag, born = batch.queue_id, batch.sys_flag, batch.born_timestamp
+        born_host, reconsume, store_host = batch.born_host, batch.reconsume_times, self.store_host
+        chunks: list = []
+        entries: list[Undispatched] = []
+        append = entries.append
+        pos = 0
+        try:
+            while pos < n:
+                total, _magic, _crc, flag, body_len = unpack_item(raw, pos)
+                p = pos + BATCH_ITEM_HEADER_SIZE
+                q = p + body_len
+                end = pos + total
+                if not 0 < body_len <= max_size or end > n or q + 2 > end or end - q - 2 > _MAX_PROPERTIES \
+                        or q + 2 + ((raw[q] << 8) | raw[q + 1]) != end:
+                    raise BatchRefused(*_bad_item(raw, pos, max_size))
+                props = raw[q + 2:end]
+                if props and has_schedule_property(props):
+                    raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                                       "a batch may not hold delayed or timer messages")
+                size = total + extra
+                chunks += (pack(size, MESSAGE_MAGIC_CODE, crc32(view[p:q]) & 0x7FFFFFFF, queue_id, flag,
+                                queue_offset, phys, sys_flag, born, born_host, now_ms, store_host, reconsume, 0,
+                                body_len),
+                           view[p:q], topic_part, view[q:end])
+                append((queue_offset, phys, size, props))
+                queue_offset += 1
+                phys += size
+                pos = end
+        except struct.error:
+            raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL,
+                               f"the batch body does not decode: truncated item at byte {pos}") from None
+        if not entries:
+            raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the batch holds no message")
+        return b"".join(chunks), entries
 
     @staticmethod
     def _write(f: MappedFile, start: int, chunks: list[bytes], end: int) -> None:
@@ -319,3 +441,20 @@ class CommitLog:
     def shutdown(self) -> None:
         self.queue.flush_all()
         self.queue.shutdown()
+
+
+def _bad_item(raw: bytes, pos: int, max_size: int) -> tuple[PutMessageStatus, str]:
+    """Why the batch item at ``pos`` was refused (the slow path of :meth:`CommitLog._encode_batch`)."""
+    total, _magic, _crc, _flag, body_len = BATCH_ITEM_HEADER.unpack_from(raw, pos)
+    if body_len == 0:
+        return PutMessageStatus.MESSAGE_ILLEGAL, f"the message body of the batch item at byte {pos} is empty"
+    if body_len > max_size:
+        return PutMessageStatus.MESSAGE_ILLEGAL, (
+            f"the message body size {body_len} of the batch item at byte {pos} exceeds maxMessageSize {max_size}")
+    q = pos + BATCH_ITEM_HEADER_SIZE + body_len
+    if 0 < body_len and q + 2 <= len(raw):
+        props_len = (raw[q] << 8) | raw[q + 1]
+        if props_len > _MAX_PROPERTIES and q + 2 + props_len == pos + total <= len(raw):
+            return PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, (
+                f"properties of {props_len} bytes exceed {_MAX_PROPERTIES} in the batch item at byte {pos}")
+    return PutMessageStatus.MESSAGE_ILLEGAL, f"the batch body does not decode: bad item at byte {pos}"

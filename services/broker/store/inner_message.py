@@ -56,3 +56,22 @@ class MessageExtBrokerInner:
         if self.tags_code is None:
             self.tags_code = tags_hash_code(self.property_map.get(MessageConst.TAGS))
         return self.tags_code
+
+
+@dataclass(slots=True)
+class MessageExtBatch:
+    """A SEND_BATCH_MESSAGE as the broker hands it to the store: one topic and queue, the items raw.
+
+    ``body`` is the batch as the producer encoded it (RocketMQ's
+    ``MessageDecoder.encodeMessages`` layout, see ``rocketmesh.message_codec``):
+    the store turns each item into a commitlog record without building a
+    message object per item.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: bytes = _LOCAL_HOST
+    reconsume_times: int = 0

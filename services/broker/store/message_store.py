@@ -13,14 +13,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Protocol
+from typing import Any, Callable, Iterable, Optional, Protocol
 
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageConst, MessageExt
 from rocketmesh.message_codec import decode_record
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
-from rocketmesh.broker.store.commitlog import CommitLog
+from rocketmesh.broker.store.commitlog import DUE_TIME_TOPICS, NOT_DISPATCHED, CommitLog
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue
@@ -28,9 +28,8 @@ from rocketmesh.broker.store.dispatch_link import DispatchLink
 from rocketmesh.broker.store.dispatcher import tags_code_of
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
 from rocketmesh.broker.store.index_file import IndexService
-from rocketmesh.broker.store.inner_message import MessageExtBrokerInner
+from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.results import (
-    AppendResult,
     GetMessageResult,
     GetMessageStatus,
     PutMessageResult,
@@ -71,7 +70,8 @@ class MessageFilter(Protocol):
 #: Called after messages are dispatched, once per queue and run: (topic, queue_id, new max offset).
 ArrivingListener = Callable[[str, int, int], None]
 #: Called on the putting thread right after a put, before dispatch: (messages, where each went).
-PutListener = Callable[[list[MessageExtBrokerInner], list[AppendResult]], None]
+#: Told, after a put, (topic, queue id, next queue offset) of each queue whose readable end it grew.
+PutListener = Callable[[list[tuple[str, int, int]]], None]
 
 
 
@@ -229,35 +229,60 @@ class MessageStore:
         return self.put_messages([msg])
 
     def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
-        """Store a batch under one lock (each message gets its own queue offset).
+        """Store messages under one lock (each gets its own queue offset and AppendResult).
 
         ``wait_flush=False`` returns as soon as the records are written; under
         SYNC_FLUSH the caller then owes a :meth:`wait_flushed` before it may
         report them as PUT_OK (the broker does this once for many sends).
         """
+        result = self._put(self.commitlog.put_messages, msgs, wait_flush)
+        if result.appended and self.put_listeners:
+            grown: list[tuple[str, int, int]] = []
+            for m, a in zip(msgs, result.appended):
+                if m.topic not in DUE_TIME_TOPICS and (m.sys_flag & 0xC) not in NOT_DISPATCHED:
+                    if grown and grown[-1][0] == m.topic and grown[-1][1] == m.queue_id:
+                        grown.pop()
+                    grown.append((m.topic, m.queue_id, a.queue_offset + 1))
+            self._tell_put_listeners(grown)
+        return result
+
+    def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+        """Store a SEND_BATCH_MESSAGE's items as consecutive messages of its queue.
+
+        The result holds one AppendResult for the whole batch (``msg_num``
+        messages, comma-separated ids). ``wait_flush`` as in :meth:`put_messages`.
+        """
+        result = self._put(self.commitlog.put_batch, batch, wait_flush)
+        if result.appended and self.put_listeners and batch.topic not in DUE_TIME_TOPICS:
+            a = result.appended[0]
+            self._tell_put_listeners([(batch.topic, batch.queue_id, a.queue_offset + a.msg_num)])
+        return result
+
+    def _put(self, put: Callable, what: Any, wait_flush: bool) -> PutMessageResult:
         refused = self._check_writable()
         if refused is None:
             try:
-                result = self.commitlog.put_messages(msgs, wait_flush)
+                result = put(what, wait_flush)
             except OSError as exc:
                 log.error("put_failed", error=str(exc))
                 result = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
         else:
             result = refused
         st = self.stats
-        appended = result.appended
-        if appended:
-            st.put_message_times_total += len(appended)
-            for a in appended:
+        if result.appended:
+            for a in result.appended:
+                st.put_message_times_total += a.msg_num
                 st.put_message_size_total += a.wrote_bytes
-            for listener in self.put_listeners:
-                try:
-                    listener(msgs, appended)
-                except Exception:  # noqa: BLE001 - a listener must not fail a stored put
-                    log.exception("put_listener_failed")
         else:
             st.put_message_failed_times += 1
         return result
+
+    def _tell_put_listeners(self, grown: list[tuple[str, int, int]]) -> None:
+        for listener in self.put_listeners:
+            try:
+                listener(grown)
+            except Exception:  # noqa: BLE001 - a listener must not fail a stored put
+                log.exception("put_listener_failed")
 
     def wait_flushed(self, offset: int) -> PutMessageStatus:
         """Under SYNC_FLUSH, wait until the commitlog is on disk up to ``offset`` (PUT_OK or

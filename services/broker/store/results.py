@@ -32,13 +32,20 @@ _STORED = frozenset({"PUT_OK", "FLUSH_DISK_TIMEOUT", "FLUSH_SLAVE_TIMEOUT", "SLA
 
 @dataclass(slots=True)
 class AppendResult:
-    """Where one message went in the commitlog."""
+    """Where one message, or one batch, went in the commitlog.
+
+    A batch is one result, as in RocketMQ: its records start at
+    ``wrote_offset`` and span ``wrote_bytes``, ``msg_id`` lists the offset
+    message ids comma separated, ``queue_offset`` is the first message's and
+    ``msg_num`` counts them.
+    """
 
     wrote_offset: int
     wrote_bytes: int
     msg_id: str
     store_timestamp: int
     queue_offset: int
+    msg_num: int = 1
 
 
 @dataclass(slots=True)
