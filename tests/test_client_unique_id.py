@@ -13,6 +13,7 @@ from rocketmesh.client.unique_id import (
     looks_like_message_id,
     nearly_time_of_unique_id,
     set_unique_id,
+    set_unique_ids,
 )
 from rocketmesh.message import Message, MessageConst
 
@@ -40,7 +41,10 @@ def test_unique_across_threads() -> None:
     def make() -> None:
         out.append([gen.create() for _ in range(20000)])
 
-    threads = [threading.Thread(target=make) for _ in range(3)]
+    def make_batches() -> None:
+        out.append([u for _ in range(625) for u in gen.create_many(32)])
+
+    threads = [threading.Thread(target=make) for _ in range(2)] + [threading.Thread(target=make_batches)]
     for t in threads:
         t.start()
     for t in threads:
@@ -59,3 +63,13 @@ def test_set_unique_id_keeps_an_existing_one() -> None:
     assert msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] == uid
     assert set_unique_id(msg) == uid
     assert os.getpid() & 0xFFFF == int(uid[8:12], 16)
+
+
+def test_set_unique_ids_gives_new_ids_and_keeps_existing_ones() -> None:
+    msgs = [Message("T", b"x") for _ in range(5)]
+    kept = set_unique_id(msgs[2])
+    ids = set_unique_ids(msgs)
+    assert ids[2] == kept and len(set(ids)) == 5
+    assert [m.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX] for m in msgs] == ids
+    assert all(looks_like_message_id(u) and u[:20] == kept[:20] for u in ids)
+    assert set_unique_ids(msgs) == ids

@@ -10,7 +10,7 @@ import pytest
 
 from rocketmesh import Message, MQClientError, Producer
 from rocketmesh.client import ClientErrorCode, ResponseCode
-from rocketmesh.message import MessageQueue
+from rocketmesh.message import MessageConst, MessageQueue
 from rocketmesh.remoting import RemotingClient
 
 NOWHERE = "127.0.0.1:1"
@@ -100,6 +100,15 @@ class TestBatch:
         with pytest.raises(MQClientError) as ei:
             producer.send_batch([Message("T", b"a"), Message("T", b"b", delay_level=3)])
         assert_illegal(ei, "delay")
+
+    def test_timer_and_transactional_messages(self, producer: Producer) -> None:
+        with pytest.raises(MQClientError) as ei:
+            producer.send_batch([Message("T", b"a"), Message("T", b"b", delay_ms=1000)])
+        assert_illegal(ei, "timer")
+        prepared = Message("T", b"b", properties={MessageConst.TRANSACTION_PREPARED: "true"})
+        with pytest.raises(MQClientError) as ei:
+            producer.send_batch([Message("T", b"a"), prepared])
+        assert_illegal(ei, "transactional")
 
     def test_retry_topic(self, producer: Producer) -> None:
         with pytest.raises(MQClientError) as ei:

@@ -51,7 +51,7 @@ from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.client.selector import MessageQueueSelector
-from rocketmesh.client.unique_id import set_unique_id
+from rocketmesh.client.unique_id import set_unique_id, set_unique_ids
 from rocketmesh.client.validators import (
     DEFAULT_MAX_MESSAGE_SIZE,
     DEFAULT_PRODUCER_GROUP,
@@ -484,8 +484,8 @@ class Producer:
     def _encode_batch(self, msgs: Sequence[Message]) -> tuple[str, bytes, str]:
         """Check and encode a batch: (topic, body, comma-separated unique ids)."""
         topic = check_batch(msgs, self.max_message_size)
-        ids = ",".join([set_unique_id(m) for m in msgs])
-        body = encode_batch(list(msgs))
+        ids = ",".join(set_unique_ids(msgs))
+        body = encode_batch(msgs)
         if len(body) > self.max_message_size:
             raise MQClientError(
                 f"the batch of {len(msgs)} messages encodes to {len(body)} bytes, over the maximum of "

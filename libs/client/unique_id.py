@@ -17,6 +17,7 @@ import secrets
 import socket
 import threading
 import time
+from typing import Sequence
 
 from rocketmesh.message import Message, MessageConst
 
@@ -69,6 +70,13 @@ class UniqueIdGenerator:
                     self._start_ms, self._next_start_ms = _month_bounds_ms(now)
         return f"{self._prefix}{(now - self._start_ms) & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
 
+    def create_many(self, n: int) -> list[str]:
+        """``n`` new ids on one clock read (a batch's)."""
+        head = self.create()
+        stem = head[:-4]
+        counter = self._counter
+        return [head] + [f"{stem}{next(counter) & 0xFFFF:04X}" for _ in range(n - 1)]
+
 
 _generator: UniqueIdGenerator | None = None
 
@@ -102,6 +110,16 @@ def set_unique_id(msg: Message) -> str:
     if uid is None:
         uid = props[_UNIQ_KEY] = (_generator or _default_generator()).create()
     return uid
+
+
+def set_unique_ids(msgs: Sequence[Message]) -> list[str]:
+    """:func:`set_unique_id` for each of ``msgs``, with one clock read for those that need a new id."""
+    key = _UNIQ_KEY
+    missing = [m for m in msgs if key not in m.properties]
+    if missing:
+        for m, uid in zip(missing, (_generator or _default_generator()).create_many(len(missing))):
+            m.properties[key] = uid
+    return [m.properties[key] for m in msgs]
 
 
 def ip_of_unique_id(uid: str) -> str:

@@ -67,30 +67,51 @@ def check_message(msg: Any, max_message_size: int) -> None:
         )
 
 
+#: Properties that keep a message out of a batch: a delay level, a delivery time, a transaction.
+_NOT_IN_BATCH = frozenset((MessageConst.DELAY_TIME_LEVEL, MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_MS,
+                           MessageConst.TRANSACTION_PREPARED))
+
+
 def check_batch(msgs: Any, max_message_size: int) -> str:
     """A list of messages that may go as one batch; returns their common topic.
 
     Checks each message as :func:`check_message` does, and that all share a
-    topic, none is delayed and none goes to a retry topic (RocketMQ's rules
-    for batches). The encoded size is checked by the producer once encoded.
+    topic, none is delayed or a timer message, none is transactional and none
+    goes to a retry topic (RocketMQ's rules for batches). The encoded size is
+    checked by the producer once encoded.
     """
     if isinstance(msgs, Message) or not isinstance(msgs, (list, tuple)):
         raise MQClientError("send_batch takes a list of Message", _ILLEGAL)
     if not msgs:
         raise MQClientError("the batch is empty; give send_batch at least one message", _ILLEGAL)
-    topic = msgs[0].topic if isinstance(msgs[0], Message) else None
+    first = msgs[0]
+    check_message(first, max_message_size)
+    topic = first.topic
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        raise MQClientError("messages to a retry topic cannot be sent in a batch", _ILLEGAL)
+    not_in_batch = _NOT_IN_BATCH
     for msg in msgs:
-        check_message(msg, max_message_size)
+        # The whole check_message once, for the first; then what can differ between messages of one topic.
+        if type(msg) is not Message and not isinstance(msg, Message):
+            check_message(msg, max_message_size)
         if msg.topic != topic:
             raise MQClientError(
                 f"all messages of a batch must have the same topic: {topic!r} and {msg.topic!r}", _ILLEGAL
             )
-        if msg.delay_level > 0:
-            raise MQClientError("delayed messages (delay_level) cannot be sent in a batch", _ILLEGAL)
-        if msg.properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
-            raise MQClientError("transactional messages cannot be sent in a batch; use "
-                                "TransactionProducer.send_message_in_transaction for each", _ILLEGAL)
-        if msg.topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
-            raise MQClientError("messages to a retry topic cannot be sent in a batch", _ILLEGAL)
-    assert topic is not None
+        if not 0 < len(msg.body) <= max_message_size:
+            check_message(msg, max_message_size)
+        props = msg.properties
+        if props and not not_in_batch.isdisjoint(props):
+            _check_batchable(msg)
     return topic
+
+
+def _check_batchable(msg: Message) -> None:
+    props = msg.properties
+    if msg.delay_level > 0:
+        raise MQClientError("delayed messages (delay_level) cannot be sent in a batch", _ILLEGAL)
+    if MessageConst.TIMER_DELIVER_MS in props or MessageConst.TIMER_DELAY_MS in props:
+        raise MQClientError("timer messages (deliver_at_ms, delay_ms) cannot be sent in a batch", _ILLEGAL)
+    if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
+        raise MQClientError("transactional messages cannot be sent in a batch; use "
+                            "TransactionProducer.send_message_in_transaction for each", _ILLEGAL)
