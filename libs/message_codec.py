@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import socket
 import struct
-import zlib
 from functools import lru_cache
 from typing import Iterator, Optional
+
+from zlib_ng.zlib_ng import crc32
 
 from rocketmesh.message import Message, MessageExt
 
@@ -49,9 +50,13 @@ class CorruptRecord(ValueError):
     """A record whose bytes do not hold together (bad magic, size or CRC)."""
 
 
-def body_crc(body: bytes) -> int:
-    """RocketMQ's body CRC: CRC32 masked to a non-negative Java int."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+def body_crc(body: bytes | memoryview) -> int:
+    """RocketMQ's body CRC: CRC32 masked to a non-negative Java int.
+
+    zlib-ng's CRC32 (the same checksum as ``zlib.crc32``) runs several times
+    faster than the zlib CPython links on the 1 KiB bodies the put path checksums.
+    """
+    return crc32(body) & 0x7FFFFFFF
 
 
 def record_size(body_len: int, topic_len: int, props_len: int) -> int:

@@ -12,7 +12,6 @@ import struct
 import threading
 from collections import deque
 import time
-import zlib
 from typing import Callable, Optional
 
 from rocketmesh.log import get_logger
@@ -27,6 +26,7 @@ from rocketmesh.message_codec import (
     RECORD_HEADER,
     RECORD_HEADER_SIZE,
     body_crc,
+    crc32,
     encode_host,
     has_schedule_property,
 )
@@ -126,7 +126,7 @@ class CommitLog:
             if total + END_FILE_MIN_BLANK_LENGTH > self.file_size:
                 return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, remark=(
                     f"record of {total} bytes does not fit in a commitlog file of {self.file_size}"))
-            prepared.append((m, tail, total, zlib.crc32(body) & 0x7FFFFFFF))
+            prepared.append((m, tail, total, crc32(body) & 0x7FFFFFFF))
 
         appended: list[AppendResult] = []
         host_hex = self._store_host_hex
@@ -254,7 +254,6 @@ class CommitLog:
         extra = RECORD_HEADER_SIZE - BATCH_ITEM_HEADER_SIZE + len(topic_part)
         pack = RECORD_HEADER.pack
         unpack_item = BATCH_ITEM_HEADER.unpack_from
-        crc32 = zlib.crc32
         queue_id, sys_flag, born = batch.queue_id, batch.sys_flag, batch.born_timestamp
         born_host, reconsume, store_host = batch.born_host, batch.reconsume_times, self.store_host
         chunks: list = []
@@ -271,7 +270,7 @@ class CommitLog:
                         or q + 2 + ((raw[q] << 8) | raw[q + 1]) != end:
                     raise BatchRefused(*_bad_item(raw, pos, max_size))
                 props = raw[q + 2:end]
-                if props and has_schedule_property(props):
+                if props and (b"DELAY\x01" in props or b"TIMER_DEL" in props) and has_schedule_property(props):
                     raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                                        "a batch may not hold delayed or timer messages")
                 size = total + extra

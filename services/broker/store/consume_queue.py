@@ -147,6 +147,28 @@ class ConsumeQueue:
         self.max_physic_offset = phys + size
         return True
 
+    def put_run(self, first_offset: int, entries: list[bytes], end_phys: int) -> None:
+        """Add packed entries (``ENTRY.pack`` each) for consecutive queue offsets from ``first_offset``.
+
+        ``end_phys`` is the end of the last entry's message. Copied in one piece
+        when they continue the last file and fit in it, else entry by entry as
+        :meth:`put` does.
+        """
+        files = self.queue.files
+        if files:
+            f = files[-1]
+            pos = f.wrote_position
+            data = b"".join(entries)
+            if pos + len(data) <= self.file_size and f.file_from_offset + pos == first_offset * CQ_STORE_UNIT_SIZE \
+                    and ENTRY.unpack_from(data)[0] >= self.max_physic_offset:
+                f.mm[pos:pos + len(data)] = data
+                f.wrote_position = pos + len(data)
+                self.max_physic_offset = end_phys
+                return
+        unpack = ENTRY.unpack
+        for i, entry in enumerate(entries):
+            self.put(*unpack(entry), first_offset + i)
+
     def _pad(self, f, upto_rel: int) -> None:
         blank = ENTRY.pack(0, BLANK_SIZE, 0)
         pos = f.wrote_position

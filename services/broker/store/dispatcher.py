@@ -18,7 +18,7 @@ from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, DispatchRecord
 from rocketmesh.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.consume_queue import ConsumeQueue
+from rocketmesh.broker.store.consume_queue import ENTRY as CQ_ENTRY, ConsumeQueue
 from rocketmesh.broker.store.index_file import IndexService
 
 log = get_logger("broker", component="dispatcher")
@@ -103,9 +103,13 @@ class Dispatcher:
     def dispatch(self, records: list[DispatchRecord]) -> Arrived:
         """Build entries for a run of records; returns the new max offset of each queue touched."""
         queues = self._by_name
+        # Per queue, the entries of consecutive offsets not written yet: [queue, first offset, next offset,
+        # packed entries, end of the last message]. A run is written in one copy.
+        runs: dict[tuple[bytes, int], list] = {}
         touched: dict[ConsumeQueue, int] = {}
         index_items = []
         delay_levels = self.delay_levels
+        pack_entry = CQ_ENTRY.pack
         for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
             tags_code = 0
             if props:
@@ -130,12 +134,28 @@ class Dispatcher:
                 if keys or uniq:
                     index_items.append((topic, keys, uniq, phys, ts))
             if (sys_flag & 0xC) not in NOT_DISPATCHED:
-                cq = queues.get((topic, queue_id)) or self.queue(topic.decode(), queue_id)
-                cq.put(phys, size, tags_code, queue_offset)
-                touched[cq] = queue_offset + 1
+                key = (topic, queue_id)
+                run = runs.get(key)
+                if run is not None and run[2] == queue_offset:
+                    run[2] = queue_offset + 1
+                    run[3].append(pack_entry(phys, size, tags_code))
+                    run[4] = phys + size
+                else:
+                    if run is not None:
+                        self._put_run(run, touched)
+                    cq = queues.get(key) or self.queue(topic.decode(), queue_id)
+                    runs[key] = [cq, queue_offset, queue_offset + 1, [pack_entry(phys, size, tags_code)], phys + size]
+        for run in runs.values():
+            self._put_run(run, touched)
         if index_items and self.config.message_index_enable:
             self.index.build_index(index_items)
         return [(cq.topic, cq.queue_id, max_offset) for cq, max_offset in touched.items()]
+
+    @staticmethod
+    def _put_run(run: list, touched: dict[ConsumeQueue, int]) -> None:
+        cq, first, nxt, entries, end_phys = run
+        cq.put_run(first, entries, end_phys)
+        touched[cq] = nxt
 
     def flush(self) -> None:
         for cq in list(self.queues.values()):
