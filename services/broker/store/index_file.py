@@ -102,22 +102,23 @@ class IndexFile:
         once at the end: after a crash, :meth:`_repair_tail` finds entries the
         header does not count yet, so a slot never points at a missing entry.
         """
+        room = self.index_num - self.index_count
+        if room <= 0 or not items:
+            return 0
+        if len(items) > room:
+            items = items[:room]
         mm = self.mm
         slots = self.hash_slot_num
         base = self._entries_base
-        count = self.index_count
-        limit = self.index_num
+        count = start = self.index_count
+        if count <= 1:
+            self.begin_timestamp = items[0][2]
+            self.begin_phy_offset = items[0][1]
         begin_ts = self.begin_timestamp
         slot_count = self.hash_slot_count
         unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         crc32 = zlib.crc32
-        done = 0
         for key, phy, ts in items:
-            if count >= limit:
-                break
-            if count <= 1:
-                begin_ts = self.begin_timestamp = ts
-                self.begin_phy_offset = phy
             h = crc32(key) & 0x7FFFFFFF
             slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
             (prev,) = unpack_slot(mm, slot_pos)
@@ -128,14 +129,11 @@ class IndexFile:
             pack_entry(mm, base + count * ENTRY_SIZE, h, phy, diff if 0 <= diff < 0x7FFFFFFF else 0, prev)
             pack_slot(mm, slot_pos, count)
             count += 1
-            done += 1
-            self.end_phy_offset = phy
-            self.end_timestamp = ts
-        if done:
-            self.index_count = count
-            self.hash_slot_count = slot_count
-            self._write_header()
-        return done
+        _, self.end_phy_offset, self.end_timestamp = items[-1]
+        self.index_count = count
+        self.hash_slot_count = slot_count
+        self._write_header()
+        return count - start
 
     def _repair_tail(self) -> None:
         """Count entries written after the header was last written (a crash in between)."""
