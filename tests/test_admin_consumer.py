@@ -54,9 +54,10 @@ def send_to(producer: Producer, admin: Admin, topic: str, per_queue: dict[int, i
     expected = {}
     for qid, n in per_queue.items():
         mq = MessageQueue(topic, "broker-a", qid)
+        before = admin.max_offset(mq)
         for i in range(n):
             producer.send(Message(topic, f"{prefix}-{qid}-{i}", tags="TagA"), queue=mq)
-        expected[mq] = n
+        expected[mq] = before + n
     # The consume queue is built asynchronously; wait until every message is counted.
     for mq, n in expected.items():
         wait_for(lambda mq=mq, n=n: admin.max_offset(mq) >= n, what=f"messages in {mq}")

@@ -177,17 +177,29 @@ def test_sync_flush_broker_acknowledges_concurrent_sends_after_fsync(start_names
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
+    def batch_thread() -> None:
+        try:
+            with Producer("sync-flush-batches", namesrv=ns.addr) as producer:
+                for i in range(3):
+                    batches.append(producer.send_batch([Message("Durable", b"b%d-%d" % (i, j)) for j in range(10)]))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    batches = []
     threads = [threading.Thread(target=producer_thread, args=(n,)) for n in range(6)]
+    threads.append(threading.Thread(target=batch_thread))
     for t in threads:
         t.start()
     for t in threads:
         t.join(60)
     assert not errors, errors
     assert len(results) == 150 and all(r.send_status is SendStatus.SEND_OK for r in results)
+    assert len(batches) == 3 and all(b.send_status is SendStatus.SEND_OK for b in batches)
+    assert all(len(b.offset_msg_id.split(",")) == 10 for b in batches)
     with Admin(namesrv=ns.addr) as admin:
         # Queue offsets follow the acknowledgement by a dispatch step.
-        wait_for(lambda: sum(o.max_offset for o in admin.topic_status("Durable").values()) == 150,
-                   what="150 messages in the queues")
+        wait_for(lambda: sum(o.max_offset for o in admin.topic_status("Durable").values()) == 180,
+                   what="180 messages in the queues")
         info = admin.broker_runtime_info(broker.addr)
     assert info["flushDiskType"] == "SYNC_FLUSH"
 
