@@ -69,8 +69,8 @@ class MessageFilter(Protocol):
 
 #: Called after messages are dispatched, once per queue and run: (topic, queue_id, new max offset).
 ArrivingListener = Callable[[str, int, int], None]
-#: Called on the putting thread right after a put, before dispatch: (messages, where each went).
-#: Told, after a put, (topic, queue id, next queue offset) of each queue whose readable end it grew.
+#: Called on the putting thread right after a put, before dispatch, with (topic, queue id, next queue
+#: offset) of each queue whose readable end the put grew.
 PutListener = Callable[[list[tuple[str, int, int]]], None]
 
 
