@@ -3,7 +3,8 @@
     python bench/store_bench.py [--count 200000] [--body 1024] [--dir /tmp/rocketmesh-bench]
 
 Puts 1 KiB messages one by one and in batches of 32 under ASYNC_FLUSH and
-SYNC_FLUSH, each message carrying a UNIQ_KEY as a producer sets it (so the
+SYNC_FLUSH (as a list of messages, and as a SEND_BATCH_MESSAGE body the way
+the broker stores a producer's batch), each message carrying a UNIQ_KEY as a producer sets it (so the
 index is built too). A put run starts on a store that has its first files (as
 a running broker has) and its clock stops when the dispatcher has built every
 consume queue and index entry. Reads go through the consume queue in
@@ -24,9 +25,15 @@ import tempfile
 import time
 import uuid
 
-from rocketmesh.broker.store import FlushDiskType, MessageExtBrokerInner, MessageStore, MessageStoreConfig
-from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import encode_properties
+from rocketmesh.broker.store import (
+    FlushDiskType,
+    MessageExtBatch,
+    MessageExtBrokerInner,
+    MessageStore,
+    MessageStoreConfig,
+)
+from rocketmesh.message import Message, MessageConst
+from rocketmesh.message_codec import encode_batch, encode_properties
 
 TOPIC = "BenchTopic"
 QUEUES = 4
@@ -42,6 +49,19 @@ def make_messages(n: int, body: bytes) -> list[MessageExtBrokerInner]:
         for i in range(n)]
 
 
+def make_wire_batches(n: int, body: bytes, size: int) -> list[MessageExtBatch]:
+    """``n`` messages as producer batch bodies of ``size``, each batch to the next queue."""
+    prefix = uuid.uuid4().hex[:16].upper()
+    born = int(time.time() * 1000)
+    out = []
+    for start in range(0, n, size):
+        msgs = [Message(TOPIC, body, tags="TagA",
+                        properties={MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: f"{prefix}{i:016X}"})
+                for i in range(start, min(n, start + size))]
+        out.append(MessageExtBatch(TOPIC, (start // size) % QUEUES, encode_batch(msgs), born_timestamp=born))
+    return out
+
+
 def open_store(root: str, flush: FlushDiskType) -> MessageStore:
     shutil.rmtree(root, ignore_errors=True)
     store = MessageStore(MessageStoreConfig(store_path_root_dir=root, flush_disk_type=flush,
@@ -50,8 +70,8 @@ def open_store(root: str, flush: FlushDiskType) -> MessageStore:
     return store
 
 
-def bench_put(root: str, flush: FlushDiskType, n: int, body: bytes, batch: int) -> float:
-    msgs = make_messages(n, body)
+def bench_put(root: str, flush: FlushDiskType, n: int, body: bytes, batch: int, wire: bool = False) -> float:
+    msgs = make_wire_batches(n, body, batch) if wire else make_messages(n, body)
     store = open_store(root, flush)
     try:
         # Steady state: the first commitlog and index files exist before the clock starts
@@ -60,7 +80,11 @@ def bench_put(root: str, flush: FlushDiskType, n: int, body: bytes, batch: int) 
         store.wait_dispatched(60)
         time.sleep(1.0)  # the new file's background warm-up, as on a broker that has been running
         t0 = time.perf_counter()
-        if batch == 1:
+        if wire:
+            put_batch = store.put_batch
+            for b in msgs:
+                put_batch(b)
+        elif batch == 1:
             put = store.put_message
             for m in msgs:
                 put(m)
@@ -119,10 +143,11 @@ def main() -> None:
     body = os.urandom(args.body)
     mb = args.body / 1e6
     runs = [
-        ("put+dispatch ASYNC_FLUSH one by one", FlushDiskType.ASYNC_FLUSH, args.count, 1),
-        ("put+dispatch ASYNC_FLUSH batch 32", FlushDiskType.ASYNC_FLUSH, args.count, 32),
-        ("put+dispatch SYNC_FLUSH one by one (1 thread)", FlushDiskType.SYNC_FLUSH, args.sync_count, 1),
-        ("put+dispatch SYNC_FLUSH batch 32", FlushDiskType.SYNC_FLUSH, args.count, 32),
+        ("put+dispatch ASYNC_FLUSH one by one", FlushDiskType.ASYNC_FLUSH, args.count, 1, False),
+        ("put+dispatch ASYNC_FLUSH batch 32", FlushDiskType.ASYNC_FLUSH, args.count, 32, False),
+        ("put+dispatch ASYNC_FLUSH wire batch 32", FlushDiskType.ASYNC_FLUSH, args.count, 32, True),
+        ("put+dispatch SYNC_FLUSH one by one (1 thread)", FlushDiskType.SYNC_FLUSH, args.sync_count, 1, False),
+        ("put+dispatch SYNC_FLUSH batch 32", FlushDiskType.SYNC_FLUSH, args.count, 32, False),
     ]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} cpus, body {args.body} B, "
           f"median of {args.repeat}")
@@ -130,8 +155,8 @@ def main() -> None:
         r = statistics.median(rates)
         print(f"{name:48s} {r:>10,.0f} msg/s {r * mb:>8.1f} MB/s   (runs {min(rates):,.0f} .. {max(rates):,.0f})")
 
-    for name, flush, n, batch in runs:
-        report(name, [bench_put(args.dir, flush, n, body, batch) for _ in range(args.repeat)])
+    for name, flush, n, batch, wire in runs:
+        report(name, [bench_put(args.dir, flush, n, body, batch, wire) for _ in range(args.repeat)])
     report("read through consume queue, pulls of 32", [bench_read(args.dir, args.count, body)
                                                         for _ in range(args.repeat)])
     print(f"{'disk sequential write (dd 1 MiB, fdatasync)':48s} {'':>10s}       {disk_write_mb_s(args.dir):>8.1f} MB/s")
