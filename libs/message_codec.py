@@ -16,7 +16,7 @@ from __future__ import annotations
 import socket
 import struct
 from functools import lru_cache
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 from zlib_ng.zlib_ng import crc32
 
@@ -90,10 +90,9 @@ def has_schedule_property(raw: bytes) -> bool:
     """Do these wire-form properties ask for a delay level or a delivery time?
 
     Only a name at a property boundary counts, not the same bytes inside
-    another name or a value.
+    another name or a value. A hot path filters first with
+    ``b"DELAY\x01" in raw or b"TIMER_DEL" in raw`` and calls this on a hit.
     """
-    if b"DELAY\x01" not in raw and b"TIMER_DEL" not in raw:
-        return False
     for key in _SCHEDULE_KEYS:
         i = raw.find(key)
         while i >= 0:
@@ -266,24 +265,19 @@ def encode_batch_item(m: Message) -> bytes:
     MAGICCODE and BODYCRC are 0, as RocketMQ's client writes them: the broker
     computes the CRC of what it stores.
     """
-    props = encode_properties(m.properties)
-    body = m.body
-    return b"".join((BATCH_ITEM_HEADER.pack(BATCH_ITEM_HEADER_SIZE + len(body) + 2 + len(props), 0, 0, m.flag,
-                                            len(body)),
-                     body, _SHORT.pack(len(props)), props))
+    return encode_batch((m,))
 
 
-def encode_batch(messages: list[Message]) -> bytes:
-    """Encode messages of one topic into a batch body (:func:`encode_batch_item` of each, in one pass)."""
+def encode_batch(messages: Sequence[Message]) -> bytes:
+    """Encode messages of one topic into a batch body, each item as :func:`encode_batch_item` describes."""
     pack_item = BATCH_ITEM_HEADER.pack
     pack_short = _SHORT.pack
     parts: list[bytes] = []
     for m in messages:
-        props = m.properties
-        raw = "".join([f"{k}\x01{v}\x02" for k, v in props.items()]).encode() if props else b""
+        props = encode_properties(m.properties)
         body = m.body
-        parts += (pack_item(BATCH_ITEM_HEADER_SIZE + 2 + len(body) + len(raw), 0, 0, m.flag, len(body)), body,
-                  pack_short(len(raw)), raw)
+        parts += (pack_item(BATCH_ITEM_HEADER_SIZE + 2 + len(body) + len(props), 0, 0, m.flag, len(body)), body,
+                  pack_short(len(props)), props)
     return b"".join(parts)
 
 
