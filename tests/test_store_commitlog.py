@@ -12,6 +12,7 @@ from rocketmesh.message_codec import (
     decode_record,
     encode_batch,
     encode_message_id,
+    record_size,
 )
 
 from storekit import msg, open_store
@@ -177,7 +178,7 @@ def test_a_batch_that_does_not_fit_the_file_goes_whole_to_the_next(tmp_path):
         assert r.first.wrote_offset == size
         # The first file ends with a blank record covering its tail.
         first = (tmp_path / "commitlog" / f"{0:020d}").read_bytes()
-        end = 10 * store.put_message(msg(body=b"x" * 1200)).first.wrote_bytes
+        end = 10 * record_size(1200, len("TopicTest"), 0)
         assert struct.unpack_from(">ii", first, end) == (size - end, BLANK_MAGIC_CODE)
         # Records can never straddle a file; a batch larger than a file is refused.
         assert r.first.wrote_offset // size == (r.first.wrote_offset + r.first.wrote_bytes - 1) // size
