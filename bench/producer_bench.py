@@ -7,6 +7,7 @@ Run::
     python bench/producer_bench.py --namesrv 127.0.0.1:9876   # use running services instead
     python bench/producer_bench.py --modes sync1 --profile     # cProfile of the client side (main thread)
     python bench/producer_bench.py --stub              # against a stub that answers at once: the client's ceiling
+    python bench/producer_bench.py --modes sync1 --thread-cpu   # CPU per message of each busy thread
 
 Modes:
   sync1, sync4, sync16   send() in a loop on 1, 4, 16 threads
@@ -154,6 +155,65 @@ def serve_stub(port: int) -> None:
         server.stop()
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (the broker's dispatch worker is its child)."""
+    pids = [pid]
+    for p in pids:
+        for tid in os.listdir(f"/proc/{p}/task"):
+            try:
+                with open(f"/proc/{p}/task/{tid}/children") as f:
+                    pids.extend(int(c) for c in f.read().split())
+            except OSError:
+                pass
+    return pids
+
+
+def process_label(pid: int) -> str:
+    """A service process's module name (``rocketmesh.broker`` -> ``broker``), or its pid."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            args = f.read().decode(errors="replace").split("\0")
+    except OSError:
+        return str(pid)
+    if "-m" in args[:-1]:
+        return args[args.index("-m") + 1].rpartition(".")[2]
+    return str(pid)
+
+
+def thread_times(pids: list[int]) -> dict[tuple[int, int, str], tuple[int, int]]:
+    """(pid, tid, thread name) -> (user, system) clock ticks, from /proc."""
+    out = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip()
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            out[(pid, int(tid), name)] = (int(fields[11]), int(fields[12]))
+    return out
+
+
+def report_thread_cpu(before: dict, after: dict, messages: int, labels: dict[int, str]) -> None:
+    """Each thread's CPU over a mode, in microseconds per message (threads under 1% of a core left out)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    for key, (user, system) in sorted(after.items()):
+        if key not in before or not messages:
+            continue
+        du, ds = (user - before[key][0]) / hz, (system - before[key][1]) / hz
+        if du + ds <= 0:
+            continue
+        pid, tid, name = key
+        print(f"    {labels.get(pid, str(pid)):<16} {name:<20} tid {tid:<7} "
+              f"user {du * 1e6 / messages:7.1f} us/msg   system {ds * 1e6 / messages:7.1f} us/msg", flush=True)
+
+
 def report(mode: str, n: int, elapsed: float, lat_s: list[float], unit: str = "msg") -> None:
     lat = sorted(lat_s)
     print(f"{mode:<8} {n:>9,} {unit}s {elapsed:6.2f} s {n / elapsed:>10,.0f} {unit}/s   "
@@ -286,6 +346,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--queues", type=int, default=8)
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker config override")
     ap.add_argument("--profile", action="store_true", help="cProfile the main thread of each mode")
+    ap.add_argument("--thread-cpu", action="store_true",
+                    help="print each thread's CPU time per message (this process and the services it started)")
     ap.add_argument("--stub", action="store_true", help="a stub that answers at once instead of real services")
     ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -322,12 +384,21 @@ def main(argv: Optional[list[str]] = None) -> int:
             for mode in args.modes.split(","):
                 run = runners[mode.strip()]
                 prof = cProfile.Profile() if args.profile else None
+                watched: dict[int, str] = {}
+                if args.thread_cpu:
+                    watched[os.getpid()] = "client"
+                    for proc in services.procs if services is not None else []:
+                        for pid in process_tree(proc.pid):
+                            watched[pid] = process_label(pid)
+                    cpu_before = thread_times(list(watched))
                 if prof:
                     prof.enable()
                 n, elapsed, lat = run(producer)
                 if prof:
                     prof.disable()
                 report(mode, n, elapsed, lat)
+                if args.thread_cpu:
+                    report_thread_cpu(cpu_before, thread_times(list(watched)), n, watched)
                 if prof:
                     pstats.Stats(prof).sort_stats("tottime").print_stats(20)
     finally:
