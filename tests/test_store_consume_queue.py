@@ -93,3 +93,22 @@ def test_offset_by_store_time_uses_binary_search(tmp_path):
         assert store.get_earliest_message_time("TopicTest", 0) >= marks[0]
     finally:
         store.shutdown()
+
+
+def test_a_deleted_topic_starts_again_at_offset_zero(tmp_path):
+    # Written but never read: the store opened no reader of its queues before the delete.
+    store = open_store(tmp_path)
+    try:
+        for i in range(5):
+            store.put_message(msg(topic="Gone", body=b"old%d" % i, queue_id=1))
+        assert store.wait_dispatched(5)
+        store.delete_topics(["Gone"])
+        again = store.put_message(msg(topic="Gone", body=b"new", queue_id=1))
+        assert again.first.queue_offset == 0
+        assert store.wait_dispatched(5)
+        assert store.get_max_offset_in_queue("Gone", 1) == 1
+        r = store.get_message("g", "Gone", 1, 0, 32)
+        assert r.status is GetMessageStatus.FOUND
+        assert [decode_record(x).body for x in r.records] == [b"new"]
+    finally:
+        store.shutdown()
