@@ -6,11 +6,14 @@ Run::
     python bench/remoting_bench.py --mode sync -n 20000
     python bench/remoting_bench.py --mode async --window 1000 -n 200000 --body 100
     python bench/remoting_bench.py --inproc           # server in this process (shares the GIL)
+    python bench/remoting_bench.py --mode sync --handler-us 8   # the handler works 8 µs before it answers
     py-spy record --subprocesses -f raw -o prof.txt -- python bench/remoting_bench.py --mode async
 
 Prints requests/s and p50/p99 latency (µs) per mode. The server runs in a
 separate process by default, as a broker would; ``--serve PORT`` is the
-child's entry point. Set ROCKETMESH_LOG_LEVEL=WARNING to keep logs quiet.
+child's entry point. ``--handler-us N`` has the handler keep its CPU busy for
+N µs before it answers, standing in for a real handler's work (a broker's
+send handling is ~10 µs of Python).
 
 Figures on the 2-core dev VM (Python 3.11, pyzmq 27, 100-byte body,
 window 1000), best of several runs while other test suites shared the box:
@@ -38,10 +41,25 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 from rocketmesh.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, request, response_to
 
 
-def serve(port: int) -> None:
+def handler(busy_us: float):
+    """SEND_MESSAGE answered inline with SUCCESS, after ``busy_us`` of busy CPU."""
+    if busy_us <= 0:
+        return lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS)
+    busy_s = busy_us / 1e6
+    clock = time.perf_counter
+
+    def busy(cmd, ctx):
+        until = clock() + busy_s
+        while clock() < until:
+            pass
+        return response_to(cmd, ResponseCode.SUCCESS)
+    return busy
+
+
+def serve(port: int, busy_us: float) -> None:
     """Child process: a server answering SEND_MESSAGE inline with SUCCESS."""
     server = RemotingServer(f"127.0.0.1:{port}", "bench")
-    server.register(RequestCode.SEND_MESSAGE, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS))
+    server.register(RequestCode.SEND_MESSAGE, handler(busy_us))
     server.start()
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
@@ -124,10 +142,12 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=1000, help="async requests in flight")
     ap.add_argument("--body", type=int, default=100, help="body bytes")
     ap.add_argument("--inproc", action="store_true", help="run the server in this process")
+    ap.add_argument("--handler-us", type=float, default=0.0,
+                    help="µs of busy CPU in the handler before it answers (default 0)")
     ap.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        serve(args.serve)
+        serve(args.serve, args.handler_us)
         return
 
     port = free_port()
@@ -135,11 +155,11 @@ def main() -> None:
     server = None
     if args.inproc:
         server = RemotingServer(f"127.0.0.1:{port}", "bench")
-        server.register(RequestCode.SEND_MESSAGE, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS))
+        server.register(RequestCode.SEND_MESSAGE, handler(args.handler_us))
         server.start()
     else:
         child = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--serve", str(port)],
+            [sys.executable, os.path.abspath(__file__), "--serve", str(port), "--handler-us", str(args.handler_us)],
             stdout=subprocess.PIPE,
             text=True,
         )
