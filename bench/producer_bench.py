@@ -159,7 +159,11 @@ def process_tree(pid: int) -> list[int]:
     """``pid`` and its descendants (the broker's dispatch worker is its child)."""
     pids = [pid]
     for p in pids:
-        for tid in os.listdir(f"/proc/{p}/task"):
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:  # gone meanwhile
+            continue
+        for tid in tids:
             try:
                 with open(f"/proc/{p}/task/{tid}/children") as f:
                     pids.extend(int(c) for c in f.read().split())
@@ -201,7 +205,7 @@ def thread_times(pids: list[int]) -> dict[tuple[int, int, str], tuple[int, int]]
 
 
 def report_thread_cpu(before: dict, after: dict, messages: int, labels: dict[int, str]) -> None:
-    """Each thread's CPU over a mode, in microseconds per message (threads under 1% of a core left out)."""
+    """Each thread's CPU over a mode, in microseconds per message (threads that used none left out)."""
     hz = os.sysconf("SC_CLK_TCK")
     for key, (user, system) in sorted(after.items()):
         if key not in before or not messages:
