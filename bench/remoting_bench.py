@@ -13,7 +13,7 @@ Prints requests/s and p50/p99 latency (µs) per mode. The server runs in a
 separate process by default, as a broker would; ``--serve PORT`` is the
 child's entry point. ``--handler-us N`` has the handler keep its CPU busy for
 N µs before it answers, standing in for a real handler's work (a broker's
-send handling is ~10 µs of Python).
+send handling is 10-14 µs of Python: ``bench/send_path.py``).
 
 Figures on the 2-core dev VM (Python 3.11, pyzmq 27, 100-byte body,
 window 1000), best of several runs while other test suites shared the box:

@@ -96,7 +96,7 @@ def test_offset_by_store_time_uses_binary_search(tmp_path):
 
 
 def test_a_deleted_topic_starts_again_at_offset_zero(tmp_path):
-    # Written but never read: the store opened no reader of its queues before the delete.
+    # Written and dispatched, never read by a consumer; then deleted and written to again.
     store = open_store(tmp_path)
     try:
         for i in range(5):
