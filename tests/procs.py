@@ -59,6 +59,23 @@ def thaw(pid: int) -> None:
     os.kill(pid, signal.SIGCONT)
 
 
+def child_pids(pid: int) -> list[int]:
+    """The live children of ``pid`` (the broker's dispatch worker is its child).
+
+    Threads come and go while ``/proc/<pid>/task`` is read (a ZeroMQ or pool
+    thread may end between the listing and the open); one that is gone has no
+    children to report, so it is skipped.
+    """
+    out: list[int] = []
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+        except FileNotFoundError:
+            continue
+    return out
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 from typing import Iterator
 
 import pytest
 
-from procs import BrokerProcess
+from procs import BrokerProcess, child_pids, freeze, thaw
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
 from rocketmesh.message_codec import decode_records
@@ -85,21 +83,13 @@ def test_a_held_pull_is_answered_when_a_message_arrives(namesrv, remoting_client
     assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["late"]
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/children") as f:
-            out += [int(c) for c in f.read().split()]
-    return out
-
-
 def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is_early_not_wrong(
         namesrv, remoting_client, broker, sent):
     """With the dispatch worker frozen, a pull held at the queue's end still gets the new message (read back
     from the commitlog), so does a pull that comes after the put, and the next pull, past every queue entry,
     is "nothing yet", not an offset to correct; once dispatch resumes, the queue entries agree."""
-    [worker] = _children(broker.pid)
-    os.kill(worker, signal.SIGSTOP)
+    [worker] = child_pids(broker.pid)
+    freeze(worker)
     try:
         held = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND,
                                         suspend_timeout_millis=10_000, subscription="A || C")
@@ -121,7 +111,7 @@ def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is
         only_c = pull(remoting_client, broker, 5, subscription="C")
         assert bodies_of(only_c) == ["early"] and only_c.ext["nextBeginOffset"] == 7
     finally:
-        os.kill(worker, signal.SIGCONT)
+        thaw(worker)
     deadline = time.monotonic() + 5
     while (resp := pull(remoting_client, broker, 5)).code != ResponseCode.SUCCESS and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -164,8 +154,8 @@ def test_a_read_goes_on_from_the_dispatched_entries_into_the_undispatched_ones(n
             while admin.max_offset(mq) < 2 and time.monotonic() < deadline:  # dispatched up to here
                 time.sleep(0.02)
             assert admin.max_offset(mq) == 2
-            [worker] = _children(broker.pid)
-            os.kill(worker, signal.SIGSTOP)
+            [worker] = child_pids(broker.pid)
+            freeze(worker)
             try:
                 p.send(Message(TOPIC, "u2", tags="A"))
                 p.send(Message(TOPIC, "u3", tags="B"))
@@ -175,7 +165,7 @@ def test_a_read_goes_on_from_the_dispatched_entries_into_the_undispatched_ones(n
                 everything = pull(remoting_client, broker, 1)
                 assert bodies_of(everything) == ["d1", "u2", "u3"]
             finally:
-                os.kill(worker, signal.SIGCONT)
+                thaw(worker)
 
 
 def test_with_dispatch_stalled_past_what_the_broker_keeps_a_pull_waits_for_dispatch_and_loses_nothing(
@@ -186,8 +176,8 @@ def test_with_dispatch_stalled_past_what_the_broker_keeps_a_pull_waits_for_dispa
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route(TOPIC)
-    [worker] = _children(broker.pid)
-    os.kill(worker, signal.SIGSTOP)
+    [worker] = child_pids(broker.pid)
+    freeze(worker)
     try:
         with Producer("pull-test-6", namesrv.addr) as p:
             p.send_batch([Message(TOPIC, f"b{i}") for i in range(n)])
@@ -196,7 +186,7 @@ def test_with_dispatch_stalled_past_what_the_broker_keeps_a_pull_waits_for_dispa
         newest = pull(remoting_client, broker, n - 3)
         assert bodies_of(newest) == [f"b{i}" for i in range(n - 3, n)]
     finally:
-        os.kill(worker, signal.SIGCONT)
+        thaw(worker)
     got: list[str] = []
     deadline = time.monotonic() + 10
     while len(got) < n and time.monotonic() < deadline:
