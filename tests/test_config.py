@@ -2,6 +2,7 @@
 
 import pytest
 
+from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.broker.store import FlushDiskType, MessageStoreConfig, parse_delay_levels
 from rocketmesh.config import ConfigError, load_config, to_properties
 
@@ -26,6 +27,9 @@ def test_bad_values_name_the_key(tmp_path):
         load_config(MessageStoreConfig, overrides={"maxMessageSize": "big"}, environ={})
     with pytest.raises(ConfigError, match="unknown config key"):
         load_config(MessageStoreConfig, overrides={"noSuchKey": 1}, environ={})
+    for spin in ("-1", "10001"):
+        with pytest.raises(ConfigError, match="serverBusyPollUs must be within 0..10000"):
+            load_config(BrokerConfig, overrides={"serverBusyPollUs": spin}, environ={})
 
 
 def test_delay_levels():

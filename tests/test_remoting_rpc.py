@@ -17,6 +17,7 @@ from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
     RemotingConnectError,
+    RemotingError,
     RemotingSendRequestError,
     RemotingServer,
     RemotingTimeoutError,
@@ -64,9 +65,11 @@ def pool() -> Iterator[ThreadPoolExecutor]:
     executor.shutdown(wait=False, cancel_futures=True)
 
 
-@pytest.fixture
-def server(recorder: Recorder, pool: ThreadPoolExecutor) -> Iterator[RemotingServer]:
-    srv = RemotingServer("127.0.0.1:0", "test", options=SocketOptions(max_message_size=64 * 1024))
+@pytest.fixture(params=[0, 200], ids=["sleeps", "busy-polls"])
+def server(request: pytest.FixtureRequest, recorder: Recorder, pool: ThreadPoolExecutor) -> Iterator[RemotingServer]:
+    """Every test runs against a server whose I/O thread sleeps between requests and one that busy-polls."""
+    srv = RemotingServer("127.0.0.1:0", "test", options=SocketOptions(max_message_size=64 * 1024),
+                         busy_poll_us=request.param)
 
     def echo(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return response_to(cmd, ResponseCode.SUCCESS, "echo", dict(cmd.ext), cmd.body)
@@ -399,6 +402,11 @@ def test_response_flags_are_set_by_the_server(server: RemotingServer) -> None:
         assert reply.flag & RESPONSE_FLAG and not reply.flag & ONEWAY_FLAG and reply.opaque == 123
     finally:
         sock.close()
+
+
+def test_a_negative_busy_poll_is_refused() -> None:
+    with pytest.raises(RemotingError, match="busy_poll_us must be >= 0"):
+        RemotingServer("127.0.0.1:0", "test", busy_poll_us=-1)
 
 
 def test_bad_address_fails_at_once(client: RemotingClient) -> None:

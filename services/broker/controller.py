@@ -59,7 +59,7 @@ class BrokerController:
         self.store_config = store_config
         self.log = get_logger("broker", broker=config.broker_name, cluster=config.broker_cluster_name)
         self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}",
-                                     name=f"broker-{config.broker_name}")
+                                     name=f"broker-{config.broker_name}", busy_poll_us=config.server_busy_poll_us)
         self.client = RemotingClient()
         self.namesrvs = parse_addr_list(config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
         self.store: Optional[MessageStore] = None
