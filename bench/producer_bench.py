@@ -44,6 +44,7 @@ from typing import Callable, Optional
 import orjson
 
 from rocketmesh import Admin, Message, Producer
+from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.message_codec import decode_batch, encode_host, encode_message_id
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
@@ -112,7 +113,8 @@ class Services:
 
 def serve_stub(port: int) -> None:
     """Child process of --stub: name server and broker in one, answering at once, storing nothing."""
-    server = RemotingServer(f"127.0.0.1:{port}", "stub")
+    # Busy-polls as a broker does by default, so the ceiling compares with a real broker's figures.
+    server = RemotingServer(f"127.0.0.1:{port}", "stub", busy_poll_us=BrokerConfig.server_busy_poll_us)
     addr = f"127.0.0.1:{port}"
     host = encode_host("127.0.0.1", port)
     offsets: dict[int, int] = collections.defaultdict(int)

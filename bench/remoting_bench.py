@@ -7,18 +7,23 @@ Run::
     python bench/remoting_bench.py --mode async --window 1000 -n 200000 --body 100
     python bench/remoting_bench.py --inproc           # server in this process (shares the GIL)
     python bench/remoting_bench.py --mode sync --handler-us 8   # the handler works 8 µs before it answers
+    python bench/remoting_bench.py --mode sync --busy-poll-us 0  # the server's I/O thread sleeps between requests
     py-spy record --subprocesses -f raw -o prof.txt -- python bench/remoting_bench.py --mode async
 
 Prints requests/s and p50/p99 latency (µs) per mode. The server runs in a
 separate process by default, as a broker would; ``--serve PORT`` is the
 child's entry point. ``--handler-us N`` has the handler keep its CPU busy for
 N µs before it answers, standing in for a real handler's work (a broker's
-send handling is 10-14 µs of Python: ``bench/send_path.py``).
+send handling is 10-14 µs of Python: ``bench/send_path.py``). The server
+busy-polls as a broker does by default (``serverBusyPollUs``, 100 µs);
+``--busy-poll-us`` sets it.
 
 Figures on the 2-core dev VM (Python 3.11, pyzmq 27, 100-byte body,
 window 1000), best of several runs while other test suites shared the box:
 sync 11,300 round trips/s (p50 84 µs) when the box was otherwise idle,
-4,000-6,500/s under load; async 31,000-33,000 req/s (23,000-25,000 under
+4,000-6,500/s under load, both with a server that sleeps between requests
+(1 KiB bodies, 2026-11-24: 13,389/s, p50 74 µs, busy-polling; 11,651/s
+with ``--busy-poll-us 0``); async 31,000-33,000 req/s (23,000-25,000 under
 load). For scale: a bare pyzmq DEALER/ROUTER echo with no codec, futures
 or threads does about 72,000-85,000/s pipelined here, and a bare pyzmq
 client against RemotingServer 45,000-69,000/s.
@@ -38,6 +43,7 @@ import time
 # The bench and the services it starts log warnings only (ROCKETMESH_LOG_LEVEL overrides): figures stay readable.
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 
+from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, request, response_to
 
 
@@ -56,9 +62,9 @@ def handler(busy_us: float):
     return busy
 
 
-def serve(port: int, busy_us: float) -> None:
+def serve(port: int, busy_us: float, busy_poll_us: int) -> None:
     """Child process: a server answering SEND_MESSAGE inline with SUCCESS."""
-    server = RemotingServer(f"127.0.0.1:{port}", "bench")
+    server = RemotingServer(f"127.0.0.1:{port}", "bench", busy_poll_us=busy_poll_us)
     server.register(RequestCode.SEND_MESSAGE, handler(busy_us))
     server.start()
     done = threading.Event()
@@ -144,22 +150,25 @@ def main() -> None:
     ap.add_argument("--inproc", action="store_true", help="run the server in this process")
     ap.add_argument("--handler-us", type=float, default=0.0,
                     help="µs of busy CPU in the handler before it answers (default 0)")
+    ap.add_argument("--busy-poll-us", type=int, default=BrokerConfig.server_busy_poll_us,
+                    help="the server's busy poll after requests, in µs (default: the broker's, %(default)s)")
     ap.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.serve:
-        serve(args.serve, args.handler_us)
+        serve(args.serve, args.handler_us, args.busy_poll_us)
         return
 
     port = free_port()
     child = None
     server = None
     if args.inproc:
-        server = RemotingServer(f"127.0.0.1:{port}", "bench")
+        server = RemotingServer(f"127.0.0.1:{port}", "bench", busy_poll_us=args.busy_poll_us)
         server.register(RequestCode.SEND_MESSAGE, handler(args.handler_us))
         server.start()
     else:
         child = subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), "--serve", str(port), "--handler-us", str(args.handler_us)],
+            [sys.executable, os.path.abspath(__file__), "--serve", str(port), "--handler-us", str(args.handler_us),
+             "--busy-poll-us", str(args.busy_poll_us)],
             stdout=subprocess.PIPE,
             text=True,
         )
