@@ -7,7 +7,7 @@ from typing import Iterator
 
 import pytest
 
-from procs import BrokerProcess, child_pids, freeze, thaw
+from procs import BrokerProcess, child_pids, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
 from rocketmesh.message_codec import decode_records
@@ -24,14 +24,18 @@ def broker(namesrv, start_broker) -> BrokerProcess:
 
 @pytest.fixture
 def sent(namesrv, broker) -> Iterator[list[str]]:
-    """Five messages in queue 0 of a one-queue topic: tags A, B, A, B, A."""
+    """Five messages in queue 0 of a one-queue topic, tags A, B, A, B, A, all in the consume queue."""
+    bodies = [f"m{i}" for i in range(5)]
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route(TOPIC)
-    bodies = [f"m{i}" for i in range(5)]
-    with Producer("pull-test", namesrv.addr) as p:
-        for i, body in enumerate(bodies):
-            p.send(Message(TOPIC, body, tags="A" if i % 2 == 0 else "B"))
+        with Producer("pull-test", namesrv.addr) as p:
+            for i, body in enumerate(bodies):
+                p.send(Message(TOPIC, body, tags="A" if i % 2 == 0 else "B"))
+        # The dispatch worker builds queue entries after the sends return: a pull's maxOffset is the
+        # consume queue's end, as in RocketMQ, so wait for it.
+        mq = next(iter(admin.topic_status(TOPIC)))
+        wait_for(lambda: admin.max_offset(mq) == 5, what="the five sends in the consume queue")
     yield bodies
 
 
@@ -124,6 +128,10 @@ def test_a_held_pull_whose_filter_matches_nothing_keeps_waiting_then_times_out(n
                                       subscription="Z")
     started = time.monotonic()
     fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 10_000)
+    time.sleep(0.5)
+    # Held. (A pull that came after the send would find only a refused message and be answered
+    # PULL_RETRY_IMMEDIATELY at once, as RocketMQ does.)
+    assert not fut.done()
     with Producer("pull-test-3", namesrv.addr) as p:
         p.send(Message(TOPIC, "not-for-you", tags="A"))
     resp = fut.result(5)
