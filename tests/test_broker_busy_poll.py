@@ -20,7 +20,7 @@ def test_a_broker_left_idle_after_a_sync_send_loop_stops_spinning(
     broker = start_broker(namesrv.addr, name="broker-spin")
     with Producer("busy-poll-test", namesrv.addr) as producer:
         for i in range(2000):
-            assert producer.send(Message(TOPIC, f"m{i}".encode())).status is SendStatus.SEND_OK
+            assert producer.send(Message(TOPIC, f"m{i}".encode())).send_status is SendStatus.SEND_OK
         time.sleep(0.2)  # the last spin, and the last poll timeout after it, are over
         before = cpu_seconds(broker.pid)
         time.sleep(1.0)
