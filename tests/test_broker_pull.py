@@ -158,10 +158,7 @@ def test_a_read_goes_on_from_the_dispatched_entries_into_the_undispatched_ones(n
             p.send(Message(TOPIC, "d0", tags="A"))
             p.send(Message(TOPIC, "d1", tags="B"))
             mq = next(iter(admin.topic_status(TOPIC)))
-            deadline = time.monotonic() + 5
-            while admin.max_offset(mq) < 2 and time.monotonic() < deadline:  # dispatched up to here
-                time.sleep(0.02)
-            assert admin.max_offset(mq) == 2
+            wait_for(lambda: admin.max_offset(mq) == 2, 5.0, what="d0 and d1 in the consume queue")
             [worker] = child_pids(broker.pid)
             freeze(worker)
             try:
