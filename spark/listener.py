@@ -1,0 +1,90 @@
+"""The driver-side listener that commits each finished micro-batch's end offsets to the consumer group.
+
+The reader's own ``commit`` runs a batch late (when the next batch is planned),
+so the group's offsets on the brokers would always trail by one batch. Spark
+reports a finished batch to the driver's listeners with the batch's end offsets;
+this listener stores them as the group's offsets, so `rocketmesh admin
+consumer-progress` shows the Spark job's true lag. Spark's checkpoint stays the
+truth for a restarted query; the group's offsets serve `startingOffsets=group`
+(a query started without a checkpoint) and the mesh's tools.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Optional
+
+import orjson
+from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming.listener import (
+    QueryIdleEvent,
+    QueryProgressEvent,
+    QueryStartedEvent,
+    QueryTerminatedEvent,
+)
+
+from rocketmesh.client import ClientInstance
+from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
+from rocketmesh.client.errors import MQError
+from rocketmesh.log import get_logger
+from rocketmesh.spark.offsets import SOURCE_TAG, queue_of, unwrap
+
+log = get_logger("spark", component="listener")
+#: Bound of one commit (all queues at once).
+COMMIT_TIMEOUT_MS = 3000
+
+
+def source_offsets(end_offset: Optional[str]) -> Optional[dict]:
+    """A source's reported end offset, when it is this source's (else None)."""
+    if not end_offset:
+        return None
+    try:
+        data = orjson.loads(end_offset)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) and data.get("source") == SOURCE_TAG else None
+
+
+class OffsetCommitListener(StreamingQueryListener):
+    """Commits the end offsets of every finished micro-batch of a `rocketmesh` source (see the module)."""
+
+    def __init__(self) -> None:
+        self._instances: dict[str, ClientInstance] = {}
+        self._lock = threading.Lock()
+
+    def _instance(self, namesrv: str) -> ClientInstance:
+        with self._lock:
+            inst = self._instances.get(namesrv)
+            if inst is None or inst.closed:
+                inst = self._instances[namesrv] = ClientInstance.acquire(
+                    namesrv, instance_name="spark-offset-commit", request_timeout_ms=COMMIT_TIMEOUT_MS)
+            return inst
+
+    def commit(self, offset: dict) -> None:
+        """Store one end offset object (see offsets.py) as its group's offsets; failures are logged."""
+        try:
+            store = RemoteBrokerOffsetStore(self._instance(str(offset["namesrv"])), str(offset["group"]))
+            queues = []
+            for topic, table in unwrap(offset).items():
+                for key, value in table.items():
+                    mq = queue_of(topic, key)
+                    store.update(mq, value, False)
+                    queues.append(mq)
+            store.persist_all(queues)
+        except (MQError, KeyError, ValueError) as exc:
+            log.warning("offset_commit_failed", group=offset.get("group"), error=str(exc))
+
+    def onQueryStarted(self, event: QueryStartedEvent) -> None:
+        """Nothing: the first offsets come with the first finished batch."""
+
+    def onQueryProgress(self, event: QueryProgressEvent) -> None:
+        for source in event.progress.sources:
+            offset = source_offsets(source.endOffset)
+            if offset is not None:
+                self.commit(offset)
+
+    def onQueryIdle(self, event: QueryIdleEvent) -> None:
+        """Nothing: an idle query has committed its last batch already."""
+
+    def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
+        """Nothing: the last finished batch was committed when it finished."""
