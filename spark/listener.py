@@ -80,8 +80,14 @@ class OffsetCommitListener(StreamingQueryListener):
     def onQueryProgress(self, event: QueryProgressEvent) -> None:
         for source in event.progress.sources:
             offset = source_offsets(source.endOffset)
-            if offset is not None:
-                self.commit(offset)
+            if offset is None:
+                continue
+            start = source_offsets(source.startOffset)
+            # A trigger that read nothing and moved no offset has nothing new to commit. Skipping it also keeps
+            # the late event of a query that was stopped from undoing an admin's reset of the group since.
+            if source.numInputRows == 0 and (start is None or start == offset):
+                continue
+            self.commit(offset)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         """Nothing: an idle query has committed its last batch already."""
