@@ -1,8 +1,8 @@
 """The ``rocketmesh`` console script.
 
     rocketmesh up [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--scheduler-port 10950]
-                  [--txn-checker-port 10960]
-    rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ...)
+                  [--txn-checker-port 10960] [--set KEY=VALUE ...]
+    rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ..., the same options)
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
     rocketmesh scheduler ...          (runs python -m rocketmesh.scheduler ...)
     rocketmesh txn-checker ...        (runs python -m rocketmesh.txn_checker ...)
@@ -22,24 +22,38 @@ import signal
 import sys
 from typing import Optional
 
+from rocketmesh.cli_help import HelpFormatter
+from rocketmesh.python_process import python_module_argv
 from rocketmesh.supervisor import ChildSpec, ServiceStartError, Supervisor
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker"}
 
+SERVICE_HELP = {
+    "namesrv": "run a name server in the foreground (the options of python -m rocketmesh.namesrv)",
+    "broker": "run a broker in the foreground (the options of python -m rocketmesh.broker)",
+    "scheduler": "run a scheduler replica in the foreground (the options of python -m rocketmesh.scheduler)",
+    "txn-checker": "run a txn-checker replica in the foreground (the options of python -m rocketmesh.txn_checker)",
+}
+
 
 def _exec_service(module: str, argv: list[str]) -> int:
     """Replace this process with the service, so signals and exit codes are the service's own."""
-    os.execv(sys.executable, [sys.executable, "-m", module, *argv])
+    command = python_module_argv(module, *argv)
+    os.execv(command[0], command)
     return 1  # not reached
 
 
 def cmd_up(args: argparse.Namespace) -> int:
+    """``rocketmesh up``: start the services in order, print where they are, supervise until signalled."""
+    if args.max_restarts < 0 or args.restart_window <= 0:
+        print("rocketmesh up: --max-restarts must be >= 0 and --restart-window > 0", file=sys.stderr)
+        return 2
     data = os.path.abspath(args.data_dir)
     os.makedirs(data, exist_ok=True)
     logs = os.path.join(data, "logs")
     host = args.host
-    sup = Supervisor(max_restarts=args.max_restarts)
+    sup = Supervisor(max_restarts=args.max_restarts, restart_window_s=args.restart_window)
     env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO")}
 
     def stop(*_: object) -> None:
@@ -88,28 +102,47 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rocketmesh", description="RocketMQ semantics as a mesh of ZeroMQ services.")
-    sub = ap.add_subparsers(dest="command", required=True)
+UP_DESCRIPTION = """\
+Run a local mesh until Ctrl-C: a name server, broker broker-a, the scheduler (delayed and timer
+messages) and the txn-checker (undecided transactions), each its own process, restarted when it
+crashes. It prints "mesh is up" once every service serves and the broker's topics are routable.
 
-    up = sub.add_parser("up", help="run a local mesh (namesrv, broker, scheduler, txn-checker) until Ctrl-C")
+examples:
+  rocketmesh up
+  rocketmesh up --data-dir /var/lib/rocketmesh --set flushDiskType=SYNC_FLUSH
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole ``rocketmesh`` command line (services are only named here: see :func:`main`)."""
+    ap = argparse.ArgumentParser(
+        prog="rocketmesh", formatter_class=HelpFormatter,
+        description="RocketMQ 4.x semantics as a mesh of ZeroMQ services: run the mesh, its services, "
+                    "mqadmin's commands and the quickstart producer and consumer.")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    up = sub.add_parser("up", help="run a local mesh (namesrv, broker, scheduler, txn-checker) until Ctrl-C",
+                        description=UP_DESCRIPTION, formatter_class=HelpFormatter)
     up.add_argument("--data-dir", default=os.environ.get("ROCKETMESH_DATA_DIR", "rocketmesh-data"),
-                    help="where stores, configs and logs go (default ./rocketmesh-data)")
-    up.add_argument("--host", default="127.0.0.1", help="address services listen on (default 127.0.0.1)")
-    up.add_argument("--namesrv-port", type=int, default=9876)
-    up.add_argument("--broker-port", type=int, default=10911)
+                    help="where stores, configs and logs go, under the working directory unless absolute "
+                         "(ROCKETMESH_DATA_DIR sets it too)")
+    up.add_argument("--host", default="127.0.0.1", help="address the services listen on")
+    up.add_argument("--namesrv-port", type=int, default=9876, help="the name server's port")
+    up.add_argument("--broker-port", type=int, default=10911, help="the broker's port")
     up.add_argument("--scheduler-port", type=int, default=10950, help="the scheduler's status port")
     up.add_argument("--txn-checker-port", type=int, default=10960, help="the txn-checker's status port")
-    up.add_argument("--broker-config", help="a broker.conf for the broker")
-    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker/store config key")
-    up.add_argument("--max-restarts", type=int, default=5, help="restarts of a crashed service before giving up")
+    up.add_argument("--broker-config", help="a broker.conf for the broker (RocketMQ key=value properties)")
+    up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker or store config key, RocketMQ's names (repeatable)")
+    up.add_argument("--max-restarts", type=int, default=5,
+                    help="crashes of one service within --restart-window after which the mesh stops")
+    up.add_argument("--restart-window", type=float, default=300.0, metavar="SECONDS",
+                    help="crashes longer ago than this are forgiven")
     up.set_defaults(func=cmd_up)
 
-    for name in SERVICES:
-        p = sub.add_parser(name, help=f"run a {name} in the foreground (python -m {SERVICES[name]} --help)",
-                           add_help=False)
-        p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=lambda a, m=SERVICES[name]: _exec_service(m, a.rest))
+    # Listed for --help only: main() hands these to the service before argparse sees its options.
+    for name, text in SERVICE_HELP.items():
+        sub.add_parser(name, help=text, add_help=False)
 
     from rocketmesh.cli_admin import add_admin_commands
 
@@ -118,7 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    """Run ``rocketmesh`` with ``argv`` (default: the process's arguments); returns the exit status."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in SERVICES:
+        return _exec_service(SERVICES[argv[0]], argv[1:])
+    args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
 
 

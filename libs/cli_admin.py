@@ -15,7 +15,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from rocketmesh.client import Admin, MQClientError, MQError, Producer
+from rocketmesh.cli_help import HelpFormatter
+from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
 from rocketmesh.config import camel_case
 from rocketmesh.message import Message, MessageConst, MessageExt
 from rocketmesh.remoting import ResponseCode
@@ -439,6 +440,19 @@ def run_produce(a: argparse.Namespace) -> int:
     return 0
 
 
+def require_topic(namesrv: str | None, topic: str) -> None:
+    """MQClientError(TOPIC_NOT_EXIST) saying what to do when no name server has a route for ``topic``."""
+    with Admin(namesrv=namesrv) as admin:
+        try:
+            admin.topic_route(topic)
+        except MQBrokerError as exc:
+            if exc.response_code != ResponseCode.TOPIC_NOT_EXIST:
+                raise
+            raise MQClientError(f"topic {topic} does not exist: no name server has a route for it. Create it "
+                                f"(rocketmesh admin update-topic -t {topic}) or send to it first (brokers with "
+                                "autoCreateTopicEnable create it)", ResponseCode.TOPIC_NOT_EXIST) from None
+
+
 def run_consume(a: argparse.Namespace) -> int:
     """RocketMQ's quickstart Consumer: a push consumer printing one line per message.
 
@@ -476,10 +490,12 @@ def run_consume(a: argparse.Namespace) -> int:
                     if a.count and received >= a.count:
                         stop.set()
             if over:
-                # Never return for a message past --count: it stays unacknowledged (its offset is not
-                # committed, so the group gets it again), where RECONSUME_LATER would send it to the retry
-                # topic. The consume thread is a daemon and ends with the process.
-                threading.Event().wait()
+                # A message past --count is not acknowledged: held until the consumer is shutting down,
+                # a failure then leaves it unconsumed (not sent back), so the offsets persisted at
+                # shutdown stop before it and the group's next run starts there.
+                while consumer is not None and consumer.running:
+                    time.sleep(0.05)
+                return ConsumeConcurrentlyStatus.RECONSUME_LATER
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     consume_from = "CONSUME_FROM_FIRST_OFFSET" if a.from_ == "first" else "CONSUME_FROM_LAST_OFFSET"
@@ -487,7 +503,8 @@ def run_consume(a: argparse.Namespace) -> int:
     consumer = None
     try:
         consumer = PushConsumer(a.group, a.namesrv, consume_from=consume_from, consume_thread_nums=1)
-        consumer.subscribe(a.topic, a.subscription, sql=a.sql)
+        consumer.subscribe(a.topic, a.subscription, sql=a.sql)  # a bad expression is refused first, locally
+        require_topic(a.namesrv, a.topic)
         consumer.register_listener(on_messages)
         consumer.start()
         print(f"Consumer Started. group={a.group} topic={a.topic}", file=sys.stderr, flush=True)
@@ -500,8 +517,9 @@ def run_consume(a: argparse.Namespace) -> int:
         return 1
     finally:
         if consumer is not None:
-            # Short: the only listener that can still be running is one holding back a message past --count.
-            consumer.shutdown(timeout_s=0.5)
+            # Short: the only listener that can still be running is one holding back a message past --count,
+            # which returns as soon as shutdown begins.
+            consumer.shutdown(timeout_s=2.0)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
@@ -509,31 +527,40 @@ def run_consume(a: argparse.Namespace) -> int:
 
 def add_admin_commands(sub: Any) -> None:
     """Add ``admin``, ``produce`` and ``consume`` to the ``rocketmesh`` parser."""
-    admin = sub.add_parser("admin", help="mqadmin's commands: update-topic, topic-status, query-msg-by-key ...")
-    cmds = admin.add_subparsers(dest="admin_command", required=True)
+    def command(parent: Any, name: str, text: str) -> argparse.ArgumentParser:
+        # argparse %-formats help strings (a topic like %DLQ%<group> must not be read as a format).
+        p = parent.add_parser(name, help=text.replace("%", "%%"), description=text[0].upper() + text[1:] + ".",
+                              formatter_class=HelpFormatter)
+        p.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
+        return p
+
+    admin = sub.add_parser("admin", help="mqadmin's commands: update-topic, topic-status, query-msg-by-key ...",
+                           description="mqadmin's commands, kebab-case. Each takes -n host:port;host:port "
+                                       "(default: NAMESRV_ADDR); rocketmesh admin COMMAND --help says more.",
+                           formatter_class=HelpFormatter)
+    cmds = admin.add_subparsers(dest="admin_command", required=True, metavar="COMMAND")
     for name, (help_text, _fn, setup) in COMMANDS.items():
-        p = cmds.add_parser(name, help=help_text)
-        p.add_argument("-n", "--namesrv", help="host:port;host:port (default: NAMESRV_ADDR)")
-        setup(p)
+        setup(command(cmds, name, help_text))
     admin.set_defaults(func=run_admin)
 
-    produce = sub.add_parser("produce", help="the quickstart producer: send N messages, print each SendResult")
-    produce.add_argument("-n", "--namesrv", help="host:port;host:port (default: NAMESRV_ADDR)")
-    produce.add_argument("-t", "--topic", default="TopicTest")
-    produce.add_argument("-c", "--count", type=int, default=10)
-    produce.add_argument("--tags", default="TagA")
-    produce.add_argument("-g", "--group", default="please_rename_unique_group_name")
-    produce.add_argument("--interval-ms", type=int, default=0)
+    produce = command(sub, "produce", "the quickstart producer: send N messages \"Hello RocketMQ i\", print each "
+                                      "SendResult")
+    produce.add_argument("-t", "--topic", default="TopicTest", help="the topic to send to")
+    produce.add_argument("-c", "--count", type=int, default=10, help="how many messages to send")
+    produce.add_argument("--tags", default="TagA", help="the tag of every message")
+    produce.add_argument("-g", "--group", default="please_rename_unique_group_name", help="the producer group")
+    produce.add_argument("--interval-ms", type=int, default=0, help="pause between sends")
     produce.set_defaults(func=run_produce)
 
-    consume = sub.add_parser("consume", help="the quickstart consumer: print each message a push consumer receives")
-    consume.add_argument("-n", "--namesrv", help="host:port;host:port (default: NAMESRV_ADDR)")
-    consume.add_argument("-t", "--topic", default="TopicTest")
-    consume.add_argument("-g", "--group", default="please_rename_unique_group_name_4")
-    consume.add_argument("-s", "--subscription", default="*", help='tags, e.g. "TagA || TagB" (default *)')
+    consume = command(sub, "consume", "the quickstart consumer: print each message a push consumer of a group "
+                                      "receives; offsets are committed when it stops")
+    consume.add_argument("-t", "--topic", default="TopicTest", help="the topic to consume")
+    consume.add_argument("-g", "--group", default="please_rename_unique_group_name_4", help="the consumer group")
+    consume.add_argument("-s", "--subscription", default="*", help='tags, e.g. "TagA || TagB"')
     consume.add_argument("--sql", help="a SQL92 filter on message properties instead of tags")
     consume.add_argument("--from", dest="from_", choices=("first", "last"), default="first",
-                         help="where a group with no stored offset starts (default first)")
-    consume.add_argument("--count", type=int, default=0, help="exit after N messages (default: run until stopped)")
+                         help="where a group with no stored offset starts")
+    consume.add_argument("-c", "--count", type=int, default=0,
+                         help="exit after N messages (default 0: run until stopped)")
     consume.add_argument("--timeout", type=float, help="exit after SECONDS without a message")
     consume.set_defaults(func=run_consume)

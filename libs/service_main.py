@@ -14,7 +14,9 @@ import sys
 import threading
 from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
 
+from rocketmesh.cli_help import HelpFormatter
 from rocketmesh.config import ConfigError, load_config
+from rocketmesh.log import configure_service
 
 T = TypeVar("T")
 
@@ -49,8 +51,10 @@ def load_service_config(name: str, cls: type[T], path: Optional[str], flags: Map
 def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[], None]) -> int:
     """``start()`` (returns the address it serves), print the ready line, wait for SIGTERM/SIGINT, ``stop()``.
 
-    A start that raises is reported on stderr, stopped, and exits 1.
+    A start that raises is reported on stderr, stopped, and exits 1. The process logs as a service
+    does from here on (JSON lines on stderr).
     """
+    configure_service()
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
@@ -75,11 +79,15 @@ def run_system_service(name: str, description: str, config_cls: type, service_cl
     """``python -m rocketmesh.<name>`` for a system-group service (scheduler, txn-checker): ``-c``,
     ``-n``, ``--listen-port`` and ``--set`` flags; the service has ``start()``, ``shutdown()``,
     ``address`` and ``instance_name``."""
-    ap = argparse.ArgumentParser(prog=f"python -m rocketmesh.{name.replace('-', '_')}", description=description)
+    defaults = config_cls()
+    ap = argparse.ArgumentParser(
+        prog=f"rocketmesh {name}", formatter_class=HelpFormatter,
+        description=f"{description} Config comes from the file, then ROCKETMESH_<KEY> environment variables, "
+                    f"then flags; the status port listens on listenAddress (default {defaults.listen_address}).")
     ap.add_argument("-c", "--config", help=f"a properties file of {name} settings")
     ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
     ap.add_argument("--listen-port", type=int,
-                    help=f"status port (default {config_cls().listen_port}; 0 picks a free one)")
+                    help=f"status port (default {defaults.listen_port}; 0 picks a free one)")
     add_set_flag(ap, f"any {name} setting")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     config = load_service_config(name, config_cls, args.config,

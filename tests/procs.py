@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from rocketmesh.python_process import python_module_argv
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 
 #: Ready check: returns True once the process serves.
@@ -83,6 +84,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def cli_command() -> list[str]:
+    """The ``rocketmesh`` console script a user runs (installed beside this Python), or, where the
+    install put none, the same entry point run the way the script runs it (without the working
+    directory on the import path)."""
+    script = Path(sys.executable).with_name("rocketmesh")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-P", "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
+
+
+def run_cli(*args: str, timeout: float = 60, cwd: Optional[Path] = None,
+            env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """Run ``rocketmesh args`` to the end (bounded by ``timeout``); text output captured."""
+    return subprocess.run([*cli_command(), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
+                          env=None if env is None else {**os.environ, **env}, stdin=subprocess.DEVNULL)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
@@ -115,7 +133,8 @@ def stdout_line(pattern: str) -> ReadyCheck:
 
 
 class ServiceProcess:
-    """One service run as ``sys.executable -m rocketmesh.<module> <args>``."""
+    """One service run as ``python -P -m rocketmesh.<module> <args>`` (as ``rocketmesh up`` runs it), or as
+    ``command`` followed by ``args`` (the console script, say)."""
 
     def __init__(
         self,
@@ -125,8 +144,10 @@ class ServiceProcess:
         ready: Optional[ReadyCheck] = None,
         env: Optional[dict[str, str]] = None,
         name: Optional[str] = None,
+        command: Optional[Sequence[str]] = None,
     ) -> None:
         self.module = module
+        self.command = list(command) if command is not None else python_module_argv(f"rocketmesh.{module}")
         self.args = list(args)
         self.data_dir = Path(data_dir)
         self.ready = ready
@@ -147,7 +168,7 @@ class ServiceProcess:
         env.update(self.env)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", f"rocketmesh.{self.module}", *self.args],
+                [*self.command, *self.args],
                 stdout=out,
                 stderr=err,
                 cwd=self.data_dir,
@@ -296,7 +317,7 @@ class SystemServiceProcess(ServiceProcess):
     module = ""
 
     def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "",
-                 **config: object) -> None:
+                 command: Optional[Sequence[str]] = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         name = name or self.module
@@ -304,7 +325,7 @@ class SystemServiceProcess(ServiceProcess):
                 "--set", f"instanceName={name}"]
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
-        super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), name=name)
+        super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), name=name, command=command)
 
     def status(self, timeout_ms: int = 3000) -> dict:
         """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it did."""

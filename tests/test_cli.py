@@ -6,24 +6,19 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 
 import orjson
-from procs import free_port, wait_for
+from procs import cli_command, free_port, run_cli, wait_for
 from rocketmesh import Message, Producer
 from rocketmesh.remoting import RemotingClient, RequestCode, request
 
-CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
-
-
-def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout)
+run = run_cli
 
 
 def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
     ns_port, broker_port, sched_port, checker_port = free_port(), free_port(), free_port(), free_port()
-    up = subprocess.Popen([*CLI, "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
+    up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
                            "--broker-port", str(broker_port), "--scheduler-port", str(sched_port),
                            "--txn-checker-port", str(checker_port), "--set", "mappedFileSizeCommitLog=4194304",
                            "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],

@@ -419,14 +419,25 @@ class Admin:
 
     # -- messages --------------------------------------------------------------
 
-    def view_message(self, offset_msg_id: str) -> MessageExt:
-        """The message with this offset message id, read from the broker the id names."""
+    def _offset_id_broker(self, msg_id: str) -> tuple[Optional[str], int]:
+        """The broker address and commitlog offset an offset message id names; the address is None when
+        no name server knows a broker there (so the id is more likely a client message id)."""
         try:
-            ip, port, offset = decode_message_id(offset_msg_id)
+            ip, port, offset = decode_message_id(msg_id)
         except (ValueError, OSError) as exc:
-            raise MQClientError(f"{offset_msg_id!r} is not an offset message id: {exc}",
-                                ResponseCode.MESSAGE_ILLEGAL) from exc
+            raise MQClientError(f"{msg_id!r} is not a message id: {exc}", ResponseCode.MESSAGE_ILLEGAL) from exc
+        if not 0 < port < 65536:
+            return None, offset
         addr = join_addr(ip, port)
+        return (addr if addr in set(self.cluster_info().all_addrs()) else None), offset
+
+    def view_message(self, offset_msg_id: str) -> MessageExt:
+        """The message with this offset message id (a SendResult's ``offset_msg_id``), read from the broker
+        the id names. MQClientError when the id names no broker the name servers know: a client message id
+        (``msg_id``) is found with :meth:`query_msg_by_id` and its topic."""
+        addr, offset = self._offset_id_broker(offset_msg_id)
+        if addr is None:
+            raise MQClientError(_not_an_offset_id(offset_msg_id), ResponseCode.MESSAGE_ILLEGAL)
         resp = self.instance.invoke_broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
                                            to_ext(ViewMessageRequestHeader(offset)), timeout_ms=self.timeout_ms)
         try:
@@ -439,22 +450,22 @@ class Admin:
 
         An offset message id (store host + commitlog offset) of a broker the
         name server knows is read from that broker directly. Otherwise, with
-        ``topic`` given, ``msg_id`` is taken as the client's unique key
-        (UNIQ_KEY) and looked up in the topic's index. Without ``topic`` an id
-        naming no known broker is still tried as an offset id.
+        ``topic`` given, ``msg_id`` is taken as the client's message id (the
+        unique key, UNIQ_KEY) and looked up in the topic's index; without
+        ``topic`` that is an MQClientError saying the topic is needed.
         """
         if not isinstance(msg_id, str) or not looks_like_message_id(msg_id):
             raise MQClientError(f"{msg_id!r} is not a message id (32 hex characters)", ResponseCode.MESSAGE_ILLEGAL)
-        ip, port, _ = decode_message_id(msg_id)
-        addr = join_addr(ip, port)
-        known = addr in set(self.cluster_info().all_addrs())
-        if known or topic is None:
+        addr, _ = self._offset_id_broker(msg_id)
+        if addr is not None:
             try:
                 return self.view_message(msg_id)
             except MQError:
                 if topic is None:
                     raise
-        return self.query_msg_by_unique_key(topic, msg_id)  # type: ignore[arg-type]
+        if topic is None:
+            raise MQClientError(_not_an_offset_id(msg_id), ResponseCode.MESSAGE_ILLEGAL)
+        return self.query_msg_by_unique_key(topic, msg_id)
 
     def query_msg_by_unique_key(self, topic: str, unique_key: str) -> MessageExt:
         """The message whose UNIQ_KEY is ``unique_key`` (the earliest stored, should a retry have stored two)."""
@@ -637,3 +648,8 @@ class Admin:
     def __repr__(self) -> str:
         return f"Admin(namesrv={';'.join(self.namesrv_addrs)!r})"
 
+
+def _not_an_offset_id(msg_id: str) -> str:
+    return (f"{msg_id} is not the offset message id of any broker the name servers know, so it is taken to be a "
+            "client message id (the msgId a send returns), which is found by its topic: give the topic "
+            f"(rocketmesh admin query-msg-by-id -i {msg_id} -t TOPIC, or Admin.query_msg_by_id(msg_id, topic))")

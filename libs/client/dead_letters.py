@@ -28,9 +28,8 @@ from typing import TYPE_CHECKING, Iterator, Optional
 import orjson
 
 from rocketmesh.message import Message, MessageConst, MessageExt
-from rocketmesh.message_codec import CorruptRecord, decode_message_id, decode_record
+from rocketmesh.message_codec import CorruptRecord, decode_record
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.addr import join_addr
 from rocketmesh.remoting.headers import QueryConsumeQueueRequestHeader, ViewMessageRequestHeader, to_ext
 from rocketmesh.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -315,13 +314,11 @@ class DeadLetters:
     def _view_if_offset_id(self, msg_id: str) -> Optional[MessageExt]:
         """The copy ``msg_id`` names when it is the offset id of a known broker's message, else None."""
         try:
-            ip, port, _ = decode_message_id(msg_id)
-        except (ValueError, OSError):
-            return None
-        if join_addr(ip, port) not in set(self.admin.cluster_info().all_addrs()):
-            return None
-        try:
             return self.admin.view_message(msg_id)
         except MQBrokerError:
             return None
+        except MQClientError as exc:
+            if exc.response_code == ResponseCode.MESSAGE_ILLEGAL:  # not a known broker's offset id
+                return None
+            raise
 

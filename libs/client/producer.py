@@ -37,6 +37,7 @@ from rocketmesh.remoting import (
     ResponseCode,
 )
 from rocketmesh.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.client import exit_hooks
 from rocketmesh.client.accumulator import ProduceAccumulator
 from rocketmesh.client.errors import (
     ClientErrorCode,
@@ -222,6 +223,7 @@ class Producer:
                     batch_max_bytes=min(self.batch_max_bytes, self.max_message_size),
                     total_batch_max_bytes=self.total_batch_max_bytes, name=self.group)
             self._running = True
+        exit_hooks.started(self)
         return self
 
     def shutdown(self, timeout_s: float = 3.0) -> None:
@@ -235,6 +237,7 @@ class Producer:
                 return
             self._closed = True
             was_running, self._running = self._running, False
+        exit_hooks.stopped(self)
         if self._accumulator is not None:
             begin = _monotonic()
             if not self._accumulator.close(timeout_s):

@@ -15,20 +15,27 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rocketmesh.cli_help import HelpFormatter
 from rocketmesh.config import ConfigError
 from rocketmesh.service_main import add_set_flag, overrides_from, run_until_signalled
-from rocketmesh.broker.config import load_broker_config
+from rocketmesh.broker.config import BrokerConfig, load_broker_config
+from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.controller import BrokerController
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="rocketmesh broker", description="Run a rocketmesh broker.")
+    b, st = BrokerConfig(), MessageStoreConfig()
+    ap = argparse.ArgumentParser(
+        prog="rocketmesh broker", formatter_class=HelpFormatter,
+        description="Run a broker: the commitlog store, sends, pulls, offsets and transactions. Config comes "
+                    "from broker.conf, then ROCKETMESH_<KEY> environment variables, then flags; it listens on "
+                    f"listenAddress (default {b.listen_address}; --set listenAddress=0.0.0.0 for all interfaces).")
     ap.add_argument("-c", "--config", help="broker.conf (RocketMQ key=value properties)")
     ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
-    ap.add_argument("--listen-port", type=int, help="listenPort (default 10911)")
-    ap.add_argument("--store-dir", help="storePathRootDir (default ~/store)")
-    ap.add_argument("--broker-name", help="brokerName")
-    ap.add_argument("--cluster", help="brokerClusterName")
+    ap.add_argument("--listen-port", type=int, help=f"listenPort (default {b.listen_port})")
+    ap.add_argument("--store-dir", help=f"storePathRootDir (default {st.store_path_root_dir})")
+    ap.add_argument("--broker-name", help=f"brokerName (default {b.broker_name})")
+    ap.add_argument("--cluster", help=f"brokerClusterName (default {b.broker_cluster_name})")
     add_set_flag(ap, "any broker or store config key")
     return ap.parse_args(argv)
 

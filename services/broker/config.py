@@ -30,7 +30,8 @@ class BrokerConfig:
     broker_id: int = 0
     #: The address clients and namesrv are given (RocketMQ's brokerIP1).
     broker_ip1: str = "127.0.0.1"
-    listen_address: str = "0.0.0.0"
+    #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
+    listen_address: str = "127.0.0.1"
     listen_port: int = 10911
     ha_listen_port: int = 10912
     #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.

@@ -144,6 +144,11 @@ class BrokerController:
             self._registration_ext, self.topics.snapshot)
         self.topics.on_change = self.registration.wakeup
         self.registration.start()
+        # As RocketMQ's start() registers before it returns: once the ready line is out, the name
+        # servers route this broker's topics. A name server that is down only delays this, bounded.
+        if self.namesrvs and not self.registration.registered.wait(cfg.register_broker_timeout_mills / 1000 + 1):
+            self.log.warning("broker_not_registered_yet", namesrv=self.namesrvs,
+                             hint="the name servers did not answer; registration goes on in the background")
         self.log.info("broker_started", address=self.broker_addr, namesrv=self.namesrvs,
                       store=self.store_config.store_path_root_dir,
                       flush_disk_type=self.store_config.flush_disk_type.value)

@@ -10,6 +10,7 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
+from rocketmesh.cli_help import HelpFormatter
 from rocketmesh.log import get_logger
 from rocketmesh.service_main import add_set_flag, load_service_config, run_until_signalled
 from rocketmesh.namesrv.config import NamesrvConfig
@@ -17,13 +18,19 @@ from rocketmesh.namesrv.service import NamesrvService
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m rocketmesh.namesrv", description="rocketmesh name server")
+    d = NamesrvConfig()
+    ap = argparse.ArgumentParser(
+        prog="rocketmesh namesrv", formatter_class=HelpFormatter,
+        description="Run a name server: brokers register with it, clients ask it where a topic lives. "
+                    "Config comes from the file, then ROCKETMESH_<KEY> environment variables, then flags.")
     ap.add_argument("-c", "--config-file", help="properties file (RocketMQ key names, e.g. listenPort=9876)")
-    ap.add_argument("-p", "--listen-port", type=int, help="TCP port (default 9876)")
-    ap.add_argument("--listen-address", help="interface to bind (default 0.0.0.0)")
-    ap.add_argument("--kv-config-path", help="where the KV config is kept")
-    ap.add_argument("--scan-not-active-broker-interval", type=int, metavar="MS")
-    ap.add_argument("--broker-channel-expired-time", type=int, metavar="MS")
+    ap.add_argument("-p", "--listen-port", type=int, help=f"TCP port (default {d.listen_port})")
+    ap.add_argument("--listen-address", help=f"interface to bind (default {d.listen_address}; 0.0.0.0 for all)")
+    ap.add_argument("--kv-config-path", help=f"where the KV config is kept (default {d.kv_config_path})")
+    ap.add_argument("--scan-not-active-broker-interval", type=int, metavar="MS",
+                    help=f"how often brokers that went silent are dropped (default {d.scan_not_active_broker_interval})")
+    ap.add_argument("--broker-channel-expired-time", type=int, metavar="MS",
+                    help=f"silence after which a broker counts as gone (default {d.broker_channel_expired_time})")
     add_set_flag(ap)
     return ap.parse_args(argv)
 

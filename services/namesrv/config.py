@@ -19,7 +19,8 @@ class NamesrvConfig:
 
     listen_port: int = 9876
     #: The interface to bind; 0.0.0.0 so that containers are reachable.
-    listen_address: str = "0.0.0.0"
+    #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
+    listen_address: str = "127.0.0.1"
     #: How often brokers silent for ``broker_channel_expired_time`` are looked for.
     scan_not_active_broker_interval: int = 10_000
     #: A broker that has not re-registered for this long is dropped with its routes.

@@ -171,7 +171,10 @@ class ConcurrentConsumeService:
 
     def _consume_each(self, mq: MessageQueue, pq: ProcessQueue, chunks: list[list[MessageExt]]) -> None:
         done: list[MessageExt] = []
+        core = self.core
         for chunk in chunks:
+            if not core.running:
+                break  # shutting down: what is left stays held, so the committed offset stops before it
             done += self._consume(mq, pq, chunk, remove=False)
         if done:
             pq.remove_messages(done)  # once per task: one lock and one heap walk for all its calls
@@ -193,6 +196,10 @@ class ConcurrentConsumeService:
             # The queue went to another client while we consumed: it will redeliver from the last commit.
             return []
         done = msgs
+        if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS and not core.running:
+            # A failure that comes back after shutdown began is not sent back: the messages stay held, the
+            # offsets persisted at shutdown stop before them, and the group's next owner consumes them again.
+            return []
         if status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             done = []
             if core.message_model is MessageModel.BROADCASTING:

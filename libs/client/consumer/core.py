@@ -229,7 +229,7 @@ class ConsumerCore:
         self.subscriptions[topic] = sub
         if self.rebalance is not None:
             self.rebalance.subscriptions[topic] = sub
-            self.instance.add_topic(topic)
+            self._follow_topic(topic)
             self.instance.send_heartbeat_to_all_brokers()
             self.rebalance_now()
         return sub
@@ -265,11 +265,7 @@ class ConsumerCore:
             self.rebalance.subscriptions.update(self.subscriptions)
             inst.register_consumer(self.group, self.heartbeat_entry, self)
             for topic in self.subscriptions:
-                inst.add_topic(topic)
-                try:
-                    inst.update_topic_route(topic)
-                except MQError as exc:
-                    log.warning("route_unavailable", topic=topic, error=str(exc))
+                self._follow_topic(topic)
             self._check_client_in_broker()
             inst.send_heartbeat_to_all_brokers()
         except BaseException:
@@ -281,6 +277,20 @@ class ConsumerCore:
         self.scheduler.start()
         self._tasks = threading.Thread(target=self._tasks_loop, name=f"consumer-tasks-{self.group}", daemon=True)
         self._tasks.start()
+
+    def _follow_topic(self, topic: str) -> None:
+        """Keep ``topic``'s route fresh from now on; fetch it now, and warn when no name server has one."""
+        inst = self.instance
+        inst.add_topic(topic)
+        try:
+            inst.update_topic_route(topic)
+        except MQError as exc:
+            log.warning("route_unavailable", topic=topic, error=str(exc))
+            return
+        if topic != self.retry_topic and not subscribe_queues(inst, topic):
+            log.warning(f"topic {topic} does not exist: no name server has a route for it. The consumer "
+                        f"waits until it is created (rocketmesh admin update-topic -t {topic}, or a first "
+                        "send with autoCreateTopicEnable)", group=self.group, topic=topic)
 
     def _check_client_in_broker(self) -> None:
         """A SQL92 subscription must be one the brokers can run: ask them now, fail start otherwise."""

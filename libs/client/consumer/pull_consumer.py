@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.client import exit_hooks
 from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest
@@ -149,6 +150,7 @@ class PullConsumer:
             raise MQClientError("the consumer is already started")
         self._core.start()
         self._started = True
+        exit_hooks.started(self)
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
         if self._assigned is not None:
             for topic in {mq.topic for mq in self._assigned}:
@@ -161,6 +163,7 @@ class PullConsumer:
         if not self._started:
             return
         self._started = False
+        exit_hooks.stopped(self)
         self._core.shutdown()
         if self.auto_commit:
             self._commit_consumed()

@@ -46,6 +46,7 @@ from typing import Any, Optional, Sequence
 
 from rocketmesh.filter import SubscriptionData
 from rocketmesh.message import MessageQueue
+from rocketmesh.client import exit_hooks
 from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
@@ -186,6 +187,7 @@ class PushConsumer:
             self._service.stop(1.0)
             raise
         self._core = core
+        exit_hooks.started(self)
         return self
 
     def _flow_control(self, req: PullRequest) -> float:
@@ -208,6 +210,7 @@ class PushConsumer:
         self._service.stop(timeout_s)
         core.finish_shutdown()
         self._core = None
+        exit_hooks.stopped(self)
 
     def suspend(self) -> None:
         """Stop pulling (messages already pulled are still consumed)."""
@@ -225,6 +228,11 @@ class PushConsumer:
         self.shutdown()
 
     # --- introspection ---
+
+    @property
+    def running(self) -> bool:
+        """Started and not yet shutting down (False from the moment ``shutdown()`` begins)."""
+        return self._core is not None and self._core.running
 
     @property
     def client_id(self) -> Optional[str]:

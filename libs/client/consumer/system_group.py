@@ -26,7 +26,8 @@ class SystemGroupConfig:
 
     #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
     namesrv_addr: str = ""
-    listen_address: str = "0.0.0.0"
+    #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
+    listen_address: str = "127.0.0.1"
     #: The status port (GET_CONSUMER_RUNNING_INFO); 0 picks a free one.
     listen_port: int = 0
     #: Client instance name; replicas need distinct ones (empty: the service name, process id and a

@@ -5,12 +5,12 @@ from __future__ import annotations
 import itertools
 import socket
 import subprocess
-import sys
 import threading
 import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Optional
 
+from rocketmesh.python_process import python_module_argv
 from rocketmesh.log import get_logger
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.position_cell import PositionCell
@@ -63,8 +63,8 @@ class DispatchLink:
     def _spawn(self, end: int) -> Ready:
         mine, theirs = socket.socketpair()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "rocketmesh.broker.store.dispatch_worker", str(theirs.fileno()),
-             str(self.cell.fd), str(self.cell.wake_fd)],
+            python_module_argv("rocketmesh.broker.store.dispatch_worker", str(theirs.fileno()),
+                               str(self.cell.fd), str(self.cell.wake_fd)),
             pass_fds=(theirs.fileno(), self.cell.fd, self.cell.wake_fd), stdin=subprocess.DEVNULL)
         theirs.close()
         conn = Connection(mine.detach())

@@ -25,7 +25,7 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rocketmesh.log import get_logger
+from rocketmesh.log import configure_service, get_logger
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import MessageStoreConfig
@@ -197,6 +197,7 @@ def main(argv: list[str]) -> int:
     """
     # Ctrl-C reaches the whole process group; the broker decides when this worker stops.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    configure_service()
     conn = Connection(int(argv[0]))
     cell = PositionCell(int(argv[1]), int(argv[2]))
     kind, config, end = conn.recv()
