@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
+import orjson
 import pytest
 from procs import BrokerProcess, NamesrvProcess, wait_for
 
@@ -231,9 +232,11 @@ def tagged(ns, admin) -> str:
     topic = "SparkTagged"
     make_topic(admin, topic, 4)
     with Producer("spark-test-tagged", ns) as p:
-        for i in range(0, 400, 40):
+        p.instance.update_topic_route(topic)
+        for i in range(0, 400, 25):  # 100 messages a queue
             p.send_batch([Message(topic, f"t{j}".encode(), tags="A" if j % 2 else "B", keys=f"k{j}",
-                                  properties={"n": str(j)}) for j in range(i, i + 40)])
+                                  properties={"n": str(j)}) for j in range(i, i + 25)],
+                         queue=MessageQueue(topic, "broker-a", i // 25 % 4))
     return topic
 
 
@@ -361,7 +364,7 @@ def test_a_retried_write_task_does_not_send_rows_twice(spark, ns, admin):
     make_topic(admin, topic, 2)
     from pyspark.sql.types import StringType
 
-    @F.udf(StringType())
+    @F.udf(StringType(), useArrow=False)
     def body_or_fail(i):
         from pyspark import TaskContext
 
@@ -393,3 +396,47 @@ def test_stream_writer_and_overwrite_refused(spark, ns, admin, tagged, tmp_path)
     with pytest.raises(Exception, match="append"):
         spark.range(1).select(F.lit("x").alias("body")).write.format("rocketmesh") \
             .option("namesrv", ns).option("topic", topic).mode("overwrite").save()
+
+
+# --- the jobs ----------------------------------------------------------------------------------------------
+
+def test_merchant_totals_job_writes_closed_windows_and_alerts(spark, ns, admin, tmp_path):
+    from rocketmesh.spark.jobs import merchant_totals
+    from rocketmesh.spark.jobs.order_events import order_events, send_events
+
+    topic, alerts_topic = "SparkOrders", "SparkMerchantAlerts"
+    make_topic(admin, topic, 2)
+    make_topic(admin, alerts_topic, 2)
+    start_ms = 1_764_000_000_000 - 1_764_000_000_000 % 60_000  # on a minute
+    events = list(order_events(1800, merchants=5, start_ms=start_ms, spacing_ms=100, seed=7))  # 3 minutes
+    with Producer("spark-test-orders", ns) as p:
+        p.instance.update_topic_route(topic)
+        assert send_events(p, topic, iter(events)) == 1800
+
+    # The first two windows are closed (the watermark passed their end); the third is still open.
+    want: dict[tuple[int, str], list] = collections.defaultdict(lambda: [0, 0.0])
+    for e in events:
+        window = (e.event_time - start_ms) // 60_000
+        if window < 2:
+            want[(window, e.merchant)][0] += 1
+            want[(window, e.merchant)][1] += e.amount
+    amounts = sorted(amount for _, amount in want.values())
+    threshold = round((amounts[len(amounts) // 2 - 1] + amounts[len(amounts) // 2]) / 2, 2)  # half the windows alert
+
+    merchant_totals.main(["-n", ns, "-t", topic, "-g", "spark-merchants", "--starting-offsets", "earliest",
+                          "--output", str(tmp_path / "totals"), "--checkpoint", str(tmp_path / "cp"),
+                          "--alerts-topic", alerts_topic, "--alert-amount", str(threshold), "--window", "1 minute",
+                          "--watermark", "0 seconds", "--available-now"])
+
+    rows = spark.read.parquet(str(tmp_path / "totals")).collect()
+    got = {(int(r.window_start.timestamp() * 1000 - start_ms) // 60_000, r.merchant): (r.orders, r.amount) for r in rows}
+    assert sorted(got) == sorted(want)
+    for key, (orders, amount) in want.items():
+        assert got[key][0] == orders and abs(got[key][1] - amount) < 0.011, key
+
+    alerting = {key for key, (_, amount) in want.items() if amount >= threshold}
+    assert alerting and len(alerting) < len(want), "the threshold splits the windows"
+    msgs = _consume(ns, alerts_topic, "spark-alerts-reader", len(alerting))
+    alerts = [orjson.loads(m.body) for m in msgs]
+    assert sorted((a["merchant"], a["orders"]) for a in alerts) == sorted((k[1], want[k][0]) for k in alerting)
+    assert all(m.tags == "alert" and m.keys == orjson.loads(m.body)["merchant"] for m in msgs)
