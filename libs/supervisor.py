@@ -54,7 +54,6 @@ class Child:
     #: Size of the log file when this process started: readiness is read from here on.
     log_offset: int = 0
     address: str = ""
-    restarts: int = 0
     #: Monotonic times of the crashes still inside the restart window.
     crashes: deque = field(default_factory=deque)
 
@@ -151,7 +150,6 @@ class Supervisor:
                     self._stopping.set()
                     break
                 child.crashes.append(now)
-                child.restarts += 1
                 delay = min(30.0, self.backoff_s * 2.0 ** len(child.crashes))
                 self.on_event(f"{child.spec.name} exited with {code}; restarting in {delay:.3g}s "
                               f"(see {child.spec.log_path})")
