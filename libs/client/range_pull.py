@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import struct
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
@@ -25,8 +27,8 @@ from rocketmesh.message import MessageQueue
 from rocketmesh.message_codec import POS_QUEUE_OFFSET
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, to_ext
-from rocketmesh.client.errors import MQBrokerError, MQClientError, from_remoting
-from rocketmesh.remoting import RemotingError
+from rocketmesh.client.errors import MQBrokerError, MQClientError, RequestTimeoutError, from_remoting
+from rocketmesh.remoting import RemotingCommand, RemotingError
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -94,16 +96,16 @@ def pull_range(
 
     Messages the broker no longer stores (``start`` below the queue's min offset)
     are skipped with a warning; the range stops early at the queue's max offset.
-    Each pull is bounded by ``timeout_ms``, and the whole range by that much per pull
-    plus a bounded number of pulls that make no progress. Raises MQBrokerError for a
+    One pull is kept in flight ahead of the caller, so the broker reads the next part while
+    the caller handles this one. Each pull is bounded by ``timeout_ms``, and the whole range
+    by that much per pull plus a bounded number of pulls that make no progress. Raises MQBrokerError for a
     broker's refusal (group or topic unknown, filter not supported) and the SDK's
     timeout and connection errors.
     """
     if not 1 <= pull_batch_size <= 1024:
         raise MQClientError(f"pull_batch_size must be within 1..1024, got {pull_batch_size}")
-    offset = start
-    idle = 0
-    while offset < end:
+
+    def send(offset: int) -> tuple[str, "Future[RemotingCommand]"]:
         header = PullMessageRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=min(pull_batch_size, end - offset), sys_flag=0, commit_offset=0,
@@ -111,19 +113,38 @@ def pull_range(
             expression_type=subscription.expression_type.value)
         addr = instance.find_master_addr(mq)
         try:
-            resp = instance.remoting.invoke_sync(addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), timeout_ms)
+            return addr, instance.remoting.invoke_async(addr, request(RequestCode.PULL_MESSAGE, to_ext(header)),
+                                                        timeout_ms)
         except RemotingError as exc:
             raise from_remoting(exc, addr) from exc
+
+    def answer(addr: str, future: "Future[RemotingCommand]") -> RemotingCommand:
+        try:
+            return future.result(timeout=timeout_ms / 1000.0 + 1.0)
+        except RemotingError as exc:
+            raise from_remoting(exc, addr) from exc
+        except FutureTimeoutError:
+            raise RequestTimeoutError(f"no answer from {addr} to a pull of {mq} within {timeout_ms} ms") from None
+
+    offset = start
+    idle = 0
+    inflight = send(offset) if offset < end else None
+    while inflight is not None:
+        resp = answer(*inflight)
+        inflight = None
         ext = resp.ext or {}
         next_offset = int(ext.get("nextBeginOffset", offset))
         max_offset = int(ext.get("maxOffset", offset))
         if resp.code == ResponseCode.SUCCESS:
+            nxt = min(next_offset, end)
+            # Ask for the next part now: the broker reads it while the caller handles this one.
+            if offset < nxt < end:
+                inflight = send(nxt)
             records = resp.body or b""
             if next_offset > end:
                 records, count = _trim(records, end)
             else:
                 count = _count(records)
-            nxt = min(next_offset, end)
             if count:
                 yield RangeChunk(mq, records, count, offset, nxt)
             idle = 0 if nxt > offset else idle + 1
@@ -134,19 +155,20 @@ def pull_range(
             idle = 0 if next_offset > offset else idle + 1
             offset = max(offset, min(next_offset, end))
         elif resp.code == ResponseCode.PULL_OFFSET_MOVED:
-            if next_offset > offset:
-                log.warning("range_messages_gone", mq=str(mq), start=offset, resumed_at=next_offset)
-                offset = min(next_offset, end)
-                idle = 0
-            else:
+            if next_offset <= offset:
                 return  # past the queue's end
+            log.warning("range_messages_gone", mq=str(mq), start=offset, resumed_at=next_offset)
+            offset = min(next_offset, end)
+            idle = 0
         elif resp.code == ResponseCode.PULL_NOT_FOUND:
             if offset >= max_offset:
                 return  # the range asks for more than the queue holds
             idle += 1
         else:
-            raise MQBrokerError(resp.code, resp.remark, addr)
+            raise MQBrokerError(resp.code, resp.remark, instance.find_master_addr(mq))
         if idle >= MAX_IDLE_PULLS:
             raise MQClientError(f"pulling {mq} from offset {offset} made no progress in {idle} pulls")
-        if idle:
-            time.sleep(min(0.01 * idle, 0.2))
+        if inflight is None and offset < end:
+            if idle:
+                time.sleep(min(0.01 * idle, 0.2))
+            inflight = send(offset)
