@@ -38,11 +38,11 @@ _TS_TYPE = ARROW_SCHEMA.field("store_timestamp").type
 def record_starts(data: bytes) -> np.ndarray:
     """Where each record of ``data`` starts (the one loop over records: TOTALSIZE links them)."""
     starts = []
-    append = append_ = starts.append  # noqa: F841 - bound once for the loop
+    append = starts.append
     size = _SIZE.unpack_from
     pos, n = 0, len(data)
     while pos + RECORD_HEADER_SIZE <= n:
-        append_(pos)
+        append(pos)
         total = size(data, pos)[0]
         if total <= 0:
             raise ValueError(f"bad record size {total} at {pos}")
@@ -124,8 +124,7 @@ def records_to_batch(data: bytes, topic: str, broker: str, queue_id: int,
     n = len(starts)
     u8 = np.frombuffer(data, dtype=np.uint8)
     if n == 0:
-        return ARROW_SCHEMA.empty_table().to_batches(max_chunksize=1)[0] if False else pa.RecordBatch.from_pylist(
-            [], schema=ARROW_SCHEMA)
+        return pa.RecordBatch.from_pylist([], schema=ARROW_SCHEMA)
     totals = _gather(u8, starts, 0, 4, ">i4").astype(np.int64)
     body_len = _gather(u8, starts, _POS_BODY_LEN, 4, ">i4").astype(np.int64)
     body_begin = starts + RECORD_HEADER_SIZE

@@ -17,7 +17,7 @@ from typing import Mapping, Optional
 
 from rocketmesh.client import Admin
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
-from rocketmesh.client.errors import MQBrokerError, MQError
+from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.options import OptionError, QueueOffsets, SourceOptions, Start
@@ -82,10 +82,7 @@ def _group_offsets(admin: Admin, group: str, bounds: QueueBounds) -> QueueOffset
     for topic, queues in bounds.items():
         table = out[topic] = {}
         for key, b in queues.items():
-            try:
-                committed = store.fetch_from_broker(queue_of(topic, key))
-            except MQError:
-                raise
+            committed = store.fetch_from_broker(queue_of(topic, key))
             # A queue the group never committed starts at its end, as RocketMQ's CONSUME_FROM_LAST_OFFSET.
             table[key] = b.max_offset if committed is None else min(max(committed, b.min_offset), b.max_offset)
     return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional, Union
+from typing import Mapping, Optional, Union
 
 import orjson
 
@@ -201,8 +201,3 @@ class SinkOptions:
         return cls(namesrv=_namesrv(options), topic=topic,
                    producer_group=(options.get("producergroup") or DEFAULT_PRODUCER_GROUP).strip(),
                    request_timeout_ms=_positive_int(options, "requestTimeoutMs", 10_000, 100) or 10_000)
-
-
-def describe(value: Any) -> str:
-    """An option value for an error message."""
-    return orjson.dumps(value).decode() if isinstance(value, dict) else repr(value)

@@ -28,11 +28,12 @@ from pyspark.sql.streaming.datasource import (
 )
 
 from rocketmesh.client import Admin, ClientInstance
-from rocketmesh.client.errors import MQError
+from rocketmesh.client.errors import MQBrokerError, MQError
 from rocketmesh.client.group_registration import GroupRegistration
 from rocketmesh.client.range_pull import pull_range
 from rocketmesh.log import get_logger
 from rocketmesh.message import MessageQueue
+from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.arrow import records_to_batch
 from rocketmesh.spark.offsets import EARLIEST, LATEST, QueueBounds, limit, queue_bounds, queue_of, resolve, unwrap, wrap
 from rocketmesh.spark.options import OptionError, QueueOffsets, SourceOptions
@@ -136,7 +137,7 @@ def check_source(opts: SourceOptions) -> None:
             try:
                 admin.topic_route(topic)
             except MQError as exc:
-                if "TOPIC_NOT_EXIST" in str(exc) or getattr(exc, "response_code", None) == 17:
+                if isinstance(exc, MQBrokerError) and exc.response_code == ResponseCode.TOPIC_NOT_EXIST:
                     raise OptionError(f"option 'topic': topic {topic!r} does not exist on the name server "
                                       f"{opts.namesrv}; create it first (rocketmesh admin update-topic)") from None
                 raise OptionError(f"option 'namesrv': no answer from {opts.namesrv} about topic {topic!r} "
