@@ -30,9 +30,10 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, ShortType, StringType, StructType
 
 from rocketmesh.client import Admin, Producer
-from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.errors import MQBrokerError, MQClientError
 from rocketmesh.client.selector import SelectMessageQueueByHash
 from rocketmesh.message import Message, MessageConst, MessageQueue
+from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.options import OptionError, SinkOptions
 
 #: Rows and bytes of one send batch (the broker takes up to 4 MiB a request).
@@ -147,8 +148,14 @@ class _Sender:
             self._admin = Admin(self.opts.namesrv, timeout_ms=self.opts.request_timeout_ms).start()
         try:
             self._admin.query_msg_by_unique_key(msg.topic, msg.properties[MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX])
-        except MQClientError:
-            return False
+        except MQBrokerError as exc:
+            if exc.response_code == ResponseCode.TOPIC_NOT_EXIST:
+                return False  # a topic the first send will create holds nothing yet
+            raise
+        except MQClientError as exc:
+            if exc.response_code == ResponseCode.NO_MESSAGE:
+                return False
+            raise
         return True
 
     def send(self, msgs: list[Message], queue: Optional[MessageQueue] = None) -> None:

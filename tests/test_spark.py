@@ -136,6 +136,8 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
         conn = wait_for(lambda: _connection(admin, group), QUERY_TIMEOUT_S, "the Spark driver listed by consumer-connection")
         assert topic in conn.subscriptions
         assert conn.consume_type == "CONSUME_ACTIVELY"
+        shown = _cli("admin", "consumer-connection", "-n", ns, "-g", group)
+        assert conn.connections[0].client_id in shown and topic in shown
         wait_for(lambda: len(parquet_bodies(spark, out)) >= 300, QUERY_TIMEOUT_S, "a first micro-batch in parquet")
     finally:
         query.stop()
@@ -181,11 +183,19 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
 
     # The group's offsets on the broker are the queues' ends: consumer-progress shows no lag.
     wait_for(lambda: lag_is_zero(admin, group, topic), 30, "zero lag of the Spark group")
+    assert "Diff Total: 0" in _cli("admin", "consumer-progress", "-n", ns, "-g", group)
     stats = admin.consume_stats(group, topic)
     status = admin.topic_status(topic)
     assert {mq: o.consumer_offset for mq, o in stats.offset_table.items()} == \
         {mq: o.max_offset for mq, o in status.items()}
     assert len(status) == 4
+
+
+def _cli(*args: str) -> str:
+    """What `rocketmesh <args>` prints."""
+    done = subprocess.run([sys.executable, "-m", "rocketmesh.cli", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 def _connection(admin: Admin, group: str):
@@ -382,8 +392,7 @@ def test_a_retried_write_task_does_not_send_rows_twice(spark, ns, admin):
 
 
 def test_stream_writer_and_overwrite_refused(spark, ns, admin, tagged, tmp_path):
-    topic = "SparkStreamWritten"
-    make_topic(admin, topic, 2)
+    topic = "SparkStreamWritten"  # not created: the first send creates it (autoCreateTopicEnable)
     src = spark.readStream.format("rocketmesh").options(
         **read_opts(ns, tagged, "spark-copy", startingOffsets="earliest", subExpression="A")).load()
     q = (src.select("body", "keys", "tags").writeStream.format("rocketmesh").option("namesrv", ns)
@@ -440,3 +449,33 @@ def test_merchant_totals_job_writes_closed_windows_and_alerts(spark, ns, admin, 
     alerts = [orjson.loads(m.body) for m in msgs]
     assert sorted((a["merchant"], a["orders"]) for a in alerts) == sorted((k[1], want[k][0]) for k in alerting)
     assert all(m.tags == "alert" and m.keys == orjson.loads(m.body)["merchant"] for m in msgs)
+
+
+# --- last: a broker joins the module's mesh ----------------------------------------------------------------
+
+def test_a_broker_added_while_a_query_runs_is_read(spark, ns, admin, mesh, tmp_path):
+    topic = "SparkGrown"
+    admin.create_topic(topic, 2, 2, broker_addr=mesh[1].addr)
+    admin.wait_topic_route(topic)
+    send(ns, topic, [f"a{i}" for i in range(50)])
+    df = spark.readStream.format("rocketmesh").options(
+        **read_opts(ns, topic, "spark-grown", startingOffsets="earliest")).load()
+    query = (df.select("broker", F.col("body").cast("string").alias("b")).writeStream.format("memory")
+             .queryName("grown").trigger(processingTime="500 milliseconds").start())
+    broker_b = BrokerProcess(tmp_path / "broker-b", ns, name="broker-b")
+    try:
+        wait_for(lambda: spark.table("grown").count() == 50, QUERY_TIMEOUT_S, "broker-a's messages")
+        broker_b.start(timeout_s=30)
+        broker_b.wait_registered()
+        admin.create_topic(topic, 2, 2, broker_addr=broker_b.addr)
+        wait_for(lambda: len(admin.topic_route(topic).broker_datas) == 2, 30, "the route naming broker-b")
+        with Producer("spark-test-grown", ns) as p:
+            p.instance.update_topic_route(topic)
+            p.send_batch([Message(topic, f"b{i}".encode()) for i in range(30)], queue=MessageQueue(topic, "broker-b", 1))
+        wait_for(lambda: spark.table("grown").where("broker = 'broker-b'").count() == 30, QUERY_TIMEOUT_S,
+                 "broker-b's messages")
+    finally:
+        query.stop()
+        broker_b.stop()
+    rows = spark.table("grown").collect()
+    assert sorted(r.b for r in rows) == sorted([f"a{i}" for i in range(50)] + [f"b{i}" for i in range(30)])

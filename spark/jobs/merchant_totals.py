@@ -67,8 +67,11 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                  .option("topic", args.alerts_topic).option("checkpointLocation", f"{args.checkpoint}/alerts")
                  .trigger(**trigger(args)).start())
     print(f"merchant totals of {args.topic} to {args.output}, alerts to {args.alerts_topic}", flush=True)
-    for query in (to_parquet, to_alerts):
-        query.awaitTermination()
+    if args.available_now:
+        for query in (to_parquet, to_alerts):
+            query.awaitTermination()
+    else:
+        spark.streams.awaitAnyTermination()  # a query that fails ends the job (and raises its error)
 
 
 if __name__ == "__main__":
