@@ -124,27 +124,27 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
     sent = [f"m{i}" for i in range(3600)]
     send(ns, topic, sent[:1200])
 
-    def start():
+    def start(limit: int):
         df = spark.readStream.format("rocketmesh").options(
-            **read_opts(ns, topic, group, startingOffsets="earliest", maxRecordsPerTrigger="300")).load()
+            **read_opts(ns, topic, group, startingOffsets="earliest", maxRecordsPerTrigger=str(limit))).load()
         return (df.writeStream.format("parquet").option("path", str(out)).option("checkpointLocation", str(checkpoint))
                 .trigger(processingTime="500 milliseconds").start())
 
     # 1. A query runs; the group is registered while it does; it is stopped part way.
-    query = start()
+    query = start(100)
     try:
         conn = wait_for(lambda: _connection(admin, group), QUERY_TIMEOUT_S, "the Spark driver listed by consumer-connection")
         assert topic in conn.subscriptions
         assert conn.consume_type == "CONSUME_ACTIVELY"
         shown = _cli("admin", "consumer-connection", "-n", ns, "-g", group)
         assert conn.connections[0].client_id in shown and topic in shown
-        wait_for(lambda: len(parquet_bodies(spark, out)) >= 300, QUERY_TIMEOUT_S, "a first micro-batch in parquet")
+        wait_for(lambda: len(parquet_bodies(spark, out)) >= 100, QUERY_TIMEOUT_S, "a first micro-batch in parquet")
     finally:
         query.stop()
     assert len(parquet_bodies(spark, out)) < 1200, "stopped part way"
 
     # 2. Restarted from its checkpoint; the topic grows from 2 to 4 queues while it runs.
-    query = start()
+    query = start(600)
     try:
         make_topic(admin, topic, 4)
         send(ns, topic, sent[1200:2400])
@@ -158,11 +158,11 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
     before = len(parquet_bodies(spark, out))
     job = subprocess.Popen(
         [sys.executable, "-m", "rocketmesh.spark.jobs.archive", "-n", ns, "-t", topic, "-g", group,
-         "--starting-offsets", "earliest", "--max-records-per-trigger", "200", "--trigger-seconds", "0.5",
+         "--starting-offsets", "earliest", "--max-records-per-trigger", "100", "--trigger-seconds", "0.5",
          "--output", str(out), "--checkpoint", str(checkpoint)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: len(parquet_bodies(spark, out)) >= before + 200 or job.poll() is not None, QUERY_TIMEOUT_S,
+        wait_for(lambda: len(parquet_bodies(spark, out)) >= before + 100 or job.poll() is not None, QUERY_TIMEOUT_S,
                  "the job's first micro-batches")
         assert job.poll() is None, job.stdout.read().decode()[-3000:]
     finally:
