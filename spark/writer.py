@@ -13,6 +13,7 @@ index, the id of the first row of its first send batch; if an earlier attempt
 stored it, the task skips each send batch the brokers already have, in order,
 and sends the rest. Send batches are sent one after another and each is stored
 whole or not at all, so what an earlier attempt stored is a prefix of them.
+Delayed rows are the exception: the look-up cannot see them, so a retry sends them again.
 """
 
 from __future__ import annotations
@@ -161,12 +162,15 @@ class _Sender:
     def send(self, msgs: list[Message], queue: Optional[MessageQueue] = None) -> None:
         if not msgs:
             return
-        if self._checking:
+        delayed = len(msgs) == 1 and bool(msgs[0].delay_level)
+        # A delayed row is parked under the schedule topic until due, where the look-up cannot see it: it is
+        # sent again by a retry, and does not end the look-ups.
+        if self._checking and not delayed:
             if self._stored(msgs[0]):
                 self.skipped += len(msgs)
                 return
             self._checking = False
-        if len(msgs) == 1 and msgs[0].delay_level:
+        if delayed:
             self.producer.send(msgs[0], queue=queue)
         else:
             self.producer.send_batch(msgs, queue=queue)
