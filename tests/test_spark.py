@@ -303,9 +303,14 @@ def test_max_records_per_trigger_bounds_each_micro_batch(spark, ns, tagged, tmp_
     q = (df.writeStream.format("parquet").option("path", str(tmp_path / "out"))
          .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     assert q.awaitTermination(QUERY_TIMEOUT_S)
-    sizes = [p["numInputRows"] for p in q.recentProgress if p["numInputRows"]]
+    progress = [p for p in q.recentProgress if p["numInputRows"]]
+    sizes = [p["numInputRows"] for p in progress]
     assert sum(sizes) == 400
     assert max(sizes) <= 70 and len(sizes) >= 6, sizes
+    # Shared fairly: the first batch takes 17 or 18 offsets from each of the 4 queues.
+    end = progress[0]["sources"][0]["endOffset"]
+    first = (orjson.loads(end) if isinstance(end, str) else end)["offsets"][tagged]
+    assert sum(first.values()) == 70 and sorted(first.values()) == [17, 17, 18, 18], first
 
 
 @pytest.mark.parametrize("options,needle", [
