@@ -12,7 +12,8 @@ from rocketmesh.client.fault import (
     MQFaultStrategy,
     compute_not_available_duration,
 )
-from rocketmesh.client.route import BrokerData, QueueData, TopicRouteData
+from rocketmesh.client import route as client_route
+from rocketmesh.route import BrokerData, QueueData, TopicRouteData
 
 
 class FakeClock:
@@ -28,7 +29,7 @@ def publish_info(*brokers: str, queues: int = 4):
         tuple(QueueData(b, queues, queues) for b in brokers),
         tuple(BrokerData("c", b, {0: f"127.0.0.1:{10000 + i}"}) for i, b in enumerate(brokers)),
     )
-    return route.to_publish_info("T")
+    return client_route.publish_info(route, "T")
 
 
 def test_tables_are_rocketmqs() -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import collections
 
-from rocketmesh.client.route import BrokerData, Perm, QueueData, TopicPublishInfo, TopicRouteData
+from rocketmesh.client.route import TopicPublishInfo, publish_info
+from rocketmesh.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.message import MessageQueue
 
 ROUTE_JSON = {
@@ -35,7 +36,7 @@ def test_parse_route() -> None:
 
 
 def test_publish_info_write_queues_of_writable_brokers_with_master_sorted() -> None:
-    tp = TopicRouteData.from_json(ROUTE_JSON).to_publish_info("T")
+    tp = publish_info(TopicRouteData.from_json(ROUTE_JSON), "T")
     assert list(tp.message_queues) == [
         MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1),
         MessageQueue("T", "broker-a", 2), MessageQueue("T", "broker-a", 3),
@@ -47,7 +48,7 @@ def test_publish_info_write_queues_of_writable_brokers_with_master_sorted() -> N
 
 
 def test_round_robin_visits_every_queue_evenly() -> None:
-    tp = TopicRouteData.from_json(ROUTE_JSON).to_publish_info("T")
+    tp = publish_info(TopicRouteData.from_json(ROUTE_JSON), "T")
     counts = collections.Counter(tp.select_one() for _ in range(600))
     assert set(counts) == set(tp.message_queues)
     assert set(counts.values()) == {100}
@@ -60,7 +61,7 @@ def test_round_robin_is_sequential() -> None:
 
 
 def test_select_avoids_last_failed_broker() -> None:
-    tp = TopicRouteData.from_json(ROUTE_JSON).to_publish_info("T")
+    tp = publish_info(TopicRouteData.from_json(ROUTE_JSON), "T")
     for _ in range(100):
         assert tp.select_one("broker-a").broker_name == "broker-b"
         assert tp.select_one("broker-b").broker_name == "broker-a"
@@ -72,7 +73,7 @@ def test_select_falls_back_to_the_only_broker() -> None:
 
 
 def test_empty_route_is_not_ok() -> None:
-    tp = TopicRouteData.from_json({"queueDatas": [], "brokerDatas": []}).to_publish_info("T")
+    tp = publish_info(TopicRouteData.from_json({"queueDatas": [], "brokerDatas": []}), "T")
     assert not tp.ok()
 
 
@@ -81,7 +82,7 @@ def test_default_topic_route_caps_queue_nums() -> None:
         (QueueData("b1", 8, 8), QueueData("b2", 2, 2)),
         (BrokerData("c", "b1", {0: "h:1"}), BrokerData("c", "b2", {0: "h:2"})),
     )
-    tp = route.with_queue_nums_capped(4).to_publish_info("New", from_default_topic=True)
+    tp = publish_info(route.with_queue_nums_capped(4), "New", from_default_topic=True)
     assert tp.from_default_topic
     assert [(mq.broker_name, mq.queue_id) for mq in tp.message_queues] == [
         ("b1", 0), ("b1", 1), ("b1", 2), ("b1", 3), ("b2", 0), ("b2", 1)
@@ -91,7 +92,7 @@ def test_default_topic_route_caps_queue_nums() -> None:
 
 def test_order_topic_conf_fixes_queues() -> None:
     route = TopicRouteData.from_json({**ROUTE_JSON, "orderTopicConf": "broker-b:3;broker-a:1"})
-    tp = route.to_publish_info("T")
+    tp = publish_info(route, "T")
     assert tp.order_topic
     assert [(mq.broker_name, mq.queue_id) for mq in tp.message_queues] == [
         ("broker-b", 0), ("broker-b", 1), ("broker-b", 2), ("broker-a", 0)

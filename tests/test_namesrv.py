@@ -86,8 +86,7 @@ def test_register_then_route(namesrv: NamesrvProcess, remoting_client: RemotingC
         "brokerDatas": [
             {"cluster": "DefaultCluster", "brokerName": "broker-a", "brokerAddrs": {"0": "127.0.0.1:10911"}}
         ],
-        "orderTopicConf": None,
-    }
+    }  # no orderTopicConf: a topic with no order config omits it, as RocketMQ's JSON omits nulls
 
 
 def test_unknown_topic_is_topic_not_exist(namesrv: NamesrvProcess, remoting_client: RemotingClient) -> None:

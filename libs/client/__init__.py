@@ -13,7 +13,8 @@ from rocketmesh.client.fault import LatencyFaultTolerance, MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.producer import Producer, SendCallback
 from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
-from rocketmesh.client.route import BrokerData, Perm, QueueData, TopicPublishInfo, TopicRouteData
+from rocketmesh.client.route import TopicPublishInfo
+from rocketmesh.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.client.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,

@@ -47,7 +47,7 @@ from rocketmesh.client.results import (
     PendingHalfMessage,
     TopicOffset,
 )
-from rocketmesh.client.route import Perm, TopicRouteData
+from rocketmesh.route import Perm, TopicRouteData
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
 

@@ -57,7 +57,8 @@ from rocketmesh.service_thread import ServiceThread
 from rocketmesh.topics import DEFAULT_TOPIC
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
 from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
-from rocketmesh.client.route import MASTER_ID, TopicPublishInfo, TopicRouteData
+from rocketmesh.client.route import TopicPublishInfo, publish_info
+from rocketmesh.route import MASTER_ID, TopicRouteData
 from rocketmesh.client.unique_id import local_ip
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
@@ -359,7 +360,7 @@ class ClientInstance:
             tp = self._publish.get(topic)
             if self._routes.get(topic) == route and tp is not None and not tp.from_default_topic:
                 return False
-            self._install(topic, route, route.to_publish_info(topic))
+            self._install(topic, route, publish_info(route, topic))
             return True
 
     def _install(self, topic: str, route: TopicRouteData, tp: TopicPublishInfo) -> None:
@@ -407,7 +408,7 @@ class ClientInstance:
         default_route = self.fetch_topic_route(create_topic_key)
         if default_route is not None:
             route = default_route.with_queue_nums_capped(default_topic_queue_nums)
-            tp = route.to_publish_info(topic, from_default_topic=True)
+            tp = publish_info(route, topic, from_default_topic=True)
             if tp.ok():
                 with self._route_lock:
                     current = self._publish.get(topic)

@@ -1,176 +1,39 @@
-"""Topic routes as the name server gives them, and what a producer makes of them.
+"""What a producer makes of a topic's route (RocketMQ's topicRouteData2TopicPublishInfo).
 
-``TopicRouteData`` is the name server's answer to GET_ROUTEINFO_BY_TOPIC;
-``TopicPublishInfo`` is the producer's view of it (RocketMQ's
-topicRouteData2TopicPublishInfo): the write queues of the brokers that take
-writes and have a master, in broker-name order, chosen round-robin.
+``TopicPublishInfo`` is the producer's view of a ``TopicRouteData`` (the
+route model itself is ``rocketmesh.route``, shared with the name server and
+the brokers): the write queues of the brokers that take writes and have a
+master, in broker-name order, chosen round-robin.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-from dataclasses import dataclass, field, replace
-from enum import IntFlag
-from typing import Any, Optional
+from typing import Optional
 
 from rocketmesh.message import MessageQueue
-
-#: The brokerId of a master (RocketMQ's MixAll.MASTER_ID).
-MASTER_ID = 0
+from rocketmesh.route import Perm, TopicRouteData
 
 
-class Perm(IntFlag):
-    """Topic and broker permission bits (RocketMQ's PermName)."""
-
-    INHERIT = 1
-    WRITE = 2
-    READ = 4
-
-    @staticmethod
-    def is_writeable(perm: int) -> bool:
-        """True when ``perm`` has the write bit."""
-        return bool(perm & Perm.WRITE)
-
-    @staticmethod
-    def is_readable(perm: int) -> bool:
-        """True when ``perm`` has the read bit."""
-        return bool(perm & Perm.READ)
-
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    """A topic's queues on one broker."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int = int(Perm.READ | Perm.WRITE)
-    topic_sys_flag: int = 0
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "QueueData":
-        """Parse one entry of a route's queueDatas."""
-        return cls(
-            broker_name=str(d["brokerName"]),
-            read_queue_nums=int(d.get("readQueueNums", 0)),
-            write_queue_nums=int(d.get("writeQueueNums", 0)),
-            perm=int(d.get("perm", Perm.READ | Perm.WRITE)),
-            topic_sys_flag=int(d.get("topicSysFlag", 0)),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The name server's JSON form."""
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerData:
-    """One broker name (a master and its slaves): id -> "host:port"."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "BrokerData":
-        """Parse one entry of a route's brokerDatas (ids arrive as JSON object keys, strings)."""
-        addrs = {int(k): str(v) for k, v in (d.get("brokerAddrs") or {}).items()}
-        return cls(cluster=str(d.get("cluster", "")), broker_name=str(d["brokerName"]), broker_addrs=addrs)
-
-    def to_json(self) -> dict[str, Any]:
-        """The name server's JSON form."""
-        return {
-            "cluster": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
-        }
-
-    @property
-    def master_addr(self) -> Optional[str]:
-        """The master's address, or None when the master is down."""
-        return self.broker_addrs.get(MASTER_ID)
-
-    def select_addr(self) -> Optional[str]:
-        """The master's address, else any slave's (for reads)."""
-        addr = self.broker_addrs.get(MASTER_ID)
-        if addr is None and self.broker_addrs:
-            addr = random.choice(list(self.broker_addrs.values()))
-        return addr
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRouteData:
-    """Where a topic lives: its queues per broker and the brokers' addresses."""
-
-    queue_datas: tuple[QueueData, ...]
-    broker_datas: tuple[BrokerData, ...]
-    order_topic_conf: Optional[str] = None
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TopicRouteData":
-        """Parse the name server's JSON; raises ValueError (or KeyError/TypeError) when malformed."""
-        if not isinstance(d, dict):
-            raise ValueError("route data is not a JSON object")
-        qds = tuple(sorted((QueueData.from_json(q) for q in d.get("queueDatas") or ()), key=lambda q: q.broker_name))
-        bds = tuple(sorted((BrokerData.from_json(b) for b in d.get("brokerDatas") or ()), key=lambda b: b.broker_name))
-        return cls(qds, bds, d.get("orderTopicConf") or None)
-
-    def to_json(self) -> dict[str, Any]:
-        """The name server's JSON form."""
-        out: dict[str, Any] = {
-            "queueDatas": [q.to_json() for q in self.queue_datas],
-            "brokerDatas": [b.to_json() for b in self.broker_datas],
-        }
-        if self.order_topic_conf:
-            out["orderTopicConf"] = self.order_topic_conf
-        return out
-
-    def broker_data(self, broker_name: str) -> Optional[BrokerData]:
-        """The addresses of ``broker_name``, or None when the route does not list it."""
-        for bd in self.broker_datas:
-            if bd.broker_name == broker_name:
-                return bd
-        return None
-
-    def with_queue_nums_capped(self, queue_nums: int) -> "TopicRouteData":
-        """This route with every broker's queue counts capped at ``queue_nums``.
-
-        How a producer turns the default topic's (TBW102) route into a route
-        for a topic the broker is to create on first send.
-        """
-        qds = tuple(
-            replace(q, read_queue_nums=min(queue_nums, q.read_queue_nums),
-                    write_queue_nums=min(queue_nums, q.read_queue_nums))
-            for q in self.queue_datas
-        )
-        return replace(self, queue_datas=qds)
-
-    def to_publish_info(self, topic: str, *, from_default_topic: bool = False) -> "TopicPublishInfo":
-        """The producer's view: write queues of writable brokers that have a master."""
-        queues: list[MessageQueue] = []
-        if self.order_topic_conf:
-            # "brokerName:queueNums;brokerName:queueNums" fixes the queues of an ordered topic.
-            for item in self.order_topic_conf.split(";"):
-                name, _, nums = item.partition(":")
-                if name and nums.isdigit():
-                    queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
-            return TopicPublishInfo(topic, queues, order_topic=True, route=self,
-                                    from_default_topic=from_default_topic)
-        for qd in self.queue_datas:
-            if not Perm.is_writeable(qd.perm):
-                continue
-            bd = self.broker_data(qd.broker_name)
-            if bd is None or bd.master_addr is None:
-                continue
-            queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
-        return TopicPublishInfo(topic, queues, route=self, from_default_topic=from_default_topic)
+def publish_info(route: TopicRouteData, topic: str, *, from_default_topic: bool = False) -> "TopicPublishInfo":
+    """The producer's view of ``route``: write queues of writable brokers that have a master."""
+    queues: list[MessageQueue] = []
+    if route.order_topic_conf:
+        # "brokerName:queueNums;brokerName:queueNums" fixes the queues of an ordered topic.
+        for item in route.order_topic_conf.split(";"):
+            name, _, nums = item.partition(":")
+            if name and nums.isdigit():
+                queues.extend(MessageQueue(topic, name, i) for i in range(int(nums)))
+        return TopicPublishInfo(topic, queues, order_topic=True, route=route, from_default_topic=from_default_topic)
+    for qd in route.queue_datas:
+        if not Perm.is_writeable(qd.perm):
+            continue
+        bd = route.broker_data(qd.broker_name)
+        if bd is None or bd.master_addr is None:
+            continue
+        queues.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+    return TopicPublishInfo(topic, queues, route=route, from_default_topic=from_default_topic)
 
 
 class TopicPublishInfo:

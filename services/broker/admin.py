@@ -23,7 +23,7 @@ from rocketmesh.remoting.headers import (
 from rocketmesh.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.broker.handlers import ok, register_all
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE
-from rocketmesh.broker.topic_config import TopicConfig
+from rocketmesh.route import TopicConfig
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController

@@ -7,14 +7,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from rocketmesh.config import ConfigError, load_config, snake_case
+from rocketmesh.route import PERM_READ_WRITE
 from rocketmesh.broker.store import MessageStoreConfig
-
-#: RocketMQ's PermName bits.
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
-
 
 #: A longer spin only burns CPU: a peer that has not sent within 10 ms is not in a request-response loop.
 MAX_BUSY_POLL_US = 10_000
@@ -36,7 +30,7 @@ class BrokerConfig:
     ha_listen_port: int = 10912
     #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
     namesrv_addr: str = ""
-    broker_permission: int = PERM_READ | PERM_WRITE
+    broker_permission: int = PERM_READ_WRITE
     auto_create_topic_enable: bool = True
     default_topic_queue_nums: int = 8
     #: How often the broker re-registers with every namesrv (ms).

@@ -37,7 +37,7 @@ from rocketmesh.remoting.headers import (
     from_ext,
     to_ext,
 )
-from rocketmesh.broker.config import PERM_READ
+from rocketmesh.route import Perm
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.store import GetMessageStatus
 
@@ -138,7 +138,7 @@ class PullMessageProcessor:
                  ctx: Optional[RequestContext] = None) -> Optional[RemotingCommand]:
         """The response for a pull from ``offset``; None when the pull was held."""
         broker = self.broker
-        if not broker.config.broker_permission & PERM_READ:
+        if not broker.config.broker_permission & Perm.READ:
             return response_to(req, ResponseCode.NO_PERMISSION,
                                f"the broker[{broker.config.broker_name}] pulling message is forbidden")
         group_cfg = broker.subscription_groups.find(h.consumer_group)

@@ -32,10 +32,9 @@ from rocketmesh.topics import (
     TRANS_HALF_TOPIC,
     validate_topic_name,
 )
-from rocketmesh.broker.config import PERM_WRITE
+from rocketmesh.route import Perm
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import (
-    FlushDiskType,
     MessageExtBatch,
     MessageExtBrokerInner,
     PutMessageResult,
@@ -92,8 +91,8 @@ class SendMessageProcessor:
         self._thread: Optional[threading.Thread] = None
         #: The worker is storing or answering a batch: newer sends must queue behind it.
         self._busy = False
-        #: Inline sends never wait for a disk flush on the I/O thread.
-        self._inline_ok = broker.store_config.flush_disk_type is FlushDiskType.ASYNC_FLUSH
+        #: Inline sends never wait for durability on the I/O thread.
+        self._inline_ok = not broker.store.put_waits
         #: Past this much reading without a pause, sends go through the queue, where waits are measured.
         self._inline_backlog_ms = self.config.wait_time_mills_in_send_queue / 4.0
         self.busy_rejections = 0
@@ -207,7 +206,7 @@ class SendMessageProcessor:
         except (KeyError, TypeError):
             raise SendError(ResponseCode.SYSTEM_ERROR,
                             "bad send header: topic (string), queueId (int) and typed optional fields expected")
-        if not self.config.broker_permission & PERM_WRITE:
+        if not self.config.broker_permission & Perm.WRITE:
             raise SendError(ResponseCode.NO_PERMISSION,
                             f"the broker[{self.config.broker_name}] sending message is forbidden")
         why = validate_topic_name(topic)

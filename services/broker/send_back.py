@@ -33,12 +33,11 @@ from rocketmesh.message_codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, from_ext
 from rocketmesh.topics import dlq_topic, is_system_topic, retry_topic
-from rocketmesh.broker.config import PERM_READ, PERM_WRITE
+from rocketmesh.route import PERM_READ_WRITE, Perm, TopicConfig
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES, park_at_level
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 from rocketmesh.broker.subscription_group import is_sys_consumer_group
-from rocketmesh.broker.topic_config import TopicConfig
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -79,7 +78,7 @@ class SendBackProcessor:
             return None
         if cfg is None or cfg.retry_queue_nums <= 0:
             return None
-        return self.topics.create_system_topic(retry_topic(group), cfg.retry_queue_nums, PERM_READ | PERM_WRITE)
+        return self.topics.create_system_topic(retry_topic(group), cfg.retry_queue_nums, PERM_READ_WRITE)
 
     # --- the request ---
 
@@ -90,7 +89,7 @@ class SendBackProcessor:
         if group_cfg is None:
             return response_to(req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                f"subscription group [{h.group}] does not exist")
-        if not self.broker.config.broker_permission & PERM_WRITE:
+        if not self.broker.config.broker_permission & Perm.WRITE:
             return response_to(req, ResponseCode.NO_PERMISSION,
                                f"the broker[{broker_name}] sending message is forbidden")
         msg = self._look(h.offset)
@@ -113,11 +112,11 @@ class SendBackProcessor:
         props[MessageConst.RECONSUME_TIME] = str(times)
         if dead:
             target = dlq_topic(h.group)
-            cfg = self.topics.create_system_topic(target, DLQ_NUMS_PER_GROUP, PERM_WRITE)
+            cfg = self.topics.create_system_topic(target, DLQ_NUMS_PER_GROUP, Perm.WRITE)
             queue_id = random.randrange(DLQ_NUMS_PER_GROUP)
         else:
             target = retry_topic(h.group)
-            cfg = self.topics.create_system_topic(target, group_cfg.retry_queue_nums, PERM_READ | PERM_WRITE)
+            cfg = self.topics.create_system_topic(target, group_cfg.retry_queue_nums, PERM_READ_WRITE)
             queue_id = random.randrange(max(1, cfg.write_queue_nums))
         if not cfg.writable:
             return response_to(req, ResponseCode.NO_PERMISSION, f"the topic[{target}] sending message is forbidden")

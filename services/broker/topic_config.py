@@ -20,42 +20,9 @@ from rocketmesh.topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from rocketmesh.broker.config import PERM_INHERIT, PERM_READ, PERM_WRITE
+from rocketmesh.route import PERM_READ_WRITE, Perm, TopicConfig
 
 log = get_logger("broker", component="topic_config")
-
-
-@dataclass
-class TopicConfig:
-    """RocketMQ's TopicConfig; field names in JSON are its camelCase ones."""
-
-    topic_name: str
-    read_queue_nums: int = 8
-    write_queue_nums: int = 8
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,
-                "writeQueueNums": self.write_queue_nums, "perm": self.perm,
-                "topicFilterType": self.topic_filter_type, "topicSysFlag": self.topic_sys_flag,
-                "order": self.order}
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TopicConfig":
-        return cls(d["topicName"], int(d.get("readQueueNums", 8)), int(d.get("writeQueueNums", 8)),
-                   int(d.get("perm", 6)), d.get("topicFilterType", "SINGLE_TAG"),
-                   int(d.get("topicSysFlag", 0)), bool(d.get("order", False)))
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
-
-    @property
-    def readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
 
 
 @dataclass
@@ -81,13 +48,13 @@ class TopicConfigManager:
         self._lock = threading.Lock()
         #: Called after the table changed (the broker re-registers with namesrv).
         self.on_change: Optional[Callable[[], None]] = None
-        rw = PERM_READ | PERM_WRITE
+        rw = PERM_READ_WRITE
         self._system(SELF_TEST_TOPIC, 1, 1, rw)
         if auto_create:
-            self._system(DEFAULT_TOPIC, default_queue_nums, default_queue_nums, rw | PERM_INHERIT)
+            self._system(DEFAULT_TOPIC, default_queue_nums, default_queue_nums, rw | Perm.INHERIT)
         self._system(BENCHMARK_TOPIC, 1024, 1024, rw)
-        self._system(cluster_name, 16, 16, rw | (PERM_INHERIT if auto_create else 0))
-        self._system(broker_name, 1, 1, rw | (PERM_INHERIT if auto_create else 0))
+        self._system(cluster_name, 16, 16, rw | (Perm.INHERIT if auto_create else 0))
+        self._system(broker_name, 1, 1, rw | (Perm.INHERIT if auto_create else 0))
         self._system(OFFSET_MOVED_EVENT, 1, 1, rw)
         self._system(SCHEDULE_TOPIC, delay_levels, delay_levels, rw)
         self._system(TIMER_TOPIC, timer_queue_nums, timer_queue_nums, rw)
@@ -144,16 +111,16 @@ class TopicConfigManager:
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int,
                        topic_sys_flag: int = 0) -> Optional[TopicConfig]:
-        """Auto-create ``topic`` from ``default_topic`` (which must carry PERM_INHERIT), as RocketMQ does."""
+        """Auto-create ``topic`` from ``default_topic`` (which must carry Perm.INHERIT), as RocketMQ does."""
         with self._lock:
             existing = self.table.get(topic)
             if existing is not None:
                 return existing
             base = self.table.get(default_topic)
-            if base is None or not base.perm & PERM_INHERIT:
+            if base is None or not base.perm & Perm.INHERIT:
                 return None
             n = max(1, min(queue_nums, base.write_queue_nums))
-            cfg = TopicConfig(topic, n, n, base.perm & ~PERM_INHERIT, topic_sys_flag=topic_sys_flag)
+            cfg = TopicConfig(topic, n, n, base.perm & ~Perm.INHERIT, topic_sys_flag=topic_sys_flag)
             self.table[topic] = cfg
             self.data_version.next()
         log.info("topic_auto_created", topic=topic, queues=cfg.write_queue_nums, default_topic=default_topic)

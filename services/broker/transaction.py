@@ -57,7 +57,7 @@ from rocketmesh.topics import (
     TRANS_OP_HALF_TOPIC,
     TRANS_OP_REMOVE_TAG,
 )
-from rocketmesh.broker.config import PERM_READ, PERM_WRITE
+from rocketmesh.route import PERM_READ_WRITE
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 
@@ -368,7 +368,7 @@ class TransactionProcessor:
 
     def _discard(self, req: RemotingCommand, half: MessageExt, tid: str, times: int,
                  expired: bool) -> RemotingCommand:
-        self.broker.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
+        self.broker.topics.create_system_topic(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ_WRITE)
         moved = self._copy(half, TRANS_CHECK_MAX_TIME_TOPIC, 0, dict(half.properties))
         code, remark = self._decide(half, "DISCARD", moved)
         if code != ResponseCode.SUCCESS:

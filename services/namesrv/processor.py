@@ -43,6 +43,7 @@ Anything else is answered REQUEST_CODE_NOT_SUPPORTED by the server.
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Executor
 from typing import Any, Callable, Optional
 
@@ -51,7 +52,8 @@ import orjson
 from rocketmesh.log import get_logger
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
-from rocketmesh.namesrv.route_info import RouteInfoManager, TopicConfig
+from rocketmesh.namesrv.route_info import RouteInfoManager
+from rocketmesh.route import TopicConfig
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,
@@ -157,7 +159,7 @@ class NamesrvProcessor:
                     raise RequestError(ResponseCode.SYSTEM_ERROR, "topicConfigTable must be an object")
                 try:
                     topic_configs = {
-                        name: TopicConfig.from_json(name, tc if isinstance(tc, dict) else {})
+                        name: TopicConfig.from_json(tc if isinstance(tc, dict) else {}, name)
                         for name, tc in table.items()
                     }
                 except (TypeError, ValueError) as exc:
@@ -208,7 +210,7 @@ class NamesrvProcessor:
                 cmd, ResponseCode.TOPIC_NOT_EXIST, f"no route info of topic {topic!r} in this name server"
             )
         if self.config.order_message_enable:
-            route.order_topic_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+            route = dataclasses.replace(route, order_topic_conf=self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic))
         return ok(cmd, body=route.to_json())
 
     def get_broker_cluster_info(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:

@@ -14,80 +14,15 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
-MASTER_ID = 0
-#: PermName bits.
-PERM_PRIORITY = 0x8
-PERM_READ = 0x4
-PERM_WRITE = 0x2
-PERM_INHERIT = 0x1
+from rocketmesh.route import MASTER_ID, BrokerData, QueueData, TopicConfig, TopicRouteData
 
 
 def now_ms() -> int:
     """Wall-clock milliseconds, the unit of every timestamp here."""
     return int(time.time() * 1000)
-
-
-@dataclass(slots=True)
-class TopicConfig:
-    """A topic as a broker registers it."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    @classmethod
-    def from_json(cls, name: str, d: dict[str, Any]) -> "TopicConfig":
-        """From ``{"topicName", "readQueueNums", "writeQueueNums", "perm", "topicSysFlag", "order"}``."""
-        return cls(
-            topic_name=str(d.get("topicName") or name),
-            read_queue_nums=int(d.get("readQueueNums", 16)),
-            write_queue_nums=int(d.get("writeQueueNums", 16)),
-            perm=int(d.get("perm", PERM_READ | PERM_WRITE)),
-            topic_sys_flag=int(d.get("topicSysFlag", 0)),
-            order=bool(d.get("order", False)),
-        )
-
-
-@dataclass(slots=True)
-class QueueData:
-    """The queues one broker name holds for a topic."""
-
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "readQueueNums": self.read_queue_nums,
-            "writeQueueNums": self.write_queue_nums,
-            "perm": self.perm,
-            "topicSysFlag": self.topic_sys_flag,
-        }
-
-
-@dataclass(slots=True)
-class BrokerData:
-    """A broker name: its cluster and the address of each broker id (0 = master)."""
-
-    cluster: str
-    broker_name: str
-    broker_addrs: dict[int, str] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "cluster": self.cluster,
-            "brokerName": self.broker_name,
-            "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
-        }
 
 
 @dataclass(slots=True)
@@ -108,22 +43,6 @@ class RegisterBrokerResult:
 
     ha_server_addr: Optional[str] = None
     master_addr: Optional[str] = None
-
-
-@dataclass(slots=True)
-class TopicRouteData:
-    """Where a topic lives: its queue datas and the broker datas they name."""
-
-    queue_datas: list[QueueData]
-    broker_datas: list[BrokerData]
-    order_topic_conf: Optional[str] = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "queueDatas": [q.to_json() for q in self.queue_datas],
-            "brokerDatas": [b.to_json() for b in self.broker_datas],
-            "orderTopicConf": self.order_topic_conf,
-        }
 
 
 class RouteInfoManager:
@@ -232,9 +151,7 @@ class RouteInfoManager:
                 del self.topic_queue_table[topic]
 
     def _create_and_update_queue_data(self, broker_name: str, tc: TopicConfig) -> None:
-        self.topic_queue_table.setdefault(tc.topic_name, {})[broker_name] = QueueData(
-            broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag
-        )
+        self.topic_queue_table.setdefault(tc.topic_name, {})[broker_name] = QueueData.of(broker_name, tc)
 
     def is_broker_topic_config_changed(self, broker_addr: str, data_version: Optional[dict[str, Any]]) -> bool:
         """True when the namesrv's data version for ``broker_addr`` differs from ``data_version``."""
@@ -264,7 +181,7 @@ class RouteInfoManager:
             for by_broker in self.topic_queue_table.values():
                 qd = by_broker.get(broker_name)
                 if qd is not None:
-                    qd.perm = qd.perm | PERM_WRITE if writable else qd.perm & ~PERM_WRITE
+                    by_broker[broker_name] = qd.with_write(writable)
                     count += 1
         return count
 
@@ -276,15 +193,10 @@ class RouteInfoManager:
             by_broker = self.topic_queue_table.get(topic)
             if not by_broker:
                 return None
-            queue_datas = [
-                QueueData(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm, q.topic_sys_flag)
-                for _, q in sorted(by_broker.items())
-            ]
-            broker_datas = [
-                BrokerData(bd.cluster, bd.broker_name, dict(bd.broker_addrs))
-                for name in sorted(by_broker)
-                if (bd := self.broker_addr_table.get(name)) is not None
-            ]
+            queue_datas = tuple(q for _, q in sorted(by_broker.items()))  # frozen: shared safely
+            broker_datas = tuple(
+                bd.copy() for name in sorted(by_broker) if (bd := self.broker_addr_table.get(name)) is not None
+            )
         if not broker_datas:
             return None
         return TopicRouteData(queue_datas, broker_datas)

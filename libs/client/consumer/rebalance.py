@@ -22,7 +22,7 @@ from rocketmesh.remoting import RequestCode, ResponseCode
 from rocketmesh.remoting.headers import ConsumerGroupRequestHeader, to_ext
 from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQError
-from rocketmesh.client.route import Perm
+from rocketmesh.route import Perm
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import MessageModel
 

@@ -284,6 +284,12 @@ class MessageStore:
             except Exception:  # noqa: BLE001 - a listener must not fail a stored put
                 log.exception("put_listener_failed")
 
+    @property
+    def put_waits(self) -> bool:
+        """True when a stored put is not durable until :meth:`wait_flushed` says so (SYNC_FLUSH): the
+        one place that knows what durability a put's answer waits for."""
+        return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+
     def wait_flushed(self, offset: int) -> PutMessageStatus:
         """Under SYNC_FLUSH, wait until the commitlog is on disk up to ``offset`` (PUT_OK or
         FLUSH_DISK_TIMEOUT); under ASYNC_FLUSH, PUT_OK at once."""
