@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import collections
 import cProfile
+import itertools
 import os
 import pstats
 import shutil
@@ -50,6 +51,25 @@ from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, Re
 
 TOPIC = "ProducerBench"
 GROUP = "bench-producer"
+#: The topics the modes send to, in turn (``--topics``).
+_topics = itertools.cycle([TOPIC])
+
+
+def next_topic() -> str:
+    """The topic of the next send: ``--topics`` topics in turn (one topic unless asked)."""
+    return next(_topics)
+
+
+def disk_use(path: str) -> int:
+    """Bytes of disk the files under ``path`` take (allocated blocks, not sizes)."""
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:
+                pass
+    return total
 
 
 def free_port() -> int:
@@ -243,7 +263,7 @@ def run_sync(producer: Producer, threads: int, duration: float, body: bytes) -> 
             t0 = clock()
             if t0 >= stop_at:
                 return
-            send(Message(TOPIC, body))
+            send(Message(next_topic(), body))
             mine.append(clock() - t0)
 
     if threads == 1:  # on this thread, so that --profile sees it
@@ -288,7 +308,7 @@ def run_windowed(send: Callable[[], Future], per_send: int, window: int,
 
 
 def run_async(producer: Producer, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
-    return run_windowed(lambda: producer.send_async(Message(TOPIC, body)), 1, window, duration)
+    return run_windowed(lambda: producer.send_async(Message(next_topic(), body)), 1, window, duration)
 
 
 def run_async_auto(namesrv: str, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
@@ -309,7 +329,8 @@ def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tu
         t0 = clock()
         if t0 >= stop_at:
             break
-        producer.send_batch([Message(TOPIC, body) for _ in range(size)])
+        topic = next_topic()
+        producer.send_batch([Message(topic, body) for _ in range(size)])
         lat.append(clock() - t0)
         batches += 1
     return batches * size, clock() - t_start, lat
@@ -318,8 +339,10 @@ def run_batch(producer: Producer, size: int, duration: float, body: bytes) -> tu
 def run_batch_async(producer: Producer, size: int, window: int, duration: float,
                     body: bytes) -> tuple[int, float, list[float]]:
     """Batches of ``size`` with ``window`` batches in flight (latency per batch, msg/s counts messages)."""
-    return run_windowed(lambda: producer.send_batch_async([Message(TOPIC, body) for _ in range(size)]),
-                        size, window, duration)
+    def send() -> Future:
+        topic = next_topic()
+        return producer.send_batch_async([Message(topic, body) for _ in range(size)])
+    return run_windowed(send, size, window, duration)
 
 
 def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> tuple[int, float, list[float]]:
@@ -334,7 +357,7 @@ def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> 
         if wait > 0:
             time.sleep(wait)
         t0 = clock()
-        producer.send(Message(TOPIC, body))
+        producer.send(Message(next_topic(), body))
         lat.append(clock() - t0)
     return total, clock() - t_start, lat
 
@@ -349,7 +372,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--batch", type=int, default=32, help="messages per batch")
     ap.add_argument("--batch-window", type=int, default=32, help="batches in flight for batch-async")
     ap.add_argument("--rate", type=float, default=2000.0, help="paced mode msg/s")
-    ap.add_argument("--queues", type=int, default=8)
+    ap.add_argument("--queues", type=int, default=8, help="queues per topic")
+    ap.add_argument("--topics", type=int, default=1,
+                    help="send to this many topics in turn (each with --queues queues); prints the store's disk use")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="broker config override")
     ap.add_argument("--profile", action="store_true", help="cProfile the main thread of each mode")
     ap.add_argument("--thread-cpu", action="store_true",
@@ -378,15 +403,22 @@ def main(argv: Optional[list[str]] = None) -> int:
         "batch-async": lambda p: run_batch_async(p, args.batch, args.batch_window, args.duration, body),
         "paced": lambda p: run_paced(p, args.rate, args.duration, body),
     }
+    global _topics
+    names = [TOPIC] if args.topics == 1 else [f"{TOPIC}-{i}" for i in range(args.topics)]
+    _topics = itertools.cycle(names)
     try:
         with Admin(namesrv) as admin:
-            admin.create_topic(TOPIC, args.queues, args.queues)
-            admin.wait_topic_route(TOPIC, timeout_s=30)
+            for name in names:
+                admin.create_topic(name, args.queues, args.queues)
+            for name in names:
+                admin.wait_topic_route(name, timeout_s=60)
         with Producer(GROUP, namesrv) as producer:
-            for _ in range(2000):  # warm-up: connections, route, the broker's first files
-                producer.send(Message(TOPIC, body))
-            print(f"body {args.body} B, {args.queues} queues, {args.duration:.0f} s per mode, "
-                  f"namesrv {namesrv}", flush=True)
+            # Warm-up: connections, routes, the broker's first files, every queue's consume-queue file (made
+            # once per queue: with many topics, making them would otherwise be most of a short run).
+            for _ in range(max(2000, 2 * len(names) * args.queues)):
+                producer.send(Message(next_topic(), body))
+            print(f"body {args.body} B, {len(names)} topic(s) x {args.queues} queues, {args.duration:.0f} s per "
+                  f"mode, namesrv {namesrv}", flush=True)
             for mode in args.modes.split(","):
                 run = runners[mode.strip()]
                 prof = cProfile.Profile() if args.profile else None
@@ -407,6 +439,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                     report_thread_cpu(cpu_before, thread_times(list(watched)), n, watched)
                 if prof:
                     pstats.Stats(prof).sort_stats("tottime").print_stats(20)
+            if services is not None and not args.stub:
+                store = os.path.join(services.dir, "store")
+                print(f"store disk use: {disk_use(store) / 2**20:,.0f} MiB (consume queues "
+                      f"{disk_use(os.path.join(store, 'consumequeue')) / 2**20:,.1f} MiB, index "
+                      f"{disk_use(os.path.join(store, 'index')) / 2**20:,.1f} MiB)", flush=True)
     finally:
         if services is not None:
             services.stop()

@@ -31,7 +31,7 @@ class ConsumeQueue:
         self.queue_id = queue_id
         self.file_size = file_size - file_size % CQ_STORE_UNIT_SIZE
         self.queue = MappedFileQueue(os.path.join(root, topic, str(queue_id)), self.file_size,
-                                     preallocate=False)
+                                     preallocate=False, reserve=False)
         #: Commitlog offset just past the last message this queue points to.
         self.max_physic_offset = -1
         #: Byte offset of the first live entry.
@@ -117,7 +117,7 @@ class ConsumeQueue:
             f = files[-1]
             pos = f.wrote_position
             if pos < self.file_size and f.file_from_offset + pos == expected:
-                ENTRY.pack_into(f.mm, pos, phys, size, tags_code)
+                f.write(pos, ENTRY.pack(phys, size, tags_code))
                 f.wrote_position = pos + CQ_STORE_UNIT_SIZE
                 self.max_physic_offset = phys + size
                 return True
@@ -142,7 +142,7 @@ class ConsumeQueue:
                 cur = f.file_from_offset + f.wrote_position
             f = self.queue.get_last_mapped_file(expected)
         pos = f.wrote_position
-        ENTRY.pack_into(f.mm, pos, phys, size, tags_code)
+        f.write(pos, ENTRY.pack(phys, size, tags_code))
         f.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phys + size
         return True
@@ -161,7 +161,7 @@ class ConsumeQueue:
             data = b"".join(entries)
             if pos + len(data) <= self.file_size and f.file_from_offset + pos == first_offset * CQ_STORE_UNIT_SIZE \
                     and ENTRY.unpack_from(data)[0] >= self.max_physic_offset:
-                f.mm[pos:pos + len(data)] = data
+                f.write(pos, data)
                 f.wrote_position = pos + len(data)
                 self.max_physic_offset = end_phys
                 return
@@ -170,11 +170,11 @@ class ConsumeQueue:
             self.put(*unpack(entry), first_offset + i)
 
     def _pad(self, f, upto_rel: int) -> None:
-        blank = ENTRY.pack(0, BLANK_SIZE, 0)
         pos = f.wrote_position
-        while pos < upto_rel:
-            f.mm[pos:pos + CQ_STORE_UNIT_SIZE] = blank
-            pos += CQ_STORE_UNIT_SIZE
+        if pos < upto_rel:
+            n = -(-(upto_rel - pos) // CQ_STORE_UNIT_SIZE)
+            f.write(pos, ENTRY.pack(0, BLANK_SIZE, 0) * n)
+            pos += n * CQ_STORE_UNIT_SIZE
         f.wrote_position = pos
 
     # --- reading ---

@@ -142,6 +142,7 @@ class DispatchLink:
             return None
         self.cell[0] = final_end
         self._stopping = True
+        log.info("dispatch_worker_stopping", final_end=final_end)
         reached = None
         try:
             reached = self.request("stop", final_end, timeout_s)

@@ -18,6 +18,7 @@ the worker flushes what it built and exits.
 
 from __future__ import annotations
 
+import os
 import select
 import signal
 import sys
@@ -53,6 +54,10 @@ WATCH_S = 0.1
 LOOK_S = 0.005
 
 
+class BrokerGone(Exception):
+    """The broker process that started this worker has exited."""
+
+
 class DispatchWorker:
     """Recovers the queues and index, then dispatches new records until told to stop."""
 
@@ -68,6 +73,8 @@ class DispatchWorker:
         self._arrived: dict[tuple[str, int], int] = {}
         self._reported = 0
         self._last_report = 0.0
+        #: The broker that started us: should it die, we stop rather than write on behind its back.
+        self._parent = os.getppid()
 
     def recover(self, end: int) -> None:
         """Drop entries past ``end``, rebuild from the checkpoint up to ``end``, report ``ready``."""
@@ -93,6 +100,8 @@ class DispatchWorker:
         dispatch = self.dispatcher.dispatch
         pending = self._arrived
         while self.reput < end:
+            if os.getppid() != self._parent:
+                raise BrokerGone(f"the broker (pid {self._parent}) is gone")
             records, nxt, clean = read(self.reput)
             if records:
                 for topic, queue_id, max_offset in dispatch(records):
@@ -117,8 +126,14 @@ class DispatchWorker:
         self._last_report = time.monotonic()
         self.conn.send(("arrived", arrived, self.reput))
 
-    def flush(self) -> None:
-        self.dispatcher.flush()
+    def flush(self, thorough: bool = True) -> None:
+        """Flush consume queues and index (RocketMQ's FlushConsumeQueueService). A regular turn syncs
+        only queues with ``flushConsumeQueueLeastPages`` dirty pages, so thousands of queues that
+        each took a few entries do not cost a sync each every second; a thorough one syncs every
+        queue, and only then may the checkpoint say everything up to here is dispatched."""
+        self.dispatcher.flush(0 if thorough else self.config.flush_consume_queue_least_pages)
+        if not thorough:
+            return
         cp = self.checkpoint
         if cp.dispatched_phy_offset != self.reput:
             cp.dispatched_phy_offset = self.reput
@@ -128,6 +143,7 @@ class DispatchWorker:
     def loop(self) -> None:
         conn = self.conn
         next_flush = time.monotonic() + self._flush_interval
+        next_thorough = time.monotonic() + self.config.flush_consume_queue_thorough_interval / 1000
         last_data = 0.0
         while True:
             end = self.cell[0]
@@ -156,10 +172,16 @@ class DispatchWorker:
                 log.warning("dispatch_worker_orphaned")
                 self.flush()
                 return
+            if os.getppid() != self._parent:
+                log.warning("dispatch_worker_orphaned")
+                return
             now = time.monotonic()
             if now >= next_flush:
-                self.flush()
+                thorough = now >= next_thorough
+                self.flush(thorough)
                 next_flush = now + self._flush_interval
+                if thorough:
+                    next_thorough = now + self.config.flush_consume_queue_thorough_interval / 1000
 
     def handle(self, msg: tuple) -> bool:
         """One command from the broker; False when the worker should exit."""
@@ -207,6 +229,9 @@ def main(argv: list[str]) -> int:
     try:
         worker.recover(end)
         worker.loop()
+    except BrokerGone as exc:
+        log.warning("dispatch_worker_orphaned", reason=str(exc), offset=worker.reput)
+        return 1
     except Exception:  # noqa: BLE001 - logged; the broker sees the connection close and restarts us
         log.exception("dispatch_worker_failed", offset=worker.reput)
         return 1

@@ -157,9 +157,14 @@ class Dispatcher:
         cq.put_run(first, entries, end_phys)
         touched[cq] = nxt
 
-    def flush(self) -> None:
+    def flush(self, least_pages: int = 0) -> None:
+        """Sync the index, and each consume queue with at least ``least_pages`` dirty pages (0: all of
+        every queue)."""
         for cq in list(self.queues.values()):
-            cq.flush_all()
+            if least_pages:
+                cq.flush(least_pages)
+            else:
+                cq.flush_all()
         self.index.flush()
 
     def delete_expired(self, commitlog_min_offset: int) -> dict[tuple[str, int], int]:
