@@ -4,10 +4,10 @@ repository, its commands share option names, and the package ships what it says.
 from __future__ import annotations
 
 import re
+import shutil
 import signal
 import subprocess
 import sys
-import time
 import zipfile
 from pathlib import Path
 
@@ -84,7 +84,11 @@ def test_the_default_data_dir_is_ignored_by_git() -> None:
 
 
 def test_the_wheel_ships_type_hints_and_the_apache_license(tmp_path: Path) -> None:
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(ROOT)],
+    # Built from a copy: setuptools leaves a build/ folder in the tree it builds.
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__",
+                                                                 "rocketmesh-data", ".pytest_cache"))
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(source)],
                            capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     (wheel,) = tmp_path.glob("rocketmesh-*.whl")
