@@ -28,7 +28,7 @@ import time
 
 import zmq
 
-from rocketmesh import cpu_latency
+from rocketmesh.broker import cpu_latency
 
 
 def free_port() -> int:

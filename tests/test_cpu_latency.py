@@ -9,7 +9,8 @@ from typing import Callable
 import pytest
 
 from procs import BrokerProcess, NamesrvProcess
-from rocketmesh import Admin, cpu_latency
+from rocketmesh import Admin
+from rocketmesh.broker import cpu_latency
 
 #: Whether this machine lets us make the request (Linux, root); the tests check the other branch elsewhere.
 CAN_REQUEST = os.access(cpu_latency.DEVICE, os.W_OK)

@@ -8,8 +8,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
-from rocketmesh import __version__, cpu_latency
-from rocketmesh.cpu_latency import CpuLatencyRequest
+from rocketmesh import __version__
+from rocketmesh.broker import cpu_latency
+from rocketmesh.broker.cpu_latency import CpuLatencyRequest
 from rocketmesh.log import get_logger
 from rocketmesh.remoting import (
     RemotingClient,
