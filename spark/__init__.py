@@ -20,13 +20,13 @@ from typing import Optional
 
 from pyspark.sql import SparkSession
 
-from rocketmesh.spark.listener import OffsetCommitListener
+from rocketmesh.spark.listener import OffsetCommitListener, commit_last_batch
 from rocketmesh.spark.options import OptionError, SinkOptions, SourceOptions
 from rocketmesh.spark.schema import ARROW_SCHEMA, SCHEMA
 from rocketmesh.spark.source import RocketMeshDataSource
 
 __all__ = ["ARROW_SCHEMA", "OffsetCommitListener", "OptionError", "RocketMeshDataSource", "SCHEMA", "SinkOptions",
-           "SourceOptions", "register"]
+           "SourceOptions", "commit_last_batch", "register"]
 
 _registered: dict[int, OffsetCommitListener] = {}
 _lock = threading.Lock()

@@ -15,7 +15,7 @@ import threading
 from typing import Optional
 
 import orjson
-from pyspark.sql.streaming import StreamingQueryListener
+from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
 from pyspark.sql.streaming.listener import (
     QueryIdleEvent,
     QueryProgressEvent,
@@ -34,15 +34,23 @@ log = get_logger("spark", component="listener")
 COMMIT_TIMEOUT_MS = 3000
 
 
-def source_offsets(end_offset: Optional[str]) -> Optional[dict]:
+def source_offsets(end_offset: Optional[str | dict]) -> Optional[dict]:
     """A source's reported end offset, when it is this source's (else None)."""
     if not end_offset:
         return None
     try:
-        data = orjson.loads(end_offset)
+        data = orjson.loads(end_offset) if isinstance(end_offset, str) else end_offset
     except orjson.JSONDecodeError:
         return None
     return data if isinstance(data, dict) and data.get("source") == SOURCE_TAG else None
+
+
+def worth_committing(start_offset: Optional[str | dict], end: dict, rows: int) -> bool:
+    """Whether a trigger's end offsets are new: a trigger that read nothing and moved no offset has
+    nothing to commit. Skipping it also keeps the late event of a query that was stopped from undoing an
+    admin's reset of the group since."""
+    start = source_offsets(start_offset)
+    return not (rows == 0 and (start is None or start == end))
 
 
 class OffsetCommitListener(StreamingQueryListener):
@@ -82,15 +90,33 @@ class OffsetCommitListener(StreamingQueryListener):
             offset = source_offsets(source.endOffset)
             if offset is None:
                 continue
-            start = source_offsets(source.startOffset)
-            # A trigger that read nothing and moved no offset has nothing new to commit. Skipping it also keeps
-            # the late event of a query that was stopped from undoing an admin's reset of the group since.
-            if source.numInputRows == 0 and (start is None or start == offset):
-                continue
-            self.commit(offset)
+            if worth_committing(source.startOffset, offset, source.numInputRows):
+                self.commit(offset)
 
     def onQueryIdle(self, event: QueryIdleEvent) -> None:
         """Nothing: an idle query has committed its last batch already."""
 
     def onQueryTerminated(self, event: QueryTerminatedEvent) -> None:
         """Nothing: the last finished batch was committed when it finished."""
+
+
+def commit_last_batch(query: StreamingQuery, listener: Optional[OffsetCommitListener] = None) -> int:
+    """Commit now the end offsets of ``query``'s last micro-batch that read something; returns how many
+    sources were committed.
+
+    Listener events reach the driver's Python asynchronously: a job that exits as soon as its query ends
+    (Trigger.AvailableNow, or after ``query.stop()``) can exit before the last one is handled, leaving its
+    group one batch behind. Such a job calls this after the query has ended.
+    """
+    listener = listener or OffsetCommitListener()
+    for progress in reversed(query.recentProgress):
+        offsets = []
+        for src in progress.get("sources", []):
+            end = source_offsets(src.get("endOffset"))
+            if end is not None and worth_committing(src.get("startOffset"), end, int(src.get("numInputRows") or 0)):
+                offsets.append(end)
+        if offsets:
+            for offset in offsets:
+                listener.commit(offset)
+            return len(offsets)
+    return 0

@@ -441,6 +441,8 @@ def test_merchant_totals_job_writes_closed_windows_and_alerts(spark, ns, admin, 
                           "--output", str(tmp_path / "totals"), "--checkpoint", str(tmp_path / "cp"),
                           "--alerts-topic", alerts_topic, "--alert-amount", str(threshold), "--window", "1 minute",
                           "--watermark", "0 seconds", "--available-now"])
+    # The job committed its last batch before returning: its group shows no lag at once.
+    assert lag_is_zero(admin, "spark-merchants", topic) and lag_is_zero(admin, "spark-merchants-alerts", topic)
 
     rows = spark.read.parquet(str(tmp_path / "totals")).collect()
     got = {(int(r.window_start.timestamp() * 1000 - start_ms) // 60_000, r.merchant): (r.orders, r.amount) for r in rows}

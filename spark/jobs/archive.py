@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Optional, Sequence
 
-from rocketmesh.spark.jobs.common import add_source_args, session, source_options, trigger
+from rocketmesh.spark.jobs.common import add_source_args, run, session, source_options, trigger
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
@@ -25,7 +25,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     query = (messages.writeStream.format("parquet").option("path", args.output)
              .option("checkpointLocation", args.checkpoint).trigger(**trigger(args)).start())
     print(f"archiving {args.topic} to {args.output} (query {query.id})", flush=True)
-    query.awaitTermination()
+    run(spark, [query], args.available_now)
 
 
 if __name__ == "__main__":

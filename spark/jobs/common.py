@@ -8,8 +8,10 @@ import sys
 from typing import Optional
 
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 import rocketmesh.spark
+from rocketmesh.spark.listener import commit_last_batch
 from rocketmesh.client.instance import NAMESRV_ADDR_ENV
 
 
@@ -55,3 +57,20 @@ def source_options(args: argparse.Namespace, group: Optional[str] = None) -> dic
 def trigger(args: argparse.Namespace) -> dict:
     """The writeStream trigger keyword arguments."""
     return {"availableNow": True} if args.available_now else {"processingTime": f"{args.trigger_seconds} seconds"}
+
+
+def run(spark: SparkSession, queries: list[StreamingQuery], available_now: bool) -> None:
+    """Wait for the job's queries: each to its end (AvailableNow), else until one fails or Ctrl-C. Then stop
+    them and commit each one's last batch to its group before the process exits (listener events are
+    asynchronous; the last one could be lost with the process)."""
+    try:
+        if available_now:
+            for query in queries:
+                query.awaitTermination()
+        else:
+            spark.streams.awaitAnyTermination()  # a query that fails ends the job (and raises its error)
+    finally:
+        for query in queries:
+            if query.isActive:
+                query.stop()
+            commit_last_batch(query)

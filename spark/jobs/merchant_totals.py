@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from rocketmesh.spark.jobs.common import add_source_args, session, source_options, trigger
+from rocketmesh.spark.jobs.common import add_source_args, run, session, source_options, trigger
 
 EVENT = StructType([
     StructField("order_id", StringType()),
@@ -67,11 +67,7 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
                  .option("topic", args.alerts_topic).option("checkpointLocation", f"{args.checkpoint}/alerts")
                  .trigger(**trigger(args)).start())
     print(f"merchant totals of {args.topic} to {args.output}, alerts to {args.alerts_topic}", flush=True)
-    if args.available_now:
-        for query in (to_parquet, to_alerts):
-            query.awaitTermination()
-    else:
-        spark.streams.awaitAnyTermination()  # a query that fails ends the job (and raises its error)
+    run(spark, [to_parquet, to_alerts], args.available_now)
 
 
 if __name__ == "__main__":
