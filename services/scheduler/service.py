@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 import orjson
 
-from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
 from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
 from rocketmesh.client.errors import MQError
@@ -70,10 +70,8 @@ class ScheduleService:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
         self.instance_name = instance_name_of(config, "scheduler")
-        self.core = system_group_core(config, self.instance_name)
-        self.core.deliver = self._on_pulled
-        self.core.can_pull = self._flow_control
-        self.core.on_queue_removed = self._forget
+        self.core = system_group_core(config, self.instance_name, ConsumerHooks(
+            deliver=self._on_pulled, can_pull=self._flow_control, on_queue_removed=self._forget))
         self.core.subscribe(SCHEDULE_TOPIC, system=True)
         self.core.subscribe(TIMER_TOPIC, system=True)
         self.server = status_server(config, "scheduler", self.status)

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any, Optional
 
-from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, PullRequest, make_subscription
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest, make_subscription
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
@@ -56,10 +56,8 @@ class TxnCheckerService:
     def __init__(self, config: TxnCheckerConfig) -> None:
         self.config = config
         self.instance_name = instance_name_of(config, "txn-checker")
-        self.core = system_group_core(config, self.instance_name)
-        self.core.deliver = self._on_pulled
-        self.core.can_pull = self._flow_control
-        self.core.on_queue_removed = self._on_queue_removed
+        self.core = system_group_core(config, self.instance_name, ConsumerHooks(
+            deliver=self._on_pulled, can_pull=self._flow_control, on_queue_removed=self._on_queue_removed))
         self.core.subscribe(TRANS_HALF_TOPIC, system=True)
         self._op_subscription = make_subscription(TRANS_OP_HALF_TOPIC, system=True)
         self.server = status_server(config, "txn-checker", self.status)

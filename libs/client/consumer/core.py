@@ -27,10 +27,11 @@ from rocketmesh.log import get_logger
 from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
 from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
-from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
+from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.validators import check_group, check_topic
+from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -52,16 +53,25 @@ PULL_DELAY_WHEN_SUSPENDED_MS = 1000
 DEFAULT_OFFSET_STORE_DIR = os.path.join(os.path.expanduser("~"), ".rocketmesh_offsets")
 
 
-def _enum(cls: Any, value: Any) -> Any:
-    """``value`` as a member of ``cls``: a member, its value or its name."""
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, str) and value.upper() in cls.__members__:
-        return cls.__members__[value.upper()]
-    try:
-        return cls(value)
-    except ValueError:
-        raise MQClientError(f"{value!r} is not one of {', '.join(cls.__members__)}") from None
+def _nothing(*_: Any) -> None:
+    """The default of an optional hook."""
+
+
+@dataclass(frozen=True)
+class ConsumerHooks:
+    """What a consumer built on the core supplies, given to the core when it is made.
+
+    ``deliver(request, messages)``: the messages are in the queue's ProcessQueue; hand them on.
+    ``can_pull(request) -> delay_ms``: 0 to pull now, else how long to wait (flow control).
+    ``on_queue_removed(mq, pq)``: a queue went to another client (or the consumer stops).
+    ``periodic()``: called often from the core's task thread.
+    All run on client threads and must not block.
+    """
+
+    deliver: Callable[["PullRequest", list[MessageExt]], None]
+    can_pull: Callable[["PullRequest"], float]
+    on_queue_removed: Callable[[MessageQueue, ProcessQueue], None] = _nothing
+    periodic: Callable[[], None] = _nothing
 
 
 def make_subscription(topic: str, expression: Optional[str] = "*", sql: Optional[str] = None, *,
@@ -153,48 +163,39 @@ class _Scheduler:
 
 
 class ConsumerCore:
-    """The machinery behind :class:`PushConsumer` and :class:`PullConsumer` (see the module docstring).
+    """The machinery behind :class:`PushConsumer`, :class:`PullConsumer` and the system groups of the
+    scheduler and the txn-checker (see the module docstring): settled by its ``options``, told what to
+    do with what it pulls by its ``hooks``.
 
-    The front-end supplies ``deliver(request, messages)`` (messages were put in
-    the queue's ProcessQueue; hand them on) and ``can_pull(request) -> delay_ms``
-    (0 to pull now, else how long to wait: flow control).
+    ``consume_type`` is what heartbeats report (CONSUME_PASSIVELY: a listener is pushed messages;
+    CONSUME_ACTIVELY: the application pulls). ``auto_commit``: the core copies consumption progress
+    to the offset store on its own (periodically, with pulls, when a queue goes, on shutdown), as the
+    push consumer wants; a front-end that commits itself (the PullConsumer) turns it off.
     """
 
-    consume_type = "CONSUME_PASSIVELY"
-
-    def __init__(self, group: str, namesrv: Any, *, message_model: MessageModel | str,
-                 consume_from: ConsumeFromWhere | str, consume_timestamp: Optional[int],
-                 allocate: AllocateStrategy | str | None, orderly: bool, pull_batch_size: int,
-                 pull_interval_ms: int, broker_suspend_max_time_ms: int, consumer_timeout_ms_when_suspend: int,
-                 persist_consumer_offset_interval_ms: int, rebalance_interval_ms: int,
-                 offset_store_dir: Optional[str], instance_options: dict[str, Any]) -> None:
+    def __init__(self, group: str, namesrv: Any, options: ConsumerOptions, hooks: ConsumerHooks, *,
+                 orderly: bool = False, consume_type: str = "CONSUME_PASSIVELY", auto_commit: bool = True) -> None:
         check_group(group)
         self.group = group
         #: ``%RETRY%<group>``: where the broker puts the group's failed messages for another try.
         self.retry_topic = retry_topic(group)
-        self.message_model = _enum(MessageModel, message_model)
-        self.consume_from = _enum(ConsumeFromWhere, consume_from)
-        #: CONSUME_FROM_TIMESTAMP starts here; RocketMQ's default is half an hour ago.
-        self.consume_timestamp = consume_timestamp if consume_timestamp is not None else int(time.time() * 1000) - 1_800_000
-        if allocate is None:
-            allocate = AllocateAveragely()
-        elif isinstance(allocate, str):
-            allocate = strategy_by_name(allocate)
-        self.allocate = allocate
+        self.options = options
+        self.hooks = hooks
+        self.consume_type = consume_type
+        self.message_model: MessageModel = options.message_model  # type: ignore[assignment]
+        self.consume_from: ConsumeFromWhere = options.consume_from  # type: ignore[assignment]
+        self.consume_timestamp: int = options.consume_timestamp  # type: ignore[assignment]
+        self.allocate: AllocateStrategy = options.allocate  # type: ignore[assignment]
         self.orderly = orderly
-        if not 1 <= pull_batch_size <= 1024:
-            raise MQClientError(f"pull_batch_size must be within 1..1024, got {pull_batch_size}")
-        self.pull_batch_size = pull_batch_size
-        self.pull_interval_ms = pull_interval_ms
-        self.broker_suspend_max_time_ms = broker_suspend_max_time_ms
-        self.consumer_timeout_ms_when_suspend = consumer_timeout_ms_when_suspend
-        if broker_suspend_max_time_ms >= consumer_timeout_ms_when_suspend:
-            raise MQClientError("broker_suspend_max_time_ms must be less than consumer_timeout_ms_when_suspend")
-        self.persist_interval_s = persist_consumer_offset_interval_ms / 1000.0
-        self.rebalance_interval_s = rebalance_interval_ms / 1000.0
-        self.offset_store_dir = offset_store_dir or DEFAULT_OFFSET_STORE_DIR
+        self.pull_batch_size = options.pull_batch_size
+        self.pull_interval_ms = options.pull_interval_ms
+        self.broker_suspend_max_time_ms = options.broker_suspend_max_time_ms
+        self.consumer_timeout_ms_when_suspend = options.consumer_timeout_ms_when_suspend
+        self.persist_interval_s = options.persist_consumer_offset_interval_ms / 1000.0
+        self.rebalance_interval_s = options.rebalance_interval_ms / 1000.0
+        self.offset_store_dir = options.offset_store_dir or DEFAULT_OFFSET_STORE_DIR
         self.namesrv = namesrv
-        self.instance_options = instance_options
+        self.instance_options = options.instance_options()
         self.subscriptions: dict[str, SubscriptionData] = {}
         self.instance: Optional[ClientInstance] = None
         self.offset_store: Optional[OffsetStore] = None
@@ -205,20 +206,13 @@ class ConsumerCore:
         self.paused = False
         #: False when queues are assigned by hand (PullConsumer.assign): no rebalance then.
         self.use_rebalance = True
-        #: Copy consumption progress to the offset store on its own (periodically, with pulls, when a
-        #: queue goes, on shutdown). The push consumer does; the PullConsumer commits from poll()/commit().
-        self.auto_commit = True
+        self.auto_commit = auto_commit
         self._tasks: Optional[threading.Thread] = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._rebalance_requested = True
         #: Pull requests by queue, for seeks and resets.
         self.requests: dict[MessageQueue, PullRequest] = {}
-        # Hooks the front-end sets.
-        self.deliver: Callable[[PullRequest, list[MessageExt]], None] = lambda req, msgs: None
-        self.can_pull: Callable[[PullRequest], float] = lambda req: 0
-        self.on_queue_removed: Callable[[MessageQueue, ProcessQueue], None] = lambda mq, pq: None
-        self.periodic: Callable[[], None] = lambda: None
 
     # --- subscriptions ---
 
@@ -376,7 +370,7 @@ class ConsumerCore:
                 if self.orderly and self.message_model is MessageModel.CLUSTERING and now >= next_lock:
                     next_lock = now + 20.0
                     self.rebalance.lock_all()
-                self.periodic()
+                self.hooks.periodic()
             except Exception:  # noqa: BLE001
                 log.exception("consumer_task_failed", group=self.group)
             wait = min(next_rebalance if self.use_rebalance else next_persist, next_persist) - time.monotonic()
@@ -398,7 +392,7 @@ class ConsumerCore:
 
     def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         self.requests.pop(mq, None)
-        self.on_queue_removed(mq, pq)
+        self.hooks.on_queue_removed(mq, pq)
         if self.offset_store is not None:
             if self.auto_commit and pq.committed_offset >= 0:
                 self.offset_store.update(mq, pq.committed_offset, False)
@@ -448,7 +442,7 @@ class ConsumerCore:
         if self.paused:
             self.scheduler.call_later(PULL_DELAY_WHEN_SUSPENDED_MS, lambda: self.pull(req))
             return
-        delay = self.can_pull(req)
+        delay = self.hooks.can_pull(req)
         if delay > 0:
             self.scheduler.call_later(delay, lambda: self.pull(req))
             return
@@ -507,7 +501,7 @@ class ConsumerCore:
             msgs = result.messages
             if msgs:
                 pq.put_messages(msgs)
-                self.deliver(req, msgs)
+                self.hooks.deliver(req, msgs)
             else:
                 pq.advance_committed(result.next_begin_offset)
             if next_sent:
@@ -571,6 +565,6 @@ class ConsumerCore:
                 if pq is not None:
                     pq.dropped = True
                     pq.clear()
-                    self.on_queue_removed(mq, pq)
+                    self.hooks.on_queue_removed(mq, pq)
         self.persist_offsets(list(offsets))
         self.rebalance_now()

@@ -19,17 +19,16 @@ import queue as queue_mod
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQClientError
-from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest
+from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, ConsumerHooks, PullRequest
+from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.rebalance import subscribe_queues
-from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 
 _MiB = 1024 * 1024
 
@@ -41,56 +40,26 @@ class _Batch:
 
 
 class PullConsumer:
-    """See the module docstring. Settings are RocketMQ's DefaultLitePullConsumer ones, snake_case."""
+    """See the module docstring. Settings are RocketMQ's DefaultLitePullConsumer ones, snake_case: give
+    them as keywords (``pull_batch_size=32``) or as ``options=PullConsumerOptions(...)``; each is checked
+    here, MQClientError naming what is wrong."""
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str | Sequence[str] | None = None,
-        *,
-        message_model: MessageModel | str = MessageModel.CLUSTERING,
-        consume_from: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: Optional[int] = None,
-        allocate: AllocateStrategy | str | None = None,
-        auto_commit: bool = True,
-        auto_commit_interval_ms: int = 5000,
-        pull_batch_size: int = 10,
-        pull_threshold_for_queue: int = 1000,
-        pull_threshold_size_for_queue: int = 100,
-        pull_threshold_for_all: int = 10_000,
-        poll_timeout_ms: int = 5000,
-        rebalance_interval_ms: int = 20_000,
-        broker_suspend_max_time_ms: int = 15_000,
-        consumer_timeout_ms_when_suspend: int = 30_000,
-        offset_store_dir: Optional[str] = None,
-        instance_name: Optional[str] = None,
-        heartbeat_broker_interval_ms: int = 30_000,
-        poll_name_server_interval_ms: int = 30_000,
-    ) -> None:
-        if auto_commit_interval_ms < 1000:
-            raise MQClientError("auto_commit_interval_ms must be at least 1000")
-        self.auto_commit = auto_commit
-        self.auto_commit_interval_s = auto_commit_interval_ms / 1000.0
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue * _MiB
-        self.pull_threshold_for_all = pull_threshold_for_all
-        self.poll_timeout_ms = poll_timeout_ms
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
+                 options: Optional[PullConsumerOptions] = None, **settings: Any) -> None:
+        o: PullConsumerOptions = options_from(PullConsumerOptions, options, settings)
+        #: The settings (see PullConsumerOptions for each one's meaning and default).
+        self.options = o
+        self.auto_commit = o.auto_commit
+        self.auto_commit_interval_s = o.auto_commit_interval_ms / 1000.0
+        # The core persists only what it is given: with auto commit, poll() hands it what earlier polls
+        # returned every auto_commit_interval_ms; without, commit() does. So the core never commits on its
+        # own here, and a batch the application is still working on is never committed.
+        core_options = o.replace(pull_interval_ms=0, persist_consumer_offset_interval_ms=(
+            o.auto_commit_interval_ms if o.auto_commit else 3_600_000))
         self._core = ConsumerCore(
-            group, namesrv, message_model=message_model, consume_from=consume_from,
-            consume_timestamp=consume_timestamp, allocate=allocate, orderly=False, pull_batch_size=pull_batch_size,
-            pull_interval_ms=0, broker_suspend_max_time_ms=broker_suspend_max_time_ms,
-            consumer_timeout_ms_when_suspend=consumer_timeout_ms_when_suspend,
-            persist_consumer_offset_interval_ms=auto_commit_interval_ms if auto_commit else 3_600_000,
-            rebalance_interval_ms=rebalance_interval_ms, offset_store_dir=offset_store_dir,
-            instance_options=dict(instance_name=instance_name, heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
-                                  poll_name_server_interval_ms=poll_name_server_interval_ms))
-        self._core.consume_type = "CONSUME_ACTIVELY"
-        self._core.deliver = self._deliver
-        self._core.can_pull = self._flow_control
-        self._core.on_queue_removed = self._on_queue_removed
-        # The core never commits on its own here: poll() commits what earlier polls returned (auto
-        # commit), or commit() does, so a batch the application is still working on is never committed.
-        self._core.auto_commit = False
+            group, namesrv, core_options,
+            ConsumerHooks(deliver=self._deliver, can_pull=self._flow_control, on_queue_removed=self._on_queue_removed),
+            consume_type="CONSUME_ACTIVELY", auto_commit=False)
         self._cache: queue_mod.SimpleQueue[_Batch] = queue_mod.SimpleQueue()
         self._cached = 0
         self._assigned: Optional[list[MessageQueue]] = None
@@ -187,7 +156,7 @@ class PullConsumer:
         if self.auto_commit and time.monotonic() >= self._next_auto_commit:
             self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
             self._commit_consumed()
-        timeout = (self.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
+        timeout = (self.options.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -212,9 +181,10 @@ class PullConsumer:
 
     def _flow_control(self, req: PullRequest) -> float:
         pq = req.pq
-        if self._cached > self.pull_threshold_for_all:
+        o = self.options
+        if self._cached > o.pull_threshold_for_all:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
-        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+        if pq.msg_count > o.pull_threshold_for_queue or pq.msg_size > o.pull_threshold_size_for_queue * _MiB:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
         return 0
 

@@ -45,82 +45,34 @@ import time
 from typing import Any, Optional, Sequence
 
 from rocketmesh.filter import SubscriptionData
-from rocketmesh.message import MessageQueue
+from rocketmesh.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.validators import check_group
 from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
-from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, PullRequest, make_subscription
-from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
+from rocketmesh.client.consumer.core import (
+    PULL_DELAY_WHEN_FLOW_CONTROL_MS,
+    ConsumerCore,
+    ConsumerHooks,
+    PullRequest,
+    make_subscription,
+)
+from rocketmesh.client.consumer.options import PushConsumerOptions, options_from
+from rocketmesh.client.consumer.types import MessageModel
 
 _MiB = 1024 * 1024
 
 
 class PushConsumer:
-    """See the module docstring. Settings are RocketMQ's DefaultMQPushConsumer ones, snake_case."""
+    """See the module docstring. Settings are RocketMQ's DefaultMQPushConsumer ones, snake_case: give
+    them as keywords (``consume_thread_nums=4``) or as ``options=PushConsumerOptions(...)``; each is
+    checked here, MQClientError naming what is wrong."""
 
-    def __init__(
-        self,
-        group: str,
-        namesrv: str | Sequence[str] | None = None,
-        *,
-        message_model: MessageModel | str = MessageModel.CLUSTERING,
-        consume_from: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        consume_timestamp: Optional[int] = None,
-        allocate: AllocateStrategy | str | None = None,
-        consume_thread_nums: int = 20,
-        consume_message_batch_max_size: int = 1,
-        pull_batch_size: int = 32,
-        pull_interval_ms: int = 0,
-        pull_threshold_for_queue: int = 1000,
-        pull_threshold_size_for_queue: int = 100,
-        consume_concurrently_max_span: int = 2000,
-        max_reconsume_times: int = -1,
-        consume_timeout: float = 15,
-        suspend_current_queue_time_ms: int = 1000,
-        persist_consumer_offset_interval_ms: int = 5000,
-        rebalance_interval_ms: int = 20_000,
-        broker_suspend_max_time_ms: int = 15_000,
-        consumer_timeout_ms_when_suspend: int = 30_000,
-        offset_store_dir: Optional[str] = None,
-        instance_name: Optional[str] = None,
-        heartbeat_broker_interval_ms: int = 30_000,
-        poll_name_server_interval_ms: int = 30_000,
-    ) -> None:
-        if not 1 <= consume_message_batch_max_size <= 1024:
-            raise MQClientError("consume_message_batch_max_size must be within 1..1024")
-        if not 1 <= consume_thread_nums <= 1000:
-            raise MQClientError("consume_thread_nums must be within 1..1000")
-        if not 1 <= pull_threshold_for_queue <= 65535:
-            raise MQClientError("pull_threshold_for_queue must be within 1..65535")
-        if not 1 <= pull_threshold_size_for_queue <= 1024:
-            raise MQClientError("pull_threshold_size_for_queue (MiB) must be within 1..1024")
-        if not 1 <= consume_concurrently_max_span <= 65535:
-            raise MQClientError("consume_concurrently_max_span must be within 1..65535")
-        if (isinstance(max_reconsume_times, bool) or not isinstance(max_reconsume_times, int)
-                or max_reconsume_times < -1):
-            raise MQClientError("max_reconsume_times must be an integer >= 0, or -1 for the default")
-        if isinstance(consume_timeout, bool) or not isinstance(consume_timeout, (int, float)) or consume_timeout <= 0:
-            raise MQClientError("consume_timeout (minutes) must be a number > 0")
-        self._opts = dict(consume_thread_nums=consume_thread_nums, batch=consume_message_batch_max_size)
-        self.pull_threshold_for_queue = pull_threshold_for_queue
-        self.pull_threshold_size_for_queue = pull_threshold_size_for_queue * _MiB
-        self.consume_concurrently_max_span = consume_concurrently_max_span
-        #: -1 means RocketMQ's default: the group's retryMaxTimes (16) for concurrent consumers, no limit
-        #: for orderly ones.
-        self.max_reconsume_times = max_reconsume_times
-        #: Minutes a concurrent listener may hold a message before it is handed back for a retry.
-        self.consume_timeout = consume_timeout
-        self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
-        self._core_args = dict(
-            message_model=message_model, consume_from=consume_from, consume_timestamp=consume_timestamp,
-            allocate=allocate, pull_batch_size=pull_batch_size, pull_interval_ms=pull_interval_ms,
-            broker_suspend_max_time_ms=broker_suspend_max_time_ms,
-            consumer_timeout_ms_when_suspend=consumer_timeout_ms_when_suspend,
-            persist_consumer_offset_interval_ms=persist_consumer_offset_interval_ms,
-            rebalance_interval_ms=rebalance_interval_ms, offset_store_dir=offset_store_dir,
-            instance_options=dict(instance_name=instance_name, heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
-                                  poll_name_server_interval_ms=poll_name_server_interval_ms))
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
+                 options: Optional[PushConsumerOptions] = None, **settings: Any) -> None:
+        check_group(group)
+        #: The settings (see PushConsumerOptions for each one's meaning and default).
+        self.options: PushConsumerOptions = options_from(PushConsumerOptions, options, settings)
         self.group = group
         self.namesrv = namesrv
         self._subs: list[tuple[str, Optional[str], Optional[str]]] = []
@@ -128,8 +80,6 @@ class PushConsumer:
         self._orderly = False
         self._core: Optional[ConsumerCore] = None
         self._service: Any = None
-        # Validate the group and the settings now, not at start().
-        ConsumerCore(group, namesrv, orderly=False, **self._core_args)
 
     # --- configuration ---
 
@@ -164,22 +114,22 @@ class PushConsumer:
             raise MQClientError("no listener: call register_listener(fn) before start()")
         if not self._subs:
             raise MQClientError("no subscription: call subscribe(topic, expression) before start()")
-        core = ConsumerCore(self.group, self.namesrv, orderly=self._orderly, **self._core_args)
+        o = self.options
+        core = ConsumerCore(self.group, self.namesrv, o,
+                            ConsumerHooks(deliver=self._deliver, can_pull=self._flow_control, periodic=self._periodic),
+                            orderly=self._orderly)
         for topic, expression, sql in self._subs:
             core.subscribe(topic, expression, sql)
         if core.message_model is MessageModel.CLUSTERING:
             core.subscribe(core.retry_topic, "*")
         if self._orderly:
-            self._service = OrderlyConsumeService(core, self._listener, self._opts["consume_thread_nums"],
-                                                  self._opts["batch"], self.suspend_current_queue_time_ms,
-                                                  self.max_reconsume_times)
+            self._service = OrderlyConsumeService(core, self._listener, o.consume_thread_nums,
+                                                  o.consume_message_batch_max_size, o.suspend_current_queue_time_ms,
+                                                  o.max_reconsume_times)
         else:
             self._service = ConcurrentConsumeService(
-                core, self._listener, self._opts["consume_thread_nums"], self._opts["batch"],
-                None if self.max_reconsume_times < 0 else self.max_reconsume_times, self.consume_timeout * 60_000)
-            core.periodic = self._service.periodic
-        core.deliver = self._service.submit
-        core.can_pull = self._flow_control
+                core, self._listener, o.consume_thread_nums, o.consume_message_batch_max_size,
+                None if o.max_reconsume_times < 0 else o.max_reconsume_times, o.consume_timeout * 60_000)
         self._service.start()
         try:
             core.start()
@@ -190,12 +140,20 @@ class PushConsumer:
         exit_hooks.started(self)
         return self
 
+    def _deliver(self, req: PullRequest, msgs: list[MessageExt]) -> None:
+        self._service.submit(req, msgs)
+
+    def _periodic(self) -> None:
+        if not self._orderly:
+            self._service.periodic()
+
     def _flow_control(self, req: PullRequest) -> float:
         """RocketMQ's pull flow control: 0 to pull now, else the pause in ms. Nothing is dropped."""
         pq = req.pq
-        if pq.msg_count > self.pull_threshold_for_queue or pq.msg_size > self.pull_threshold_size_for_queue:
+        o = self.options
+        if pq.msg_count > o.pull_threshold_for_queue or pq.msg_size > o.pull_threshold_size_for_queue * _MiB:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
-        if not self._orderly and pq.max_span() > self.consume_concurrently_max_span:
+        if not self._orderly and pq.max_span() > o.consume_concurrently_max_span:
             return PULL_DELAY_WHEN_FLOW_CONTROL_MS
         if self._orderly and not pq.locked:
             return 3000

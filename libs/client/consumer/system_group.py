@@ -15,7 +15,8 @@ from typing import Any, Callable
 
 import orjson
 
-from rocketmesh.client.consumer.core import ConsumerCore
+from rocketmesh.client.consumer.core import ConsumerCore, ConsumerHooks
+from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
@@ -49,24 +50,18 @@ def instance_name_of(config: SystemGroupConfig, service: str) -> str:
     return config.instance_name or f"{service}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def system_group_core(config: SystemGroupConfig, instance_name: str) -> ConsumerCore:
-    """A ConsumerCore of ``config.consumer_group``: clustering, from the first offset, pulling actively.
-
-    The service sets the core's ``deliver`` / ``can_pull`` / ``on_queue_removed`` hooks and subscribes
-    its system topics (``subscribe(topic, system=True)``) before ``start()``.
-    """
-    core = ConsumerCore(
-        config.consumer_group, config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""),
+def system_group_core(config: SystemGroupConfig, instance_name: str, hooks: ConsumerHooks) -> ConsumerCore:
+    """A ConsumerCore of ``config.consumer_group``: clustering, from the first offset, pulling actively,
+    with the service's ``hooks``. The service subscribes its system topics
+    (``subscribe(topic, system=True)``) before ``start()``."""
+    options = ConsumerOptions(
         message_model=MessageModel.CLUSTERING, consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        consume_timestamp=None, allocate=None, orderly=False, pull_batch_size=config.pull_batch_size,
-        pull_interval_ms=0, broker_suspend_max_time_ms=15_000, consumer_timeout_ms_when_suspend=30_000,
-        persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
-        rebalance_interval_ms=config.rebalance_interval_ms, offset_store_dir=None,
-        instance_options=dict(instance_name=instance_name,
-                              heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
-                              poll_name_server_interval_ms=config.poll_name_server_interval_ms))
-    core.consume_type = "CONSUME_ACTIVELY"
-    return core
+        pull_batch_size=config.pull_batch_size, persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
+        rebalance_interval_ms=config.rebalance_interval_ms, instance_name=instance_name,
+        heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
+        poll_name_server_interval_ms=config.poll_name_server_interval_ms)
+    return ConsumerCore(config.consumer_group, config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""), options,
+                        hooks, consume_type="CONSUME_ACTIVELY")
 
 
 def status_server(config: SystemGroupConfig, name: str, status: Callable[[], dict[str, Any]]) -> RemotingServer:
