@@ -26,12 +26,16 @@ _EXPORTS = {
     "SendStatus": "rocketmesh.client",
     "TransactionProducer": "rocketmesh.client",
     "LocalTransactionState": "rocketmesh.client",
+    "TransactionListener": "rocketmesh.client",
+    "MessageQueueSelector": "rocketmesh.client",
     "PushConsumer": "rocketmesh.client.consumer",
     "PullConsumer": "rocketmesh.client.consumer",
     "ConsumeConcurrentlyStatus": "rocketmesh.client.consumer",
     "ConsumeOrderlyStatus": "rocketmesh.client.consumer",
     "ConsumeFromWhere": "rocketmesh.client.consumer",
     "MessageModel": "rocketmesh.client.consumer",
+    "PushConsumerOptions": "rocketmesh.client.consumer",
+    "PullConsumerOptions": "rocketmesh.client.consumer",
     "Message": "rocketmesh.message",
     "MessageExt": "rocketmesh.message",
     "MessageQueue": "rocketmesh.message",
@@ -43,6 +47,7 @@ if TYPE_CHECKING:
     from rocketmesh.client import (
         Admin,
         LocalTransactionState,
+        MessageQueueSelector,
         MQBrokerError,
         MQClientError,
         MQError,
@@ -50,6 +55,7 @@ if TYPE_CHECKING:
         RequestTimeoutError,
         SendResult,
         SendStatus,
+        TransactionListener,
         TransactionProducer,
     )
     from rocketmesh.client.consumer import (
@@ -58,7 +64,9 @@ if TYPE_CHECKING:
         ConsumeOrderlyStatus,
         MessageModel,
         PullConsumer,
+        PullConsumerOptions,
         PushConsumer,
+        PushConsumerOptions,
     )
     from rocketmesh.message import Message, MessageExt, MessageQueue
 

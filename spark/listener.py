@@ -23,7 +23,7 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from rocketmesh.client import ClientInstance
+from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.errors import MQError
 from rocketmesh.log import get_logger

@@ -27,7 +27,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rocketmesh.client import Admin, ClientInstance
+from rocketmesh.client import Admin
+from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.errors import MQBrokerError, MQError
 from rocketmesh.client.group_registration import GroupRegistration
 from rocketmesh.client.range_pull import pull_range

@@ -4,16 +4,17 @@
 
     with Producer("my-group", "127.0.0.1:9876") as producer:
         result = producer.send(Message("MyTopic", b"hello"))
+
+What is exported here is the public API: what an application calls, gets back, catches or subclasses.
+The machinery underneath (the shared ClientInstance, fault tolerance, the producer's view of routes)
+stays importable from its own module, as ``rocketmesh.client.instance.ClientInstance`` and so on.
 """
 
 from rocketmesh.client.admin import Admin
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
-from rocketmesh.client.fault import LatencyFaultTolerance, MQFaultStrategy
-from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.producer import Producer, SendCallback
 from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
-from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.client.selector import (
     MessageQueueSelector,
@@ -26,7 +27,6 @@ from rocketmesh.client.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
-from rocketmesh.client.unique_id import create_unique_id
 from rocketmesh.message import Message, MessageExt, MessageQueue
 from rocketmesh.remoting import ResponseCode
 
@@ -35,14 +35,11 @@ __all__ = [
     "BrokerData",
     "BrokerInfo",
     "ClientErrorCode",
-    "ClientInstance",
     "ClusterInfo",
-    "LatencyFaultTolerance",
     "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "MQError",
-    "MQFaultStrategy",
     "Message",
     "MessageExt",
     "MessageQueue",
@@ -59,10 +56,8 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "TopicOffset",
-    "TopicPublishInfo",
     "TopicRouteData",
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
-    "create_unique_id",
 ]

@@ -1,5 +1,6 @@
 """Consumers: PushConsumer (a listener is called) and PullConsumer (the application polls)."""
 
+from rocketmesh.client.consumer.options import PullConsumerOptions, PushConsumerOptions
 from rocketmesh.client.consumer.pull_consumer import PullConsumer
 from rocketmesh.client.consumer.push_consumer import PushConsumer
 from rocketmesh.client.consumer.types import (
@@ -17,7 +18,9 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "MessageModel",
     "PullConsumer",
+    "PullConsumerOptions",
     "PullResult",
     "PullStatus",
     "PushConsumer",
+    "PushConsumerOptions",
 ]
