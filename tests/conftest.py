@@ -1,4 +1,4 @@
-"""Shared fixtures: real service processes (see tests/procs.py) and a remoting client."""
+"""Shared fixtures for tests/unit, tests/store and tests/mesh: real service processes (see tests/procs.py) and a remoting client."""
 
 from __future__ import annotations
 

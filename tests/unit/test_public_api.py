@@ -10,7 +10,7 @@ from pathlib import Path
 import rocketmesh
 import rocketmesh.client
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
 
 
 def test_every_exported_name_imports() -> None:

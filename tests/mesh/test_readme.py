@@ -15,7 +15,7 @@ from procs import run_cli, wait_for
 
 from rocketmesh import Admin, MQClientError, Message, Producer
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 
 

@@ -14,7 +14,7 @@ from procs import cli_command, free_port, run_cli, wait_for
 
 from rocketmesh.supervisor import ChildSpec, ServiceStartError, Supervisor
 
-TESTS = str(Path(__file__).resolve().parent)
+TESTS = str(Path(__file__).resolve().parents[1])  # where crashy_service.py is
 
 
 def crashy(log: Path, seconds: float, *extra: str) -> ChildSpec:

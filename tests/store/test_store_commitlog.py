@@ -3,6 +3,8 @@
 import os
 import struct
 
+import pytest
+
 from rocketmesh import Message
 from rocketmesh.broker.store import MessageExtBatch, PutMessageStatus
 from rocketmesh.message_codec import (
@@ -221,3 +223,23 @@ def test_a_bad_item_refuses_the_whole_batch_and_nothing_is_written(tmp_path):
         assert store.put_batch(_batch("TopicTest", good)).first.queue_offset == 0
     finally:
         store.shutdown()
+
+
+def test_records_of_a_pull_decode_as_each_record_alone(tmp_path):
+    from rocketmesh.message_codec import CorruptRecord, decode_record, decode_records
+
+    store = open_store(str(tmp_path))
+    store.start()
+    try:
+        for i in range(20):
+            store.put_message(msg(body=b"x" * i, tags=f"T{i % 3}", keys=f"k{i}", uniq=f"U{i}", a=str(i)))
+        store.put_message(msg(body=b"no properties"))
+        store.wait_dispatched()
+        records = store.get_message("g", "TopicTest", 0, 0, 64).records
+    finally:
+        store.shutdown()
+    together = decode_records(b"".join(records))
+    assert together == [decode_record(r) for r in records]
+    assert together[5].properties["a"] == "5" and together[5].keys == "k5"
+    with pytest.raises(CorruptRecord):
+        decode_records(b"".join(records)[:-1])

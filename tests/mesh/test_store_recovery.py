@@ -11,7 +11,7 @@ from rocketmesh.message_codec import decode_record
 
 from storekit import msg, open_store
 
-WRITER = os.path.join(os.path.dirname(__file__), "store_crash_writer.py")
+WRITER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store_crash_writer.py")
 
 
 def check_queues_agree_with_commitlog(store):

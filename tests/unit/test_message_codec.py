@@ -58,25 +58,3 @@ def test_message_conveniences():
     assert m.properties == {MessageConst.TAGS: "A", MessageConst.KEYS: "a b", MessageConst.DELAY_TIME_LEVEL: "3"}
     m.delay_level = 0
     assert MessageConst.DELAY_TIME_LEVEL not in m.properties
-
-
-def test_records_of_a_pull_decode_as_each_record_alone(tmp_path):
-    from storekit import msg, open_store
-
-    from rocketmesh.message_codec import decode_record, decode_records
-
-    store = open_store(str(tmp_path))
-    store.start()
-    try:
-        for i in range(20):
-            store.put_message(msg(body=b"x" * i, tags=f"T{i % 3}", keys=f"k{i}", uniq=f"U{i}", a=str(i)))
-        store.put_message(msg(body=b"no properties"))
-        store.wait_dispatched()
-        records = store.get_message("g", "TopicTest", 0, 0, 64).records
-    finally:
-        store.shutdown()
-    together = decode_records(b"".join(records))
-    assert together == [decode_record(r) for r in records]
-    assert together[5].properties["a"] == "5" and together[5].keys == "k5"
-    with pytest.raises(CorruptRecord):
-        decode_records(b"".join(records)[:-1])
