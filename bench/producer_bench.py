@@ -46,7 +46,7 @@ import orjson
 
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.broker.config import BrokerConfig
-from rocketmesh.message_codec import decode_batch, encode_host, encode_message_id
+from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
 TOPIC = "ProducerBench"

@@ -36,7 +36,7 @@ import orjson  # noqa: E402
 
 from rocketmesh import Admin, Message, Producer  # noqa: E402
 from rocketmesh.client.consumer import PullConsumer  # noqa: E402
-from rocketmesh.message import MessageConst  # noqa: E402
+from rocketmesh.model.message import MessageConst  # noqa: E402
 from rocketmesh.remoting import RemotingClient, RequestCode, request  # noqa: E402
 
 BODY = b"x" * 1024

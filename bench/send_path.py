@@ -32,7 +32,7 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "ERROR")  # the broker cannot regi
 
 from rocketmesh.broker.config import load_broker_config  # noqa: E402
 from rocketmesh.broker.controller import BrokerController  # noqa: E402
-from rocketmesh.message import MessageConst  # noqa: E402
+from rocketmesh.model.message import MessageConst  # noqa: E402
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode  # noqa: E402
 from rocketmesh.remoting.command import decode  # noqa: E402
 

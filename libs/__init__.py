@@ -4,7 +4,7 @@ The SDK's main names are importable from here::
 
     from rocketmesh import Producer, Admin, Message
 
-They load on first use, so that a service importing ``rocketmesh.message``
+They load on first use, so that a service importing ``rocketmesh.model.message``
 does not pull in the client SDK.
 """
 
@@ -36,9 +36,9 @@ _EXPORTS = {
     "MessageModel": "rocketmesh.client.consumer",
     "PushConsumerOptions": "rocketmesh.client.consumer",
     "PullConsumerOptions": "rocketmesh.client.consumer",
-    "Message": "rocketmesh.message",
-    "MessageExt": "rocketmesh.message",
-    "MessageQueue": "rocketmesh.message",
+    "Message": "rocketmesh.model.message",
+    "MessageExt": "rocketmesh.model.message",
+    "MessageQueue": "rocketmesh.model.message",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -68,7 +68,7 @@ if TYPE_CHECKING:
         PushConsumer,
         PushConsumerOptions,
     )
-    from rocketmesh.message import Message, MessageExt, MessageQueue
+    from rocketmesh.model.message import Message, MessageExt, MessageQueue
 
 
 def __getattr__(name: str) -> Any:

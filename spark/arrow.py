@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import RECORD_HEADER_SIZE, decode_properties
+from rocketmesh.model.message import MessageConst
+from rocketmesh.model.codec import RECORD_HEADER_SIZE, decode_properties
 from rocketmesh.spark.schema import ARROW_SCHEMA
 
 _SIZE = struct.Struct(">i")

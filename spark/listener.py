@@ -26,7 +26,7 @@ from pyspark.sql.streaming.listener import (
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.errors import MQError
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.spark.offsets import SOURCE_TAG, queue_of, unwrap
 
 log = get_logger("spark", component="listener")

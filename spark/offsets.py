@@ -18,7 +18,7 @@ from typing import Mapping, Optional
 from rocketmesh.client import Admin
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.errors import MQBrokerError
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.options import OptionError, QueueOffsets, SourceOptions, Start
 

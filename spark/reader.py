@@ -32,8 +32,8 @@ from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.errors import MQBrokerError, MQError
 from rocketmesh.client.group_registration import GroupRegistration
 from rocketmesh.client.range_pull import pull_range
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.arrow import records_to_batch
 from rocketmesh.spark.offsets import EARLIEST, LATEST, QueueBounds, limit, queue_bounds, queue_of, resolve, unwrap, wrap

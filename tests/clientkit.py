@@ -19,7 +19,7 @@ from typing import Any, Optional
 
 import orjson
 
-from rocketmesh.message_codec import decode_batch, encode_host, encode_message_id
+from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from rocketmesh.python_process import python_module_argv
+from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 
 #: Ready check: returns True once the process serves.

@@ -6,7 +6,7 @@ import time
 from typing import Any
 
 from rocketmesh.broker.store import MessageExtBrokerInner, MessageStore, MessageStoreConfig
-from rocketmesh.message import MessageConst
+from rocketmesh.model.message import MessageConst
 
 #: Small files, so a test crosses file boundaries after a few dozen messages.
 SMALL = dict(

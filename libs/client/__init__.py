@@ -15,7 +15,7 @@ from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.producer import Producer, SendCallback
 from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
-from rocketmesh.route import BrokerData, Perm, QueueData, TopicRouteData
+from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.client.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,
@@ -27,7 +27,7 @@ from rocketmesh.client.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
-from rocketmesh.message import Message, MessageExt, MessageQueue
+from rocketmesh.model.message import Message, MessageExt, MessageQueue
 from rocketmesh.remoting import ResponseCode
 
 __all__ = [

@@ -18,8 +18,8 @@ from typing import Any, Optional, Sequence
 
 import orjson
 
-from rocketmesh.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.message_codec import CorruptRecord, decode_message_id, decode_record, decode_records
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.addr import join_addr
 from rocketmesh.remoting.headers import (
@@ -47,7 +47,7 @@ from rocketmesh.client.results import (
     PendingHalfMessage,
     TopicOffset,
 )
-from rocketmesh.route import Perm, TopicRouteData
+from rocketmesh.model.route import Perm, TopicRouteData
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from rocketmesh.route import MASTER_ID, BrokerData
+from rocketmesh.model.route import MASTER_ID, BrokerData
 
 
 @dataclass(frozen=True, slots=True, order=True)

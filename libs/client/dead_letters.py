@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Iterator, Optional
 
 import orjson
 
-from rocketmesh.message import Message, MessageConst, MessageExt
-from rocketmesh.message_codec import CorruptRecord, decode_record
+from rocketmesh.model.message import Message, MessageConst, MessageExt
+from rocketmesh.model.codec import CorruptRecord, decode_record
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import QueryConsumeQueueRequestHeader, ViewMessageRequestHeader, to_ext
-from rocketmesh.topics import (
+from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SCHEDULE_TOPIC,

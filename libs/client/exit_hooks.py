@@ -12,7 +12,7 @@ import atexit
 import weakref
 from typing import Protocol
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("client", component="exit")
 

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.client.route import TopicPublishInfo
 
 #: Latency thresholds (ms), RocketMQ's MQFaultStrategy.latencyMax.

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence
 
 from rocketmesh.filter import SubscriptionData
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQClientError

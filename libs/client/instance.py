@@ -32,8 +32,8 @@ from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 import orjson
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -53,12 +53,12 @@ from rocketmesh.remoting.headers import (
     UnregisterClientRequestHeader,
     to_ext,
 )
-from rocketmesh.service_thread import ServiceThread
-from rocketmesh.topics import DEFAULT_TOPIC
+from rocketmesh.runtime.service_thread import ServiceThread
+from rocketmesh.model.topics import DEFAULT_TOPIC
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
 from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
 from rocketmesh.client.route import TopicPublishInfo, publish_info
-from rocketmesh.route import MASTER_ID, TopicRouteData
+from rocketmesh.model.route import MASTER_ID, TopicRouteData
 from rocketmesh.client.unique_id import local_ip
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"

@@ -24,9 +24,9 @@ import time
 from concurrent.futures import Future, InvalidStateError, TimeoutError as FutureTimeoutError
 from typing import Any, Callable, Optional, Sequence
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import Message, MessageConst, MessageQueue, SysFlag
-from rocketmesh.message_codec import encode_batch, encode_batch_item
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import Message, MessageConst, MessageQueue, SysFlag
+from rocketmesh.model.codec import encode_batch, encode_batch_item
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingConnectError,
@@ -36,7 +36,7 @@ from rocketmesh.remoting import (
     RequestCode,
     ResponseCode,
 )
-from rocketmesh.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.model.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.accumulator import ProduceAccumulator
 from rocketmesh.client.errors import (

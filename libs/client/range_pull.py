@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator
 
 from rocketmesh.filter import SubscriptionData
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
-from rocketmesh.message_codec import POS_QUEUE_OFFSET
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.codec import POS_QUEUE_OFFSET
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, to_ext
 from rocketmesh.client.errors import MQBrokerError, MQClientError, RequestTimeoutError, from_remoting
@@ -46,7 +46,7 @@ class RangeChunk:
     """One pull's records inside the range, and where they came from.
 
     ``records`` holds whole commitlog records back to back (decode with
-    :func:`rocketmesh.message_codec.decode_records`); ``first_offset`` and
+    :func:`rocketmesh.model.codec.decode_records`); ``first_offset`` and
     ``next_offset`` bound the queue offsets this pull covered (filtered-out
     messages included), so ``next_offset`` is where the next chunk starts.
     """

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Optional
 
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
 
 

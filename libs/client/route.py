@@ -1,7 +1,7 @@
 """What a producer makes of a topic's route (RocketMQ's topicRouteData2TopicPublishInfo).
 
 ``TopicPublishInfo`` is the producer's view of a ``TopicRouteData`` (the
-route model itself is ``rocketmesh.route``, shared with the name server and
+route model itself is ``rocketmesh.model.route``, shared with the name server and
 the brokers): the write queues of the brokers that take writes and have a
 master, in broker-name order, chosen round-robin.
 """
@@ -12,8 +12,8 @@ import itertools
 import random
 from typing import Optional
 
-from rocketmesh.message import MessageQueue
-from rocketmesh.route import Perm, TopicRouteData
+from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.route import Perm, TopicRouteData
 
 
 def publish_info(route: TopicRouteData, topic: str, *, from_default_topic: bool = False) -> "TopicPublishInfo":

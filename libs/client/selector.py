@@ -11,8 +11,8 @@ import random
 import zlib
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from rocketmesh.message import Message, MessageQueue
-from rocketmesh.message_codec import java_string_hash
+from rocketmesh.model.message import Message, MessageQueue
+from rocketmesh.model.codec import java_string_hash
 
 
 @runtime_checkable

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Optional, Protocol, Sequence
 
-from rocketmesh.message import Message, MessageConst, MessageExt, SysFlag
-from rocketmesh.message_codec import CorruptRecord, decode_message_id, decode_record
+from rocketmesh.model.message import Message, MessageConst, MessageExt, SysFlag
+from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request, response_to
 from rocketmesh.remoting.headers import (
     CheckTransactionStateRequestHeader,

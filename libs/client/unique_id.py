@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Sequence
 
-from rocketmesh.message import Message, MessageConst
+from rocketmesh.model.message import Message, MessageConst
 
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rocketmesh.message import Message, MessageConst
+from rocketmesh.model.message import Message, MessageConst
 from rocketmesh.remoting import ResponseCode
-from rocketmesh.topics import (
+from rocketmesh.model.topics import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_NAME_PATTERN,
     is_system_topic,

@@ -11,7 +11,7 @@ from rocketmesh.filter.errors import FilterSyntaxError
 from rocketmesh.filter.expression_type import ExpressionType
 from rocketmesh.filter.java_values import java_trim
 from rocketmesh.filter.sql92 import compile_sql
-from rocketmesh.message_codec import tags_hash_code
+from rocketmesh.model.codec import tags_hash_code
 
 #: The tag expression that subscribes to every message.
 SUB_ALL = "*"

@@ -37,7 +37,7 @@ from typing import Callable, Optional
 
 import zmq
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import tcp_endpoint
 from rocketmesh.remoting.codes import ResponseCode, code_name
 from rocketmesh.remoting.command import (

@@ -15,8 +15,8 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any, Optional, TypeVar
 
-from rocketmesh.config import camel_case
-from rocketmesh.topics import DEFAULT_TOPIC
+from rocketmesh.runtime.config import camel_case
+from rocketmesh.model.topics import DEFAULT_TOPIC
 
 H = TypeVar("H")
 

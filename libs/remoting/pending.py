@@ -13,7 +13,7 @@ from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.command import RemotingCommand
 
 _log = get_logger("remoting", component="pending")

@@ -26,7 +26,7 @@ from typing import Callable, Optional
 
 import zmq
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import join_addr
 from rocketmesh.remoting.codes import ResponseCode, code_name
 from rocketmesh.remoting.command import (

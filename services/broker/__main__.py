@@ -15,9 +15,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rocketmesh.cli_help import HelpFormatter
-from rocketmesh.config import ConfigError
-from rocketmesh.service_main import add_set_flag, overrides_from, run_until_signalled
+from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.config import ConfigError
+from rocketmesh.runtime.service_main import add_set_flag, overrides_from, run_until_signalled
 from rocketmesh.broker.config import BrokerConfig, load_broker_config
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.controller import BrokerController

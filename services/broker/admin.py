@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from rocketmesh.config import to_properties
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.config import to_properties
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import (
     CreateTopicRequestHeader,
@@ -20,10 +20,10 @@ from rocketmesh.remoting.headers import (
     ViewMessageRequestHeader,
     from_ext,
 )
-from rocketmesh.topics import SYSTEM_TOPICS, validate_topic_name
+from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.broker.handlers import ok, register_all
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE
-from rocketmesh.route import TopicConfig
+from rocketmesh.model.route import TopicConfig
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="client_manager")
 

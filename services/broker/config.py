@@ -6,8 +6,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from rocketmesh.config import ConfigError, load_config, snake_case
-from rocketmesh.route import PERM_READ_WRITE
+from rocketmesh.runtime.config import ConfigError, load_config, snake_case
+from rocketmesh.model.route import PERM_READ_WRITE
 from rocketmesh.broker.store import MessageStoreConfig
 
 #: A longer spin only burns CPU: a peer that has not sent within 10 ms is not in a request-response loop.

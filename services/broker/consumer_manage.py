@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Optional
 import orjson
 
 from rocketmesh.filter import FilterSyntaxError
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.headers import (
     ConsumerGroupRequestHeader,

@@ -15,9 +15,9 @@ import threading
 import time
 from typing import Any
 
-from rocketmesh.jsonfile import read_json, write_json_atomic
-from rocketmesh.log import get_logger
-from rocketmesh.service_thread import ServiceThread
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.runtime.service_thread import ServiceThread
 
 log = get_logger("broker", component="consumer_offsets")
 

@@ -11,7 +11,7 @@ from typing import Any, Optional
 from rocketmesh import __version__
 from rocketmesh.broker import cpu_latency
 from rocketmesh.broker.cpu_latency import CpuLatencyRequest
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -23,7 +23,7 @@ from rocketmesh.remoting import (
     request,
     response_to,
 )
-from rocketmesh.service_thread import ServiceThread
+from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.broker.admin import AdminProcessor
 from rocketmesh.broker.client_manager import ClientManager
 from rocketmesh.broker.config import BrokerConfig

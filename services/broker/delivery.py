@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from rocketmesh.jsonfile import read_json, write_json_atomic
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import encode_host_text, encode_properties
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageConst
+from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus

@@ -22,7 +22,7 @@ from rocketmesh.filter import (
     build_subscription,
     compile_sql,
 )
-from rocketmesh.message_codec import (
+from rocketmesh.model.codec import (
     BLANK_RECORD,
     MESSAGE_MAGIC_CODE,
     RECORD_HEADER_SIZE,

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
 from rocketmesh.filter import FilterSyntaxError
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import (
     PullMessageRequestHeader,
@@ -37,7 +37,7 @@ from rocketmesh.remoting.headers import (
     from_ext,
     to_ext,
 )
-from rocketmesh.route import Perm
+from rocketmesh.model.route import Perm
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.store import GetMessageStatus
 

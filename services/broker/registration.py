@@ -8,9 +8,9 @@ from typing import Callable
 
 import orjson
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.service_thread import ServiceThread
+from rocketmesh.runtime.service_thread import ServiceThread
 
 log = get_logger("broker", component="registration")
 

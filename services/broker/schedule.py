@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 from typing import Optional
 
-from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import decode_properties, encode_properties
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.model.message import MessageConst
+from rocketmesh.model.codec import decode_properties, encode_properties
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 #: Properties that only mean something while a message is parked; a delivered or retried copy drops them.
 PARKING_PROPERTIES = (MessageConst.DELAY_TIME_LEVEL, MessageConst.REAL_TOPIC, MessageConst.REAL_QUEUE_ID)

@@ -21,18 +21,18 @@ import threading
 import time
 from typing import TYPE_CHECKING, Optional
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import SysFlag
-from rocketmesh.message_codec import encode_host
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import SysFlag
+from rocketmesh.model.codec import encode_host
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
-from rocketmesh.topics import (
+from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
     SYSTEM_TOPICS,
     TRANS_HALF_TOPIC,
     validate_topic_name,
 )
-from rocketmesh.route import Perm
+from rocketmesh.model.route import Perm
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import (
     MessageExtBatch,

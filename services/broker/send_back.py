@@ -27,13 +27,13 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING, Optional
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt
-from rocketmesh.message_codec import encode_host_text, encode_properties
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, from_ext
-from rocketmesh.topics import dlq_topic, is_system_topic, retry_topic
-from rocketmesh.route import PERM_READ_WRITE, Perm, TopicConfig
+from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
+from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES, park_at_level
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus

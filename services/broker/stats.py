@@ -6,7 +6,7 @@ import collections
 import time
 from typing import Callable
 
-from rocketmesh.service_thread import ServiceThread
+from rocketmesh.runtime.service_thread import ServiceThread
 
 
 class RateSampler(ServiceThread):

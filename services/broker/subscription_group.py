@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from rocketmesh.broker.topic_config import DataVersion
-from rocketmesh.jsonfile import read_json, write_json_atomic
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="subscription_group")
 

@@ -8,9 +8,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional
 
 
-from rocketmesh.jsonfile import read_json, write_json_atomic
-from rocketmesh.log import get_logger
-from rocketmesh.topics import (
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.topics import (
     BENCHMARK_TOPIC,
     DEFAULT_TOPIC,
     OFFSET_MOVED_EVENT,
@@ -20,7 +20,7 @@ from rocketmesh.topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from rocketmesh.route import PERM_READ_WRITE, Perm, TopicConfig
+from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
 
 log = get_logger("broker", component="topic_config")
 

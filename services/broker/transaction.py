@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 import orjson
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt, SysFlag
-from rocketmesh.message_codec import CorruptRecord, decode_properties, decode_record, encode_host_text, encode_properties
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageConst, MessageExt, SysFlag
+from rocketmesh.model.codec import CorruptRecord, decode_properties, decode_record, encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.headers import (
     CheckHalfMessageRequestHeader,
@@ -50,14 +50,14 @@ from rocketmesh.remoting.headers import (
     from_ext,
     to_ext,
 )
-from rocketmesh.topics import (
+from rocketmesh.model.topics import (
     TRANS_CHECK_GROUP,
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
     TRANS_OP_REMOVE_TAG,
 )
-from rocketmesh.route import PERM_READ_WRITE
+from rocketmesh.model.route import PERM_READ_WRITE
 from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 

@@ -10,9 +10,9 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from rocketmesh.cli_help import HelpFormatter
-from rocketmesh.log import get_logger
-from rocketmesh.service_main import add_set_flag, load_service_config, run_until_signalled
+from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.runtime.service_main import add_set_flag, load_service_config, run_until_signalled
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.service import NamesrvService
 

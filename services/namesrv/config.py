@@ -12,7 +12,7 @@ from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
 class NamesrvConfig:
     """Settings of one name server. Intervals and times are milliseconds.
 
-    Loaded with ``rocketmesh.config.load_config``: a properties file
+    Loaded with ``rocketmesh.runtime.config.load_config``: a properties file
     (``listenPort=9876``), then ``ROCKETMESH_*`` environment variables, then
     command-line flags.
     """

@@ -15,8 +15,8 @@ from typing import Optional
 
 import orjson
 
-from rocketmesh.jsonfile import write_json_atomic
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.jsonfile import write_json_atomic
+from rocketmesh.runtime.log import get_logger
 
 #: The namespace whose entries hold the order config of topics (RocketMQ's NAMESPACE_ORDER_TOPIC_CONFIG).
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

@@ -49,11 +49,11 @@ from typing import Any, Callable, Optional
 
 import orjson
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketmesh.namesrv.route_info import RouteInfoManager
-from rocketmesh.route import TopicConfig
+from rocketmesh.model.route import TopicConfig
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from rocketmesh.route import MASTER_ID, BrokerData, QueueData, TopicConfig, TopicRouteData
+from rocketmesh.model.route import MASTER_ID, BrokerData, QueueData, TopicConfig, TopicRouteData
 
 
 def now_ms() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.kv_config import KVConfigManager
 from rocketmesh.namesrv.processor import NamesrvProcessor

@@ -10,7 +10,7 @@ and shuts down cleanly (committing its progress) on SIGTERM or SIGINT.
 
 import sys
 
-from rocketmesh.service_main import run_system_service
+from rocketmesh.runtime.service_main import run_system_service
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.service import ScheduleService
 

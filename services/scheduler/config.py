@@ -14,7 +14,7 @@ SCHEDULER_GROUP = "CID_RMQ_SYS_SCHEDULE"
 class SchedulerConfig(SystemGroupConfig):
     """Settings of one scheduler replica (the shared ones are SystemGroupConfig's). Times are milliseconds.
 
-    Loaded with ``rocketmesh.config.load_config``: a properties file, then
+    Loaded with ``rocketmesh.runtime.config.load_config``: a properties file, then
     ``ROCKETMESH_*`` environment variables, then command-line flags.
     """
 

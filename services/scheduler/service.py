@@ -32,12 +32,12 @@ from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, Con
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
 from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
 from rocketmesh.client.errors import MQError
-from rocketmesh.delay_levels import parse_delay_levels
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.model.delay_levels import parse_delay_levels
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, to_ext
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue
 

@@ -11,7 +11,7 @@ flags (``--set transactionCheckInterval=5000``). Prints ``txn-checker
 
 import sys
 
-from rocketmesh.service_main import run_system_service
+from rocketmesh.runtime.service_main import run_system_service
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.service import TxnCheckerService
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocketmesh.client.consumer.system_group import SystemGroupConfig
-from rocketmesh.config import ConfigError
-from rocketmesh.topics import TRANS_CHECK_GROUP
+from rocketmesh.runtime.config import ConfigError
+from rocketmesh.model.topics import TRANS_CHECK_GROUP
 
 
 @dataclass
 class TxnCheckerConfig(SystemGroupConfig):
     """Settings of one txn-checker replica (the shared ones are SystemGroupConfig's). Times are milliseconds.
 
-    Loaded with ``rocketmesh.config.load_config``: a properties file, then
+    Loaded with ``rocketmesh.runtime.config.load_config``: a properties file, then
     ``ROCKETMESH_*`` environment variables, then command-line flags.
     """
 

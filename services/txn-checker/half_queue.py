@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from typing import Iterable, Optional
 
-from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 
 
 def immunity_ms(msg: MessageExt, transaction_timeout_ms: int) -> int:

@@ -33,11 +33,11 @@ from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
 from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome, to_ext
-from rocketmesh.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketmesh.model.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.half_queue import HalfQueue
 

@@ -20,7 +20,7 @@ import orjson
 
 from rocketmesh.client import Producer
 from rocketmesh.client.instance import NAMESRV_ADDR_ENV
-from rocketmesh.message import Message
+from rocketmesh.model.message import Message
 
 BATCH = 100
 

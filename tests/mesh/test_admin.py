@@ -10,7 +10,7 @@ import pytest
 from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer
 from rocketmesh.client import BrokerInfo, ResponseCode
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 
 StartBroker = Callable[..., BrokerProcess]
 

@@ -16,7 +16,7 @@ from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, MQClientError, MQError, Producer
 from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingClient, RequestCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader, to_ext
 

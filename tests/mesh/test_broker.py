@@ -15,7 +15,7 @@ from procs import wait_for
 
 from rocketmesh import Message, Producer
 from rocketmesh.client import Admin, MQBrokerError, SendStatus
-from rocketmesh.message_codec import decode_records, encode_batch, encode_properties
+from rocketmesh.model.codec import decode_records, encode_batch, encode_properties
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 
 FAST_LIVENESS = dict(scanNotActiveBrokerInterval=200, brokerChannelExpiredTime=1500)

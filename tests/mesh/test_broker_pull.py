@@ -10,7 +10,7 @@ import pytest
 from procs import BrokerProcess, child_pids, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
-from rocketmesh.message_codec import decode_records
+from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from procs import run_cli
 
-from rocketmesh.cli_admin import COMMANDS
+from rocketmesh.cli.admin import COMMANDS
 
 #: command line -> texts its help must show (what it does, the defaults a user looks for).
 HELP: dict[tuple[str, ...], tuple[str, ...]] = {

@@ -18,8 +18,8 @@ from clientkit import FakeBroker, FakeNamesrv
 from procs import free_port
 from rocketmesh import Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
-from rocketmesh.message import MessageConst, MessageQueue
-from rocketmesh.message_codec import decode_batch, decode_properties
+from rocketmesh.model.message import MessageConst, MessageQueue
+from rocketmesh.model.codec import decode_batch, decode_properties
 from rocketmesh.remoting.headers import SendMessageRequestHeader, from_ext
 
 

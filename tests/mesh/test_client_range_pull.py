@@ -10,7 +10,7 @@ from rocketmesh import Message, MessageQueue
 from rocketmesh.client.consumer.core import make_subscription
 from rocketmesh.client.group_registration import GroupRegistration
 from rocketmesh.client.range_pull import pull_range
-from rocketmesh.message_codec import decode_records
+from rocketmesh.model.codec import decode_records
 
 TOPIC = "RangeTopic"
 

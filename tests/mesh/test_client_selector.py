@@ -13,7 +13,7 @@ from rocketmesh.client.selector import (
     SelectMessageQueueByRandom,
     stable_hash,
 )
-from rocketmesh.message import Message, MessageQueue
+from rocketmesh.model.message import Message, MessageQueue
 
 MQS = [MessageQueue("T", "b", i) for i in range(8)]
 MSG = Message("T", b"x")

@@ -10,7 +10,7 @@ import pytest
 
 from rocketmesh import Message, MQClientError, Producer
 from rocketmesh.client import ClientErrorCode, ResponseCode
-from rocketmesh.message import MessageConst, MessageQueue
+from rocketmesh.model.message import MessageConst, MessageQueue
 from rocketmesh.remoting import RemotingClient
 
 NOWHERE = "127.0.0.1:1"

@@ -25,7 +25,7 @@ from rocketmesh.client.consumer import (
     PullConsumer,
     PushConsumer,
 )
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageExt, MessageQueue
 
 StartBroker = Callable[..., BrokerProcess]
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS

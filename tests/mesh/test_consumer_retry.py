@@ -18,8 +18,8 @@ from procs import BrokerProcess, SchedulerProcess, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.client.errors import MQError
-from rocketmesh.message import MessageConst, MessageExt
-from rocketmesh.message_codec import decode_message_id
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.model.codec import decode_message_id
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, to_ext
 

@@ -15,7 +15,7 @@ import pytest
 from procs import BrokerProcess, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 
 StartBroker = Callable[..., BrokerProcess]
 

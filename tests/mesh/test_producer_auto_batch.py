@@ -25,7 +25,7 @@ from rocketmesh import (
     SendStatus,
 )
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageExt, MessageQueue
 
 StartBroker = Callable[..., BrokerProcess]
 

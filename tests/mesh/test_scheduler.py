@@ -13,8 +13,8 @@ from procs import BrokerProcess, SchedulerProcess, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.client.errors import MQBrokerError
-from rocketmesh.message import MessageExt, MessageQueue
-from rocketmesh.topics import SCHEDULE_TOPIC
+from rocketmesh.model.message import MessageExt, MessageQueue
+from rocketmesh.model.topics import SCHEDULE_TOPIC
 from rocketmesh.remoting import ResponseCode
 
 StartBroker = Callable[..., BrokerProcess]

@@ -7,7 +7,7 @@ import sys
 import time
 
 from rocketmesh.broker.store import GetMessageStatus
-from rocketmesh.message_codec import decode_record
+from rocketmesh.model.codec import decode_record
 
 from storekit import msg, open_store
 

@@ -24,11 +24,11 @@ from procs import BrokerProcess, TxnCheckerProcess, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, MQClientError, TransactionProducer
 from rocketmesh.cli import main as cli_main
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from rocketmesh.message import MessageConst, MessageExt
-from rocketmesh.message_codec import decode_message_id, encode_batch
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.model.codec import decode_message_id, encode_batch
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import EndTransactionRequestHeader, to_ext
-from rocketmesh.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketmesh.model.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

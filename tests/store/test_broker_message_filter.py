@@ -10,7 +10,7 @@ from rocketmesh.broker.message_filter import (
 )
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.filter import ExpressionType, FilterSyntaxError, build_subscription
-from rocketmesh.message_codec import decode_record, tags_hash_code
+from rocketmesh.model.codec import decode_record, tags_hash_code
 from storekit import msg, open_store
 
 #: (tags, user properties) of the messages put in the store, in order.

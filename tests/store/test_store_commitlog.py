@@ -7,7 +7,7 @@ import pytest
 
 from rocketmesh import Message
 from rocketmesh.broker.store import MessageExtBatch, PutMessageStatus
-from rocketmesh.message_codec import (
+from rocketmesh.model.codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
     decode_message_id,
@@ -226,7 +226,7 @@ def test_a_bad_item_refuses_the_whole_batch_and_nothing_is_written(tmp_path):
 
 
 def test_records_of_a_pull_decode_as_each_record_alone(tmp_path):
-    from rocketmesh.message_codec import CorruptRecord, decode_record, decode_records
+    from rocketmesh.model.codec import CorruptRecord, decode_record, decode_records
 
     store = open_store(str(tmp_path))
     store.start()

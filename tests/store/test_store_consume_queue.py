@@ -5,7 +5,7 @@ import struct
 import time
 
 from rocketmesh.broker.store import GetMessageStatus
-from rocketmesh.message_codec import decode_record, tags_hash_code
+from rocketmesh.model.codec import decode_record, tags_hash_code
 
 from storekit import msg, open_store
 

@@ -4,7 +4,7 @@ import os
 import time
 
 from rocketmesh.broker.store import GetMessageStatus
-from rocketmesh.message_codec import decode_record
+from rocketmesh.model.codec import decode_record
 
 from storekit import msg, open_store
 

@@ -5,7 +5,7 @@ import struct
 import time
 
 from rocketmesh.broker.store.index_file import ENTRY_SIZE, HEADER_SIZE, IndexFile
-from rocketmesh.message_codec import decode_record
+from rocketmesh.model.codec import decode_record
 
 from storekit import msg, now_ms, open_store
 

@@ -17,7 +17,7 @@ from rocketmesh.client.allocate import (
     md5_hash,
     strategy_by_name,
 )
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 
 
 def queues(n: int, topic: str = "T", broker: str = "broker-a") -> list[MessageQueue]:

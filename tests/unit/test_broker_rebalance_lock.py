@@ -6,7 +6,7 @@ import threading
 
 import pytest
 from rocketmesh.broker.rebalance_lock import RebalanceLockManager
-from rocketmesh.message import MessageQueue
+from rocketmesh.model.message import MessageQueue
 
 
 class FakeClock:

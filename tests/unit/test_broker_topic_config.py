@@ -1,7 +1,7 @@
 """The broker's topic table file: what survives a restart and what follows the settings."""
 
 from rocketmesh.broker.topic_config import TopicConfigManager
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 
 def manager(path, levels: int, timer_queues: int = 4) -> TopicConfigManager:

@@ -13,7 +13,7 @@ from rocketmesh.client.fault import (
     compute_not_available_duration,
 )
 from rocketmesh.client import route as client_route
-from rocketmesh.route import BrokerData, QueueData, TopicRouteData
+from rocketmesh.model.route import BrokerData, QueueData, TopicRouteData
 
 
 class FakeClock:

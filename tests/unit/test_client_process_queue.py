@@ -1,7 +1,7 @@
 """ProcessQueue: the committed offset is the smallest still held, also when held by offset alone."""
 
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.message import MessageExt
+from rocketmesh.model.message import MessageExt
 
 
 def ext(offset: int, body: bytes = b"x" * 100) -> MessageExt:

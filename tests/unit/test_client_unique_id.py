@@ -15,7 +15,7 @@ from rocketmesh.client.unique_id import (
     set_unique_id,
     set_unique_ids,
 )
-from rocketmesh.message import Message, MessageConst
+from rocketmesh.model.message import Message, MessageConst
 
 
 def test_shape() -> None:

@@ -4,7 +4,7 @@ import pytest
 
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.broker.store import FlushDiskType, MessageStoreConfig, parse_delay_levels
-from rocketmesh.config import ConfigError, load_config, to_properties
+from rocketmesh.runtime.config import ConfigError, load_config, to_properties
 
 
 def test_file_then_env_then_overrides(tmp_path):

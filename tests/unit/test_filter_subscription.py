@@ -12,7 +12,7 @@ from rocketmesh.filter import (
     SubscriptionData,
     build_subscription,
 )
-from rocketmesh.message_codec import tags_hash_code
+from rocketmesh.model.codec import tags_hash_code
 
 
 @pytest.mark.parametrize("expression,tags", [

@@ -2,8 +2,8 @@
 
 import pytest
 
-from rocketmesh.message import Message, MessageConst
-from rocketmesh.message_codec import (
+from rocketmesh.model.message import Message, MessageConst
+from rocketmesh.model.codec import (
     CorruptRecord,
     decode_batch,
     decode_message_id,

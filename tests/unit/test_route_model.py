@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rocketmesh.route import MASTER_ID, BrokerData, Perm, QueueData, TopicConfig, TopicRouteData
+from rocketmesh.model.route import MASTER_ID, BrokerData, Perm, QueueData, TopicConfig, TopicRouteData
 
 
 def test_permission_bits_are_rocketmqs_permname() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.txn_checker.half_queue import HalfQueue, immunity_ms
 
 HALF = MessageQueue("RMQ_SYS_TRANS_HALF_TOPIC", "broker-a", 0)

@@ -15,8 +15,8 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
 from rocketmesh.client.errors import MQError

@@ -23,10 +23,10 @@ from typing import Any, Callable, Optional, Sequence
 import orjson
 
 from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
-from rocketmesh.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
+from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
 from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance

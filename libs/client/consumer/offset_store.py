@@ -12,9 +12,9 @@ import threading
 from enum import Enum
 from typing import TYPE_CHECKING, Iterable, Optional, Protocol
 
-from rocketmesh.jsonfile import read_json, write_json_atomic
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import (
     QueryConsumerOffsetRequestHeader,

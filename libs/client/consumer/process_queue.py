@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Iterable, Optional
 
-from rocketmesh.message import MessageExt
+from rocketmesh.model.message import MessageExt
 
 #: A queue lock taken from the broker counts as held for this long without renewal (RocketMQ: 30 s).
 REBALANCE_LOCK_MAX_LIVE_S = 30.0

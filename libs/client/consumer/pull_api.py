@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable, Optional
 
 from rocketmesh.filter import ExpressionType, SubscriptionData
-from rocketmesh.message import MessageConst, MessageQueue
-from rocketmesh.message_codec import decode_records
+from rocketmesh.model.message import MessageConst, MessageQueue
+from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
 from rocketmesh.client.errors import MQBrokerError, from_remoting

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Optional, Sequence
 
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, ConsumerHooks, PullRequest

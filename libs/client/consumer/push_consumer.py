@@ -45,7 +45,7 @@ import time
 from typing import Any, Optional, Sequence
 
 from rocketmesh.filter import SubscriptionData
-from rocketmesh.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.validators import check_group

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Callable, Iterable, Optional
 import orjson
 
 from rocketmesh.filter import SubscriptionData
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
 from rocketmesh.remoting.headers import ConsumerGroupRequestHeader, to_ext
 from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQError
-from rocketmesh.route import Perm
+from rocketmesh.model.route import Perm
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import MessageModel
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from rocketmesh.message import MessageExt
+from rocketmesh.model.message import MessageExt
 
 
 class MessageModel(str, Enum):

@@ -1,6 +1,6 @@
 """The broker's store engine: CommitLog, ConsumeQueue, IndexFile, flush, recovery, expiry."""
 
-from rocketmesh.delay_levels import parse_delay_levels
+from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.message_store import MessageFilter, MessageStore, StoreLockedError

@@ -6,8 +6,8 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
-from rocketmesh.log import get_logger
-from rocketmesh.service_thread import ServiceThread
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.runtime.service_thread import ServiceThread
 
 if TYPE_CHECKING:
     from rocketmesh.broker.store.message_store import MessageStore

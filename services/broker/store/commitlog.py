@@ -1,6 +1,6 @@
 """CommitLog: every topic's messages in one append-only log of fixed-size mapped files.
 
-Records use RocketMQ's layout (see ``rocketmesh.message_codec``). A message that
+Records use RocketMQ's layout (see ``rocketmesh.model.codec``). A message that
 does not fit in the rest of a file is preceded by a blank record filling the
 file (TOTALSIZE = the rest, MAGICCODE = BLANK_MAGIC_CODE) and goes to the next.
 Queue offsets are assigned here, under the put lock, so they follow commitlog order.
@@ -14,9 +14,9 @@ from collections import deque
 import time
 from typing import Callable, Optional
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import SysFlag
-from rocketmesh.message_codec import (
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import SysFlag
+from rocketmesh.model.codec import (
     BATCH_ITEM_HEADER,
     BATCH_ITEM_HEADER_SIZE,
     BLANK_MAGIC_CODE,
@@ -30,7 +30,7 @@ from rocketmesh.message_codec import (
     encode_host,
     has_schedule_property,
 )
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue

@@ -12,7 +12,7 @@ import os
 import struct
 from typing import Callable, Iterator, Optional
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.mapped_file import MappedFileQueue
 
 log = get_logger("broker", component="consume_queue")

@@ -10,8 +10,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any, Callable, Optional
 
-from rocketmesh.python_process import python_module_argv
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.python_process import python_module_argv
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.position_cell import PositionCell
 

@@ -12,11 +12,11 @@ import re
 import threading
 from functools import lru_cache
 
-from rocketmesh.log import get_logger
-from rocketmesh.message_codec import tags_hash_code
-from rocketmesh.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.codec import tags_hash_code
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, DispatchRecord
-from rocketmesh.delay_levels import parse_delay_levels
+from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import ENTRY as CQ_ENTRY, ConsumeQueue
 from rocketmesh.broker.store.index_file import IndexService

@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from rocketmesh.service_thread import ServiceThread
+from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.broker.store.mapped_file import MappedFileQueue
 from rocketmesh.broker.store.results import PutMessageStatus
 

@@ -27,7 +27,7 @@ import zlib
 from datetime import datetime
 from typing import Optional
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.mapped_file import release_mapping, unlink_quietly
 
 log = get_logger("broker", component="index")

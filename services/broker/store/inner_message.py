@@ -6,8 +6,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from rocketmesh.message import MessageConst
-from rocketmesh.message_codec import decode_properties, encode_host, encode_properties, tags_hash_code
+from rocketmesh.model.message import MessageConst
+from rocketmesh.model.codec import decode_properties, encode_host, encode_properties, tags_hash_code
 
 _LOCAL_HOST = encode_host("127.0.0.1", 0)
 
@@ -63,7 +63,7 @@ class MessageExtBatch:
     """A SEND_BATCH_MESSAGE as the broker hands it to the store: one topic and queue, the items raw.
 
     ``body`` is the batch as the producer encoded it (RocketMQ's
-    ``MessageDecoder.encodeMessages`` layout, see ``rocketmesh.message_codec``):
+    ``MessageDecoder.encodeMessages`` layout, see ``rocketmesh.model.codec``):
     the store turns each item into a commitlog record without building a
     message object per item.
     """

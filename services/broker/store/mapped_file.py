@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="store")
 

@@ -15,13 +15,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Protocol
 
-from rocketmesh.log import get_logger
-from rocketmesh.message import MessageConst, MessageExt
-from rocketmesh.message_codec import decode_record
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.model.codec import decode_record
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
 from rocketmesh.broker.store.commitlog import DUE_TIME_TOPICS, NOT_DISPATCHED, CommitLog
-from rocketmesh.delay_levels import parse_delay_levels
+from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue
 from rocketmesh.broker.store.dispatch_link import DispatchLink

@@ -24,7 +24,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from rocketmesh.python_process import python_module_argv
+from rocketmesh.runtime.python_process import python_module_argv
 
 _READY = re.compile(r"listening on (\S+)")
 

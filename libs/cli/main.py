@@ -22,9 +22,9 @@ import signal
 import sys
 from typing import Optional
 
-from rocketmesh.cli_help import HelpFormatter
-from rocketmesh.python_process import python_module_argv
-from rocketmesh.supervisor import ChildSpec, ServiceStartError, Supervisor
+from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.python_process import python_module_argv
+from rocketmesh.cli.supervisor import ChildSpec, ServiceStartError, Supervisor
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker"}
@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in SERVICE_HELP.items():
         sub.add_parser(name, help=text, add_help=False)
 
-    from rocketmesh.cli_admin import add_admin_commands
+    from rocketmesh.cli.admin import add_admin_commands
 
     add_admin_commands(sub)
     return ap

@@ -226,7 +226,7 @@ class MessageExt:
         """RocketMQ's offset message id (store host + commitlog offset); made on first use when not given."""
         msg_id = self._msg_id
         if msg_id is None:
-            from rocketmesh.message_codec import encode_host_text, encode_message_id
+            from rocketmesh.model.codec import encode_host_text, encode_message_id
 
             msg_id = self._msg_id = encode_message_id(encode_host_text(self.store_host), self.commitlog_offset)
         return msg_id

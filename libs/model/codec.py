@@ -20,7 +20,7 @@ from typing import Iterator, Optional, Sequence
 
 from zlib_ng.zlib_ng import crc32
 
-from rocketmesh.message import Message, MessageExt
+from rocketmesh.model.message import Message, MessageExt
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
 BLANK_MAGIC_CODE = -875286124  # 0xCBD43194

@@ -14,9 +14,9 @@ import sys
 import threading
 from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
 
-from rocketmesh.cli_help import HelpFormatter
-from rocketmesh.config import ConfigError, load_config
-from rocketmesh.log import configure_service
+from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.config import ConfigError, load_config
+from rocketmesh.runtime.log import configure_service
 
 T = TypeVar("T")
 

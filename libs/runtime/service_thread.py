@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 
-from rocketmesh.log import get_logger
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("rocketmesh", component="service_thread")
 

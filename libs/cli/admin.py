@@ -15,12 +15,12 @@ import threading
 import time
 from typing import Any, Callable
 
-from rocketmesh.cli_help import HelpFormatter
+from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
-from rocketmesh.config import camel_case
-from rocketmesh.message import Message, MessageConst, MessageExt
+from rocketmesh.runtime.config import camel_case
+from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.remoting import ResponseCode
-from rocketmesh.topics import DLQ_GROUP_TOPIC_PREFIX
+from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX
 
 #: RocketMQ's timestamp format of resetOffsetByTime: yyyy-MM-dd#HH:mm:ss:SSS (local time).
 RESET_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
