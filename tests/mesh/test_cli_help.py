@@ -43,3 +43,12 @@ def test_list_dlq_help_shows_the_dead_letter_topic() -> None:
     result = run_cli("admin", "list-dlq", "--help", timeout=30)
     assert result.returncode == 0, result.stderr
     assert "%DLQ%<group>" in result.stdout
+
+
+def test_python_dash_m_rocketmesh_cli_is_the_console_script() -> None:
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "rocketmesh.cli", "admin", "--help"], capture_output=True,
+                            text=True, timeout=30)
+    assert result.returncode == 0 and "mqadmin's commands" in result.stdout, result.stderr

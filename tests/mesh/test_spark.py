@@ -18,7 +18,7 @@ from typing import Iterator
 
 import orjson
 import pytest
-from procs import BrokerProcess, NamesrvProcess, wait_for
+from procs import BrokerProcess, NamesrvProcess, run_cli, wait_for
 
 from rocketmesh import Admin, ConsumeConcurrentlyStatus, Message, MessageQueue, Producer
 from rocketmesh.client.consumer import PushConsumer
@@ -193,7 +193,7 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
 
 def _cli(*args: str) -> str:
     """What `rocketmesh <args>` prints."""
-    done = subprocess.run([sys.executable, "-m", "rocketmesh.cli", *args], capture_output=True, text=True, timeout=60)
+    done = run_cli(*args)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
