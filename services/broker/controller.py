@@ -24,23 +24,23 @@ from rocketmesh.remoting import (
     response_to,
 )
 from rocketmesh.runtime.service_thread import ServiceThread
-from rocketmesh.broker.admin import AdminProcessor
-from rocketmesh.broker.client_manager import ClientManager
+from rocketmesh.broker.processor.admin import AdminProcessor
+from rocketmesh.broker.client.manager import ClientManager
 from rocketmesh.broker.config import BrokerConfig
-from rocketmesh.broker.consumer_manage import ConsumerManageProcessor
-from rocketmesh.broker.delivery import DeliveryProcessor
-from rocketmesh.broker.consumer_offsets import ConsumerOffsetManager, OffsetPersister
-from rocketmesh.broker.handlers import guarded
-from rocketmesh.broker.pull import PullMessageProcessor
-from rocketmesh.broker.rebalance_lock import RebalanceLockManager
+from rocketmesh.broker.processor.consumer_manage import ConsumerManageProcessor
+from rocketmesh.broker.processor.delivery import DeliveryProcessor
+from rocketmesh.broker.metadata.consumer_offsets import ConsumerOffsetManager, OffsetPersister
+from rocketmesh.broker.processor.handlers import guarded
+from rocketmesh.broker.processor.pull import PullMessageProcessor
+from rocketmesh.broker.client.rebalance_lock import RebalanceLockManager
 from rocketmesh.broker.registration import NamesrvRegistration
-from rocketmesh.broker.send import SendMessageProcessor
-from rocketmesh.broker.send_back import SendBackProcessor
+from rocketmesh.broker.processor.send import SendMessageProcessor
+from rocketmesh.broker.processor.send_back import SendBackProcessor
 from rocketmesh.broker.transaction import TransactionProcessor
 from rocketmesh.broker.stats import RateSampler
 from rocketmesh.broker.store import MessageStore, MessageStoreConfig
-from rocketmesh.broker.subscription_group import SubscriptionGroupManager
-from rocketmesh.broker.topic_config import TopicConfigManager
+from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupManager
+from rocketmesh.broker.metadata.topic_config import TopicConfigManager
 
 
 class _ClientScanner(ServiceThread):

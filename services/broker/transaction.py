@@ -58,7 +58,7 @@ from rocketmesh.model.topics import (
     TRANS_OP_REMOVE_TAG,
 )
 from rocketmesh.model.route import PERM_READ_WRITE
-from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 
 if TYPE_CHECKING:

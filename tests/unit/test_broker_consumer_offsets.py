@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from rocketmesh.broker.consumer_offsets import (
+from rocketmesh.broker.metadata.consumer_offsets import (
     ConsumerOffsetManager,
     OffsetFileError,
     OffsetPersister,

@@ -1,6 +1,6 @@
 """The broker's topic table file: what survives a restart and what follows the settings."""
 
-from rocketmesh.broker.topic_config import TopicConfigManager
+from rocketmesh.broker.metadata.topic_config import TopicConfigManager
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 

@@ -36,7 +36,7 @@ from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
-from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 

@@ -21,9 +21,9 @@ from rocketmesh.remoting.headers import (
     from_ext,
     to_ext,
 )
-from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.message_filter import filter_for
-from rocketmesh.broker.subscription_group import SubscriptionGroupConfig
+from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupConfig
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController

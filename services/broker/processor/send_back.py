@@ -34,10 +34,10 @@ from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, Re
 from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, from_ext
 from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
 from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
-from rocketmesh.broker.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES, park_at_level
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
-from rocketmesh.broker.subscription_group import is_sys_consumer_group
+from rocketmesh.broker.metadata.subscription_group import is_sys_consumer_group
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController

@@ -21,7 +21,7 @@ from rocketmesh.remoting.headers import (
     from_ext,
 )
 from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
-from rocketmesh.broker.handlers import ok, register_all
+from rocketmesh.broker.processor.handlers import ok, register_all
 from rocketmesh.broker.store.consume_queue import BLANK_SIZE
 from rocketmesh.model.route import TopicConfig
 

@@ -14,7 +14,7 @@ import threading
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from rocketmesh.broker.topic_config import DataVersion
+from rocketmesh.broker.metadata.topic_config import DataVersion
 from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
 from rocketmesh.runtime.log import get_logger
 
