@@ -90,9 +90,8 @@ class IndexFile:
         return self.index_count >= self.index_num
 
     def _write_header(self) -> None:
-        # pwrite, not a store into the mapping (see MappedFile.write): no page fault on fresh pages.
-        os.pwrite(self.fd, HEADER.pack(self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
-                                       self.end_phy_offset, self.hash_slot_count, self.index_count), 0)
+        HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+                         self.end_phy_offset, self.hash_slot_count, self.index_count)
 
     def put_key(self, key: bytes, phy_offset: int, store_timestamp: int) -> bool:
         """Add ``key`` -> ``phy_offset``; False when the file is full."""
@@ -101,10 +100,9 @@ class IndexFile:
     def put_keys(self, items: list[tuple[bytes, int, int]]) -> int:
         """Add (key, commitlog offset, store time) entries in order; returns how many fitted.
 
-        The entries are written first (one pwrite), then the slots that point to
-        them, then the header: after a crash, :meth:`_repair_tail` finds entries
-        the header does not count yet, so a slot never points at a missing entry.
-        Writes go through the page cache (see MappedFile.write).
+        Each entry is written before the slot that points to it, and the header
+        once at the end: after a crash, :meth:`_repair_tail` finds entries the
+        header does not count yet, so a slot never points at a missing entry.
         """
         room = self.index_num - self.index_count
         if room <= 0 or not items:
@@ -120,28 +118,19 @@ class IndexFile:
             self.begin_phy_offset = items[0][1]
         begin_ts = self.begin_timestamp
         slot_count = self.hash_slot_count
-        unpack_slot, pack_entry = SLOT.unpack_from, ENTRY.pack
+        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         crc32 = zlib.crc32
-        entries: list[bytes] = []
-        slot_writes: dict[int, int] = {}  # slot position -> newest entry (a key seen twice: its last)
         for key, phy, ts in items:
             h = crc32(key) & 0x7FFFFFFF
             slot_pos = HEADER_SIZE + (h % slots) * SLOT_SIZE
-            prev = slot_writes.get(slot_pos)
-            if prev is None:
-                (prev,) = unpack_slot(mm, slot_pos)
-                if prev <= 0 or prev >= count:
-                    prev = 0
-                    slot_count += 1
+            (prev,) = unpack_slot(mm, slot_pos)
+            if prev <= 0 or prev >= count:
+                prev = 0
+                slot_count += 1
             diff = (ts - begin_ts) // 1000
-            entries.append(pack_entry(h, phy, diff if 0 <= diff < 0x7FFFFFFF else 0, prev))
-            slot_writes[slot_pos] = count
+            pack_entry(mm, base + count * ENTRY_SIZE, h, phy, diff if 0 <= diff < 0x7FFFFFFF else 0, prev)
+            pack_slot(mm, slot_pos, count)
             count += 1
-        fd = self.fd
-        os.pwrite(fd, b"".join(entries), base + start * ENTRY_SIZE)
-        pack_slot = SLOT.pack
-        for slot_pos, entry in slot_writes.items():
-            os.pwrite(fd, pack_slot(entry), slot_pos)
         _, self.end_phy_offset, self.end_timestamp = items[-1]
         self.index_count = count
         self.hash_slot_count = slot_count
