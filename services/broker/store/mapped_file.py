@@ -126,7 +126,7 @@ class MappedFile:
         """Write ``data`` at relative ``pos`` through the page cache (pwrite), not through the mapping.
 
         Readers see it through their mappings at once (one page cache). For
-        files written a few bytes at a time (consume queues, index) this is much
+        many small files written a few bytes at a time (consume queues) this is much
         cheaper than a store into the mapping: the first store into each page of
         a mapping takes a page fault that allocates the page's block, which
         costs milliseconds here, where pwrite costs microseconds. The caller
