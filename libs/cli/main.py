@@ -46,14 +46,15 @@ def _exec_service(module: str, argv: list[str]) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """``rocketmesh up``: start the services in order, print where they are, supervise until signalled."""
-    if args.max_restarts < 0 or args.restart_window <= 0:
-        print("rocketmesh up: --max-restarts must be >= 0 and --restart-window > 0", file=sys.stderr)
+    try:
+        sup = Supervisor(max_restarts=args.max_restarts, restart_window_s=args.restart_window)
+    except ValueError as exc:
+        print(f"rocketmesh up: {exc} (--max-restarts, --restart-window)", file=sys.stderr)
         return 2
     data = os.path.abspath(args.data_dir)
     os.makedirs(data, exist_ok=True)
     logs = os.path.join(data, "logs")
     host = args.host
-    sup = Supervisor(max_restarts=args.max_restarts, restart_window_s=args.restart_window)
     env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO")}
 
     def stop(*_: object) -> None:

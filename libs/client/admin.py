@@ -438,6 +438,10 @@ class Admin:
         addr, offset = self._offset_id_broker(offset_msg_id)
         if addr is None:
             raise MQClientError(_not_an_offset_id(offset_msg_id), ResponseCode.MESSAGE_ILLEGAL)
+        return self._view_at(addr, offset)
+
+    def _view_at(self, addr: str, offset: int) -> MessageExt:
+        """The record at commitlog ``offset`` of the broker at ``addr`` (VIEW_MESSAGE_BY_ID)."""
         resp = self.instance.invoke_broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
                                            to_ext(ViewMessageRequestHeader(offset)), timeout_ms=self.timeout_ms)
         try:
@@ -456,10 +460,10 @@ class Admin:
         """
         if not isinstance(msg_id, str) or not looks_like_message_id(msg_id):
             raise MQClientError(f"{msg_id!r} is not a message id (32 hex characters)", ResponseCode.MESSAGE_ILLEGAL)
-        addr, _ = self._offset_id_broker(msg_id)
+        addr, offset = self._offset_id_broker(msg_id)
         if addr is not None:
             try:
-                return self.view_message(msg_id)
+                return self._view_at(addr, offset)
             except MQError:
                 if topic is None:
                     raise

@@ -172,9 +172,6 @@ class DispatchWorker:
                 log.warning("dispatch_worker_orphaned")
                 self.flush()
                 return
-            if os.getppid() != self._parent:
-                log.warning("dispatch_worker_orphaned")
-                return
             now = time.monotonic()
             if now >= next_flush:
                 thorough = now >= next_thorough
