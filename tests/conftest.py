@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
-from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
+from procs import BrokerProcess, HaProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
 
 from rocketmesh import Admin, Producer
 from rocketmesh.remoting import RemotingClient
@@ -105,6 +105,16 @@ def start_txn_checker(tmp_path: Path) -> Iterator[Callable[..., TxnCheckerProces
     starts a txn-checker replica (a member of the system group that checks undecided half messages); all
     stop at teardown. Start it after the brokers, so it finds their half queues at once."""
     start, started = _replicas(tmp_path, TxnCheckerProcess, "txn-checker")
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+@pytest.fixture
+def start_ha(tmp_path: Path) -> Iterator[Callable[..., HaProcess]]:
+    """Factory: ``start_ha(namesrv_addr, brokerName="broker-a", ...)`` starts the ha service of a slave (it
+    replicates the slave's commitlog from its master); all stop at teardown."""
+    start, started = _replicas(tmp_path, HaProcess, "ha")
     yield start
     for proc in started:
         proc.stop()

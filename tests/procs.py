@@ -346,3 +346,9 @@ class TxnCheckerProcess(SystemServiceProcess):
     """A txn-checker replica (half-message check-back)."""
 
     module = "txn_checker"
+
+
+class HaProcess(SystemServiceProcess):
+    """The ha service of one slave (replication from its master); ``status()`` says where it stands."""
+
+    module = "ha"

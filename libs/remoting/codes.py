@@ -120,6 +120,12 @@ class RequestCode(IntEnum):
     CHECK_HALF_MESSAGE = 910
     #: Admin: the half messages of a topic still waiting for their transaction's outcome.
     GET_PENDING_HALF_MESSAGES = 911
+    #: The ha service asks a master for commitlog bytes from an offset (its slave has everything below
+    #: it: the request is also the slave's acknowledgement); held until bytes are written.
+    HA_TRANSFER = 920
+    #: The ha service hands a slave commitlog bytes its master wrote (an empty body asks where the
+    #: slave's commitlog ends).
+    HA_APPEND = 921
 
 
 class ResponseCode(IntEnum):

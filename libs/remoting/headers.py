@@ -290,6 +290,36 @@ class DeliverDueMessagesRequestHeader:
 
 
 @dataclass(slots=True)
+class HaTransferRequestHeader:
+    """HA_TRANSFER (rocketmesh's own): commitlog bytes from ``offset`` for the slave at ``slave_addr``,
+    which has everything below ``offset``. Held up to ``suspend_millis`` while there are none."""
+
+    offset: int
+    slave_addr: str
+    max_bytes: int = 32 * 1024
+    suspend_millis: int = 0
+
+
+@dataclass(slots=True)
+class HaTransferResponseHeader:
+    """The answer to HA_TRANSFER: the body holds the bytes from ``offset`` (within one commitlog file)."""
+
+    offset: int
+    master_max_offset: int
+    master_min_offset: int
+    file_size: int
+
+
+@dataclass(slots=True)
+class HaAppendRequestHeader:
+    """HA_APPEND (rocketmesh's own): the body is the master's commitlog bytes from ``offset``; files of
+    ``file_size`` bytes on the master."""
+
+    offset: int
+    file_size: int
+
+
+@dataclass(slots=True)
 class QueryConsumeQueueRequestHeader:
     """QUERY_CONSUME_QUEUE: up to ``count`` entries of one consume queue from ``index``. An admin read: it
     ignores the topic's read permission, so tools can list write-only topics such as ``%DLQ%<group>``."""

@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 from rocketmesh.runtime.config import ConfigError, load_config, snake_case
 from rocketmesh.model.route import PERM_READ_WRITE
-from rocketmesh.broker.store import MessageStoreConfig
+from rocketmesh.broker.store import BrokerRole, MessageStoreConfig
 
 #: A longer spin only burns CPU: a peer that has not sent within 10 ms is not in a request-response loop.
 MAX_BUSY_POLL_US = 10_000
@@ -48,6 +48,13 @@ class BrokerConfig:
     long_polling_enable: bool = True
     #: Without long polling, how long a pull that finds nothing is held (ms).
     short_polling_time_mills: int = 1000
+    #: Let consumers read from a slave: the master suggests the slave to a consumer whose next
+    #: message is no longer in the page cache (accessMessageInMemoryMaxRatio), and a slave keeps
+    #: serving a consumer it was suggested to. Without it a slave serves pulls only while its master is
+    #: gone and sends every consumer back to the master.
+    slave_read_enable: bool = False
+    #: A slave copies its master's topics, offsets and subscription groups this often (ms).
+    slave_sync_interval_mills: int = 10_000
     #: Allow SQL92 subscriptions (filtering on message properties).
     enable_property_filter: bool = False
     #: The most messages one pull returns.
@@ -104,4 +111,11 @@ def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str,
     if "storeHost" not in store_keys and "store_host" not in store_keys:
         store_keys["store_host"] = f"{broker.broker_ip1}:{broker.listen_port}"
     store = load_config(MessageStoreConfig, path, store_keys, environ)
+    # As RocketMQ: a master is brokerId 0 whatever the file says; a slave needs an id above it.
+    if store.broker_role is BrokerRole.SLAVE:
+        if broker.broker_id <= 0:
+            raise ConfigError(f"brokerRole=SLAVE needs brokerId > 0 (got {broker.broker_id}); "
+                              "brokerId 0 is the master of the group")
+    else:
+        broker.broker_id = 0
     return broker, store

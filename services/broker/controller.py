@@ -29,6 +29,7 @@ from rocketmesh.broker.client.manager import ClientManager
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketmesh.broker.processor.delivery import DeliveryProcessor
+from rocketmesh.broker.processor.ha import HaProcessor
 from rocketmesh.broker.metadata.consumer_offsets import ConsumerOffsetManager, OffsetPersister
 from rocketmesh.broker.processor.handlers import guarded
 from rocketmesh.broker.processor.pull import PullMessageProcessor
@@ -38,7 +39,8 @@ from rocketmesh.broker.processor.send import SendMessageProcessor
 from rocketmesh.broker.processor.send_back import SendBackProcessor
 from rocketmesh.broker.transaction import TransactionProcessor
 from rocketmesh.broker.stats import RateSampler
-from rocketmesh.broker.store import MessageStore, MessageStoreConfig
+from rocketmesh.broker.slave_sync import SlaveSynchronize
+from rocketmesh.broker.store import BrokerRole, MessageStore, MessageStoreConfig
 from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupManager
 from rocketmesh.broker.metadata.topic_config import TopicConfigManager
 
@@ -72,6 +74,8 @@ class BrokerController:
         self.send_back: Optional[SendBackProcessor] = None
         self.delivery: Optional[DeliveryProcessor] = None
         self.transactions: Optional[TransactionProcessor] = None
+        self.ha: Optional[HaProcessor] = None
+        self.slave_sync: Optional[SlaveSynchronize] = None
         self.offsets: Optional[ConsumerOffsetManager] = None
         self.offset_persister: Optional[OffsetPersister] = None
         self.subscription_groups: Optional[SubscriptionGroupManager] = None
@@ -134,6 +138,8 @@ class BrokerController:
         self.transactions = TransactionProcessor(self)
         self.transactions.load()
         self.transactions.register(self.server, self.executor)
+        self.ha = HaProcessor(self)
+        self.ha.register(self.server)
         self.offset_persister = OffsetPersister(self.offsets, cfg.flush_consumer_offset_interval, (self.delivery,))
         self.offset_persister.start()
         self.server.register_default(self._not_supported)
@@ -145,14 +151,22 @@ class BrokerController:
             self._registration_ext, self.topics.snapshot)
         self.topics.on_change = self.registration.wakeup
         self.registration.start()
+        if self.is_slave:
+            self.slave_sync = SlaveSynchronize(self, cfg.slave_sync_interval_mills)
+            self.slave_sync.start()
         # As RocketMQ's start() registers before it returns: once the ready line is out, the name
         # servers route this broker's topics. A name server that is down only delays this, bounded.
         if self.namesrvs and not self.registration.registered.wait(cfg.register_broker_timeout_mills / 1000 + 1):
             self.log.warning("broker_not_registered_yet", namesrv=self.namesrvs,
                              hint="the name servers did not answer; registration goes on in the background")
         self.log.info("broker_started", address=self.broker_addr, namesrv=self.namesrvs,
-                      store=self.store_config.store_path_root_dir,
+                      store=self.store_config.store_path_root_dir, broker_id=cfg.broker_id,
+                      broker_role=self.store_config.broker_role.value,
                       flush_disk_type=self.store_config.flush_disk_type.value)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.store_config.broker_role is BrokerRole.SLAVE
 
     def _starting(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return response_to(req, ResponseCode.SYSTEM_BUSY, "broker is starting, try again shortly")
@@ -188,6 +202,7 @@ class BrokerController:
         put = [s.rate("put", w) for w in (10, 60, 600)]
         get = [s.rate("get", w) for w in (10, 60, 600)]
         producers, consumers = self.clients.counts()
+        info.update(self._ha_info())
         info.update({
             "brokerVersionDesc": f"rocketmesh {__version__}",
             "brokerName": self.config.broker_name,
@@ -209,6 +224,26 @@ class BrokerController:
         })
         return info
 
+    def _ha_info(self) -> dict[str, Any]:
+        """Role and replication figures: a master's slaves and how far behind each is; a slave's master."""
+        store = self.store
+        end = store.max_physical_offset
+        info: dict[str, Any] = {"brokerRole": self.store_config.broker_role.value, "brokerId": self.config.broker_id}
+        if self.is_slave:
+            master = self.slave_sync.master_addr() if self.slave_sync is not None else None
+            info.update({"masterAddr": master or "", "slaveSyncs": self.slave_sync.syncs if self.slave_sync else 0,
+                         "haAppendedBytes": self.ha.appended_bytes if self.ha else 0})
+        else:
+            slaves = store.replicas.progress()
+            info.update({
+                "haSlaves": [{"addr": p.address, "ackedOffset": p.acked_offset, "lagBytes": max(0, end - p.acked_offset),
+                              "connected": p.connected, "silentSeconds": p.silent_s} for p in slaves],
+                "haReplicationLagBytes": min((max(0, end - p.acked_offset) for p in slaves if p.connected),
+                                             default=-1),
+                "haTransferredBytes": self.ha.transferred_bytes if self.ha else 0,
+            })
+        return info
+
     def shutdown(self) -> None:
         """Stop taking requests, answer what is queued, flush, unregister."""
         if self._stopped.is_set():
@@ -222,10 +257,12 @@ class BrokerController:
             self.send.stop()
         if self.pull is not None:
             self.pull.stop()
+        if self.ha is not None:
+            self.ha.stop()
         self.server.stop(grace_s=2.0)
         if self.transactions is not None:
             self.transactions.shutdown()
-        for svc in (self.sampler, self.scanner, self.offset_persister):
+        for svc in (self.sampler, self.scanner, self.offset_persister, self.slave_sync):
             if svc is not None:
                 svc.stop(2)
         self.executor.shutdown(wait=True, cancel_futures=True)

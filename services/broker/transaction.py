@@ -176,7 +176,6 @@ class TransactionProcessor:
     def load(self) -> None:
         """Remember the transactions the op queue's tail says are decided (a late END_TRANSACTION changes nothing)."""
         store = self.store
-        store.wait_dispatched(10.0)
         budget = self.decided.capacity
         loaded = 0
         for qid in store.queue_ids(TRANS_OP_HALF_TOPIC):
@@ -288,7 +287,7 @@ class TransactionProcessor:
             else:
                 self.discarded += 1
         last = result.appended[-1]
-        flushed = self.store.wait_flushed(last.wrote_offset + last.wrote_bytes)
+        flushed = self.store.wait_durable(last.wrote_offset + last.wrote_bytes)
         if flushed is not PutMessageStatus.PUT_OK:
             log.warning("transaction_flush_late", transaction_id=tid, status=flushed.value)
         return ResponseCode.SUCCESS, None
@@ -413,7 +412,6 @@ class TransactionProcessor:
         h = from_ext(PendingHalfMessagesRequestHeader, req.ext)
         max_num = max(1, min(h.max_num, 1000))
         store = self.store
-        store.catch_up()
         latest: dict[str, dict[str, Any]] = {}
         for qid in store.queue_ids(TRANS_HALF_TOPIC):
             lo = store.get_min_offset_in_queue(TRANS_HALF_TOPIC, qid)

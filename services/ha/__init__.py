@@ -1,1 +1,1 @@
-"""Master to slave commitlog replication (built by the HA issue)."""
+"""The ha service: replicates one slave broker's commitlog from its master (RocketMQ's HAService loop)."""

@@ -8,8 +8,7 @@ from typing import Iterator
 import pytest
 
 from procs import BrokerProcess, child_pids, freeze, thaw, wait_for
-from rocketmesh import Admin, Message, Producer
-from rocketmesh.broker.store.commitlog import UNDISPATCHED_MAX
+from rocketmesh import Admin, Message, MQBrokerError, Producer
 from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
@@ -32,10 +31,8 @@ def sent(namesrv, broker) -> Iterator[list[str]]:
         with Producer("pull-test", namesrv.addr) as p:
             for i, body in enumerate(bodies):
                 p.send(Message(TOPIC, body, tags="A" if i % 2 == 0 else "B"))
-        # The dispatch worker builds queue entries after the sends return: a pull's maxOffset is the
-        # consume queue's end, as in RocketMQ, so wait for it.
         mq = next(iter(admin.topic_status(TOPIC)))
-        wait_for(lambda: admin.max_offset(mq) == 5, what="the five sends in the consume queue")
+        assert admin.max_offset(mq) == 5  # readable as soon as the sends returned
     yield bodies
 
 
@@ -89,9 +86,9 @@ def test_a_held_pull_is_answered_when_a_message_arrives(namesrv, remoting_client
 
 def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is_early_not_wrong(
         namesrv, remoting_client, broker, sent):
-    """With the dispatch worker frozen, a pull held at the queue's end still gets the new message (read back
-    from the commitlog), so does a pull that comes after the put, and the next pull, past every queue entry,
-    is "nothing yet", not an offset to correct; once dispatch resumes, the queue entries agree."""
+    """With the dispatch worker frozen, a pull held at the queue's end still gets the new message (its queue
+    entry is in memory from the put on), so does a pull that comes after the put, and the next pull, at
+    the queue's end, is "nothing yet", not an offset to correct; once dispatch resumes, the files agree."""
     [worker] = child_pids(broker.pid)
     freeze(worker)
     try:
@@ -108,7 +105,7 @@ def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is
         nxt = pull(remoting_client, broker, 7)
         assert nxt.code == ResponseCode.PULL_NOT_FOUND and nxt.ext["nextBeginOffset"] == 7
         assert pull(remoting_client, broker, 8).code == ResponseCode.PULL_OFFSET_MOVED  # past the stored end
-        # A pull that comes after the put reads the undispatched messages too, filter and all.
+        # A pull that comes after the put reads the messages not on file yet too, filter and all.
         late = pull(remoting_client, broker, 5)
         assert late.code == ResponseCode.SUCCESS and bodies_of(late) == ["not-for-you", "early"]
         assert late.ext["nextBeginOffset"] == 7
@@ -149,55 +146,91 @@ def test_bad_requests_are_answered_and_the_broker_keeps_serving(remoting_client,
     assert pull(remoting_client, broker, 0).code == ResponseCode.SUCCESS
 
 
-def test_a_read_goes_on_from_the_dispatched_entries_into_the_undispatched_ones(namesrv, remoting_client, broker):
-    """Part of a queue dispatched, the rest not yet: one filtered pull reads across the boundary."""
+def cq_file_entries(broker: BrokerProcess, topic: str, first: int, count: int) -> list[tuple[int, int, int]]:
+    """Entries ``first``.. of queue 0's first consume-queue file, as the dispatch worker wrote them."""
+    import struct
+
+    raw = (broker.store_dir / "consumequeue" / topic / "0" / f"{0:020d}").read_bytes()
+    return [struct.unpack_from(">qiq", raw, i * 20) for i in range(first, first + count)]
+
+
+def test_a_read_goes_on_from_the_filed_entries_into_the_ones_only_in_memory(namesrv, remoting_client, broker):
+    """Part of a queue on file, the rest not yet: one filtered pull reads across the boundary."""
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route(TOPIC)
         with Producer("pull-test-5", namesrv.addr) as p:
             p.send(Message(TOPIC, "d0", tags="A"))
             p.send(Message(TOPIC, "d1", tags="B"))
-            mq = next(iter(admin.topic_status(TOPIC)))
-            wait_for(lambda: admin.max_offset(mq) == 2, 5.0, what="d0 and d1 in the consume queue")
+            wait_for(lambda: all(e[1] for e in cq_file_entries(broker, TOPIC, 0, 2)), 5.0,
+                     what="d0 and d1 in the consume-queue file")
             [worker] = child_pids(broker.pid)
             freeze(worker)
             try:
                 p.send(Message(TOPIC, "u2", tags="A"))
                 p.send(Message(TOPIC, "u3", tags="B"))
-                assert admin.max_offset(mq) == 2  # still not dispatched
+                time.sleep(0.1)
+                assert cq_file_entries(broker, TOPIC, 2, 2) == [(0, 0, 0)] * 2  # not on file
+                mq = next(iter(admin.topic_status(TOPIC)))
+                assert admin.max_offset(mq) == 4
                 only_b = pull(remoting_client, broker, 0, subscription="B")
                 assert bodies_of(only_b) == ["d1", "u3"] and only_b.ext["nextBeginOffset"] == 4
                 everything = pull(remoting_client, broker, 1)
                 assert bodies_of(everything) == ["d1", "u2", "u3"]
             finally:
                 thaw(worker)
+        wait_for(lambda: all(e[1] for e in cq_file_entries(broker, TOPIC, 0, 4)), 5.0,
+                 what="all four in the consume-queue file")
 
 
-def test_with_dispatch_stalled_past_what_the_broker_keeps_a_pull_waits_for_dispatch_and_loses_nothing(
-        namesrv, remoting_client, broker):
-    """The broker keeps where undispatched messages went only for the last UNDISPATCHED_MAX of a queue; an
-    older offset is "nothing yet" until the dispatch worker catches up, then reads as usual."""
-    n = UNDISPATCHED_MAX + 10
+@pytest.fixture
+def small_dispatch_lag_broker(namesrv, start_broker) -> BrokerProcess:
+    return start_broker(namesrv.addr, dispatchBehindMaxBytes=256 * 1024)
+
+
+def test_with_dispatch_stalled_nothing_is_dropped_and_sends_past_the_bound_are_refused_until_it_resumes(
+        namesrv, remoting_client, small_dispatch_lag_broker):
+    """While the dispatch worker is frozen every message stays readable from the first offset on; once
+    the commitlog is dispatchBehindMaxBytes ahead of the files, sends are refused with a reason and pulls
+    still work; when the worker resumes, sends are taken again and nothing was lost."""
+    broker = small_dispatch_lag_broker
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route(TOPIC)
     [worker] = child_pids(broker.pid)
+    body = "x" * 1000
     freeze(worker)
     try:
-        with Producer("pull-test-6", namesrv.addr) as p:
-            p.send_batch([Message(TOPIC, f"b{i}") for i in range(n)])
-        oldest = pull(remoting_client, broker, 0)
-        assert oldest.code == ResponseCode.PULL_NOT_FOUND and oldest.ext["nextBeginOffset"] == 0
-        newest = pull(remoting_client, broker, n - 3)
-        assert bodies_of(newest) == [f"b{i}" for i in range(n - 3, n)]
+        with Producer("pull-test-6", namesrv.addr, retry_times_when_send_failed=0) as p:
+            stored = 0
+            refused = None
+            for _ in range(400):  # ~1.1 KiB records: past 256 KiB well within 400 sends
+                try:
+                    p.send_batch([Message(TOPIC, body) for _ in range(8)])
+                    stored += 8
+                except MQBrokerError as exc:
+                    refused = exc
+                    break
+            assert refused is not None and refused.response_code == ResponseCode.SERVICE_NOT_AVAILABLE
+            assert "dispatchBehindMaxBytes" in str(refused)
+            assert stored >= 200
+            got: list[str] = []
+            while len(got) < stored:
+                resp = pull(remoting_client, broker, len(got))
+                assert resp.code == ResponseCode.SUCCESS
+                got += bodies_of(resp)
+            assert len(got) == stored
     finally:
         thaw(worker)
-    got: list[str] = []
-    deadline = time.monotonic() + 10
-    while len(got) < n and time.monotonic() < deadline:
-        resp = pull(remoting_client, broker, len(got))
-        if resp.code == ResponseCode.SUCCESS:
-            got += bodies_of(resp)
-        else:
-            time.sleep(0.05)
-    assert got == [f"b{i}" for i in range(n)]
+    with Producer("pull-test-7", namesrv.addr) as p:
+        wait_for(lambda: _sends(p, Message(TOPIC, "after")), 10.0, what="a send taken after dispatch resumed")
+    resp = pull(remoting_client, broker, stored)
+    assert bodies_of(resp)[-1] == "after"
+
+
+def _sends(p: Producer, message: Message) -> bool:
+    try:
+        p.send(message)
+        return True
+    except MQBrokerError:
+        return False

@@ -99,15 +99,24 @@ def test_batch_is_appended_in_order_with_consecutive_offsets(tmp_path):
         store.shutdown()
 
 
-def test_arriving_listener_hears_new_max_offset(tmp_path):
+def test_the_arriving_listener_hears_each_put_once_its_messages_are_readable(tmp_path):
+    """The listener runs on the putting thread after every put, with each grown queue's new end; a read
+    from inside it finds the new message whether or not the dispatch worker has filed its entry."""
     store = open_store(tmp_path)
     heard = []
-    store.register_arriving_listener(lambda topic, qid, max_offset: heard.append((topic, qid, max_offset)))
+
+    def listener(grown):
+        for topic, qid, max_offset in grown:
+            got = store.get_message("g", topic, qid, max_offset - 1, 1)
+            heard.append((topic, qid, max_offset, [decode_record(r).body for r in got.records]))
+
+    store.register_arriving_listener(listener)
     try:
-        for _ in range(3):
-            store.put_message(msg(queue_id=1))
-        assert store.wait_dispatched(5)
-        assert heard[-1] == ("TopicTest", 1, 3)
+        for i in range(3):
+            store.put_message(msg(body=b"m%d" % i, queue_id=1))
+        store.put_messages([msg(body=b"a", queue_id=2), msg(body=b"b", queue_id=2), msg(body=b"c", queue_id=3)])
+        assert heard == [("TopicTest", 1, 1, [b"m0"]), ("TopicTest", 1, 2, [b"m1"]), ("TopicTest", 1, 3, [b"m2"]),
+                         ("TopicTest", 2, 2, [b"b"]), ("TopicTest", 3, 1, [b"c"])]
     finally:
         store.shutdown()
 
@@ -132,7 +141,7 @@ def _batch(topic: str, messages: list, queue_id: int = 0) -> MessageExtBatch:
 def test_a_batch_is_stored_as_its_items_with_consecutive_offsets_and_one_result(tmp_path):
     store = open_store(tmp_path, store_host="10.0.0.7:10911")
     grown = []
-    store.register_put_listener(grown.append)
+    store.register_arriving_listener(grown.append)
     try:
         store.put_message(msg(queue_id=2))
         sent = [Message("TopicTest", b"body-%d" % i, tags="T%d" % (i % 2), keys="key-%d" % i) for i in range(20)]
@@ -219,7 +228,7 @@ def test_a_bad_item_refuses_the_whole_batch_and_nothing_is_written(tmp_path):
         r = store.put_batch(MessageExtBatch("TopicTest", 0, bytes(empty_body[:16]) + b"\x00\x00\x00\x00\x00\x00"))
         assert r.status is PutMessageStatus.MESSAGE_ILLEGAL and "empty" in r.remark, r
         assert store.commitlog.max_offset == before
-        assert store.assigned_offset("TopicTest", 0) == 0
+        assert store.get_max_offset_in_queue("TopicTest", 0) == 0
         assert store.put_batch(_batch("TopicTest", good)).first.queue_offset == 0
     finally:
         store.shutdown()

@@ -117,6 +117,23 @@ class ConsumerOffsetManager:
             log.warning("commit_offset_less_than_stored", client_host=client_host, key=key, queue_id=queue_id,
                         offset=offset, stored=previous)
 
+    def merge_from_master(self, table: dict[str, dict[int, int]]) -> int:
+        """A slave takes its master's offsets (``{"topic@group": {queue id: offset}}``), keeping its own
+        where they are ahead: offsets consumers committed here while the master was gone stay until the
+        master has them too. Returns how many offsets moved."""
+        moved = 0
+        with self._lock:
+            for key, queues in table.items():
+                mine = self._table.setdefault(key, {})
+                for qid, offset in queues.items():
+                    qid, offset = _int(qid, "queue id"), _int(offset, "offset")
+                    if mine.get(qid, -1) < offset:
+                        mine[qid] = offset
+                        moved += 1
+            if moved:
+                self._version += 1
+        return moved
+
     def reset(self, group: str, topic: str, offsets: dict[int, int]) -> None:
         """Set ``group``'s offsets of the given queues of ``topic`` (an admin reset).
 

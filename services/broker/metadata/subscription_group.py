@@ -184,6 +184,21 @@ class SubscriptionGroupManager:
             log.warning("subscription_group_delete_missing", group=group)
         return existed
 
+    def replace_all(self, doc: dict[str, Any]) -> bool:
+        """A slave takes its master's table (a :meth:`snapshot` document) when its data version differs;
+        returns whether it did."""
+        dv = doc.get("dataVersion") or {}
+        version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        table = {name: SubscriptionGroupConfig.from_json(d)
+                 for name, d in (doc.get("subscriptionGroupTable") or {}).items()}
+        with self._lock:
+            if version == self.data_version:
+                return False
+            self.table = table
+            self.data_version = version
+        self._persist_logged()
+        return True
+
     def all(self) -> list[SubscriptionGroupConfig]:
         """Every config (copies), sorted by group name."""
         with self._lock:

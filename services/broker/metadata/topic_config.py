@@ -91,6 +91,20 @@ class TopicConfigManager:
     def get(self, topic: str) -> Optional[TopicConfig]:
         return self.table.get(topic)
 
+    def replace_all(self, doc: dict[str, Any]) -> bool:
+        """A slave takes its master's table (a :meth:`snapshot` document) when its data version differs;
+        returns whether it did."""
+        dv = doc.get("dataVersion") or {}
+        version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        table = {name: TopicConfig.from_json(d) for name, d in (doc.get("topicConfigTable") or {}).items()}
+        with self._lock:
+            if version == self.data_version:
+                return False
+            self.table = table
+            self.data_version = version
+        self.persist()
+        return True
+
     def update(self, cfg: TopicConfig) -> None:
         with self._lock:
             self.table[cfg.topic_name] = cfg

@@ -120,7 +120,6 @@ class AdminProcessor:
                                f"queueId[{h.queue_id}] is illegal, topic[{h.topic}] has "
                                f"{max(cfg.read_queue_nums, cfg.write_queue_nums)} queues")
         count = max(0, min(h.count, 4096))
-        self.store.catch_up()
         cq = self.store.find_consume_queue(h.topic, h.queue_id)
         entries: list[dict] = []
         lo = hi = 0

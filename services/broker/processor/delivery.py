@@ -79,12 +79,8 @@ class DeliveryProcessor:
 
     def load(self) -> None:
         """Read the re-put memory a previous run left (none: start empty)."""
-        data = read_json(self.path) or {}
-        for key, d in (data.get("queues") or {}).items():
-            topic, _, qid = key.rpartition("@")
-            if topic in PARKED_TOPICS and qid.isdigit():
-                self._delivered[(topic, int(qid))] = _Delivered(int(d.get("floor", 0)),
-                                                                {int(o) for o in d.get("offsets", ())})
+        self.replace_all(read_json(self.path) or {})
+        self._persisted_version = self._version
 
     def persist_if_dirty(self) -> bool:
         """Write the re-put memory if it changed since the last write (write-then-rename)."""
@@ -92,14 +88,32 @@ class DeliveryProcessor:
             if self._version == self._persisted_version:
                 return False
             version = self._version
-            doc = {"queues": {f"{t}@{q}": {"floor": d.floor, "offsets": sorted(d.offsets)}
-                              for (t, q), d in sorted(self._delivered.items())}}
-        write_json_atomic(self.path, doc)
+        write_json_atomic(self.path, self.snapshot())
         self._persisted_version = version
         return True
 
+    def snapshot(self) -> dict:
+        """The re-put memory as a document (what scheduleDelivered.json holds; GET_ALL_DELAY_OFFSET)."""
+        with self._lock:
+            return {"queues": {f"{t}@{q}": {"floor": d.floor, "offsets": sorted(d.offsets)}
+                               for (t, q), d in sorted(self._delivered.items())}}
+
+    def replace_all(self, doc: dict) -> None:
+        """A slave takes its master's re-put memory (a :meth:`snapshot` document)."""
+        delivered = {}
+        for key, d in (doc.get("queues") or {}).items():
+            topic, _, qid = key.rpartition("@")
+            if topic in PARKED_TOPICS and qid.isdigit():
+                delivered[(topic, int(qid))] = _Delivered(int(d.get("floor", 0)), {int(o) for o in d.get("offsets", ())})
+        with self._lock:
+            self._delivered = delivered
+            self._version += 1
+
     def register(self, server, executor) -> None:
-        register_all(server, {RequestCode.DELIVER_DUE_MESSAGES: (self.deliver, executor)}, BAD_REQUEST_ERRORS)
+        register_all(server, {
+            RequestCode.DELIVER_DUE_MESSAGES: (self.deliver, executor),
+            RequestCode.GET_ALL_DELAY_OFFSET: (lambda req, ctx: ok(req, body=orjson.dumps(self.snapshot())), None),
+        }, BAD_REQUEST_ERRORS)
 
     def deliver(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Re-put the named entries that are due.
@@ -171,7 +185,7 @@ class DeliveryProcessor:
             self.delivered_total += len(batch) - rolled
             self.rolled_total += rolled
             self.duplicates_total += duplicates
-        if batch and store.wait_flushed(end) is not PutMessageStatus.PUT_OK:
+        if batch and store.wait_durable(end) is not PutMessageStatus.PUT_OK:
             # Stored and remembered; only the flush is late. The scheduler commits, as a send would.
             log.warning("delivery_flush_timeout", topic=h.topic, queue_id=h.queue_id)
         if missing:

@@ -2,21 +2,15 @@
 PullRequestHoldService).
 
 A pull that finds nothing new is held, not answered, when the client allows
-it (``PullSysFlag.SUSPEND``): the store's arriving listener wakes the held
-pulls of the queue that grew, they are run again and answered. A pull whose
-new messages all fail its filter keeps waiting from the later offset, so a
-selective consumer is not sent round trips for messages it does not want. A
-held pull is answered at its deadline at the latest, and a re-check every
-``shortPollingTimeMills`` (or 5 s with long polling) covers a wake-up lost
-to a race. Nothing spins while a pull waits.
-
-A put runs the pulls held at its queues again at once, on the putting thread.
-The store reads a pull the messages appended but not yet dispatched from the
-commitlog (it keeps where each went until the dispatch worker reports its
-queue entry), so a waiting consumer gets a message without waiting for the
-dispatch worker; a pull at the queue's assigned end is "nothing new yet".
-Schedule and timer topics, whose queue entries the dispatcher computes, wait
-for the dispatch worker's report.
+it (``PullSysFlag.SUSPEND``). One thing wakes it: the store's arriving
+listener, which a put calls on the putting thread once its messages are
+readable; the held pulls of the queues it grew are run again and answered. A
+pull whose new messages all fail its filter keeps waiting from the later
+offset, so a selective consumer is not sent round trips for messages it does
+not want. A pull is held only after one more look at its queue's end, so a put
+that lands between the read and the hold is not missed. The hold thread only
+answers pulls whose deadline came (long polling: the client's suspend timeout;
+short polling: ``shortPollingTimeMills``). Nothing spins while a pull waits.
 """
 
 from __future__ import annotations
@@ -37,7 +31,7 @@ from rocketmesh.remoting.headers import (
     from_ext,
     to_ext,
 )
-from rocketmesh.model.route import Perm
+from rocketmesh.model.route import MASTER_ID, Perm
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.store import GetMessageStatus
 
@@ -58,8 +52,6 @@ _CODES = {
 }
 #: A woken pull that still has nothing for its filter keeps waiting (from past what it skipped).
 _KEEP_HOLDING = (GetMessageStatus.NO_MATCHED_MESSAGE.value, GetMessageStatus.OFFSET_OVERFLOW_ONE.value)
-#: The re-check of held pulls when long polling is on (RocketMQ's PullRequestHoldService, 5 s).
-_LONG_POLL_CHECK_S = 5.0
 #: Smallest size of the deadline heap at which it is rebuilt without answered pulls.
 _COMPACT_MIN = 1024
 
@@ -94,11 +86,10 @@ class PullMessageProcessor:
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
         self._stopped = False
-        self._thread = threading.Thread(target=self._hold_loop, name="PullRequestHoldService", daemon=True)
+        self._thread = threading.Thread(target=self._deadline_loop, name="PullRequestHoldService", daemon=True)
 
     def start(self) -> None:
         self.store.register_arriving_listener(self.on_arriving)
-        self.store.register_put_listener(self.on_put)
         self._thread.start()
 
     def stop(self) -> None:
@@ -126,7 +117,7 @@ class PullMessageProcessor:
         resp = self._process(req, header, header.queue_offset, allow_suspend=True, ctx=ctx)
         if resp is None:
             return None
-        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and self.broker.config.broker_id == 0:
+        if header.sys_flag & PullSysFlag.COMMIT_OFFSET and not self.broker.is_slave:
             try:
                 self.broker.offsets.commit_offset(ctx.remote, header.consumer_group, header.topic,
                                                   header.queue_id, header.commit_offset)
@@ -187,7 +178,11 @@ class PullMessageProcessor:
             if timeout_ms > 0:
                 self._hold(_HeldPull(req, ctx, h, offset, time.monotonic() + timeout_ms / 1000.0))
                 return None
-        ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset))
+        suggest = MASTER_ID
+        if broker.config.slave_read_enable and self.store.suggest_pulling_from_slave(result):
+            suggest = group_cfg.which_broker_when_consume_slowly
+        ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset,
+                                               suggest))
         if code == ResponseCode.SUCCESS:
             return response_to(req, code, None, ext, b"".join(result.records))
         return response_to(req, code, status.value, ext)
@@ -210,9 +205,9 @@ class PullMessageProcessor:
             self._answer(held)
             return
         # A message may have been stored between the read and the hold: look once more.
-        end = self.store.assigned_offset(*key)
+        end = self.store.get_max_offset_in_queue(*key)
         if end > self._offset_of(key):
-            self.on_arriving(key[0], key[1], end)
+            self._wake_queue(key, end)
 
     def _compact_deadlines(self) -> None:
         # Answered pulls stay in the heap until their deadline comes up (15 s by default); at thousands
@@ -228,9 +223,18 @@ class PullMessageProcessor:
             hs = self._held.get(key)
             return min((h.offset for h in hs), default=1 << 62) if hs else 1 << 62
 
-    def on_arriving(self, topic: str, queue_id: int, max_offset: int) -> None:
-        """The store's listener: ``topic``/``queue_id`` now ends at ``max_offset``."""
-        key = (topic, queue_id)
+    def on_arriving(self, grown: list[tuple[str, int, int]]) -> None:
+        """The store's arriving listener, on the putting thread: run again the pulls held at the queues
+        a put just grew. Costs one dictionary look-up per queue while nothing is held."""
+        held_table = self._held
+        if not held_table:
+            return
+        for topic, queue_id, max_offset in grown:
+            if (topic, queue_id) in held_table:
+                self._wake_queue((topic, queue_id), max_offset)
+
+    def _wake_queue(self, key: tuple[str, int], max_offset: int) -> None:
+        """Run again the pulls held at ``key`` that wait below ``max_offset``."""
         with self._lock:
             hs = self._held.get(key)
             if not hs:
@@ -245,17 +249,6 @@ class PullMessageProcessor:
                 del self._held[key]
         for h in ready:
             self._wake(h)
-
-    def on_put(self, grown: list[tuple[str, int, int]]) -> None:
-        """The store's put listener: run again, on the putting thread, the pulls held at the queues a put
-        just grew. The store reads them the new messages before the dispatch worker has made their
-        queue entries. Costs one dictionary look-up per queue while nothing is held."""
-        held_table = self._held
-        if not held_table:
-            return
-        for topic, queue_id, next_offset in grown:
-            if (topic, queue_id) in held_table:
-                self.on_arriving(topic, queue_id, next_offset)
 
     def _wake(self, held: _HeldPull) -> None:
         """Run a held pull again: answer it, or keep holding from past what the filter refused."""
@@ -272,10 +265,10 @@ class PullMessageProcessor:
                     self._held.setdefault(key, []).append(held)
                     resp = None
             if resp is None:
-                # The dispatched end, not the assigned one: a message the store cannot read before
-                # dispatch (a due-time topic, or past what it keeps undispatched) would wake it in a loop.
-                if self.store.get_max_offset_in_queue(*key) > held.offset:
-                    self.on_arriving(key[0], key[1], self.store.get_max_offset_in_queue(*key))
+                # As in _hold: a put may have come between this read and the hold.
+                end = self.store.get_max_offset_in_queue(*key)
+                if end > held.offset:
+                    self._wake_queue(key, end)
                 return
         self._respond(held, resp)
 
@@ -290,12 +283,10 @@ class PullMessageProcessor:
         if resp is not None:
             held.ctx.respond(resp)
 
-    def _hold_loop(self) -> None:
-        check_s = _LONG_POLL_CHECK_S if self.long_polling else self.short_polling_s
-        next_check = time.monotonic() + check_s
+    def _deadline_loop(self) -> None:
+        """Answer each held pull whose deadline came, with whatever its queue holds then."""
         while True:
             expired: list[_HeldPull] = []
-            recheck: list[tuple[str, int]] = []
             with self._cond:
                 if self._stopped:
                     return
@@ -310,19 +301,11 @@ class PullMessageProcessor:
                         if not hs:
                             del self._held[(h.header.topic, h.header.queue_id)]
                     expired.append(h)
-                if now >= next_check:
-                    recheck = list(self._held)
-                    next_check = now + check_s
-                if not expired and not recheck:
-                    wait = next_check - now
-                    if self._deadlines:
-                        wait = min(wait, self._deadlines[0][0] - now)
-                    self._cond.wait(max(0.0, wait))
+                if not expired:
+                    self._cond.wait(self._deadlines[0][0] - now if self._deadlines else None)
                     continue
             for h in expired:
                 try:
                     self._answer(h)
                 except Exception:  # noqa: BLE001 - one bad pull must not stop the hold service
                     log.exception("held_pull_answer_failed", topic=h.header.topic)
-            for topic, queue_id in recheck:
-                self.on_arriving(topic, queue_id, self.store.get_max_offset_in_queue(topic, queue_id))

@@ -1,16 +1,17 @@
 """SEND_MESSAGE and SEND_BATCH_MESSAGE: checks, auto-creation, delay rewrite, the ordered send worker.
 
-Under ASYNC_FLUSH, while the remoting I/O thread keeps up with its clients,
-it stores and answers each send itself: no thread hand-off on the way. Once
-it has been reading without a pause for longer than a quarter of
-``waitTimeMillsInSendQueue`` (sustained load), and always under SYNC_FLUSH,
-sends are queued and handled by one worker thread in arrival order
-(RocketMQ's single send thread). The worker drains what is queued, answers
-SYSTEM_BUSY for requests that waited longer than ``waitTimeMillsInSendQueue``,
-stores the rest, and under SYNC_FLUSH waits for one fsync covering all of
-them before answering: concurrent producers share a disk flush. Sends never
-overtake each other: while anything is queued or being stored by the worker,
-new sends queue behind it.
+When the store answers a put at once (ASYNC_FLUSH on an ASYNC_MASTER), while
+the remoting I/O thread keeps up with its clients, it stores and answers each
+send itself: no thread hand-off on the way. Once it has been reading without a
+pause for longer than a quarter of ``waitTimeMillsInSendQueue`` (sustained
+load), and always when puts wait to be durable (the store's ``put_waits``:
+SYNC_FLUSH, SYNC_MASTER), sends are queued and handled by one worker thread in
+arrival order (RocketMQ's single send thread). The worker drains what is
+queued, answers SYSTEM_BUSY for requests that waited longer than
+``waitTimeMillsInSendQueue``, stores the rest, and waits once for the store to
+make all of them durable before answering: concurrent producers share one
+disk flush and one replication round. Sends never overtake each other: while
+anything is queued or being stored by the worker, new sends queue behind it.
 """
 
 from __future__ import annotations
@@ -176,9 +177,9 @@ class SendMessageProcessor:
                 ctx.respond(response_to(cmd, code, f"[{result.status.value}] {result.remark}".strip()))
         if not stored:
             return
-        flush_status = self.store.wait_flushed(max_end)
+        durable = self.store.wait_durable(max_end)
         for cmd, ctx, result in stored:
-            status = result.status if flush_status is PutMessageStatus.PUT_OK else flush_status
+            status = result.status if durable is PutMessageStatus.PUT_OK else durable
             first = result.appended[0]
             ext = {"msgId": first.msg_id, "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
             ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))

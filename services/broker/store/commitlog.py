@@ -3,14 +3,15 @@
 Records use RocketMQ's layout (see ``rocketmesh.model.codec``). A message that
 does not fit in the rest of a file is preceded by a blank record filling the
 file (TOTALSIZE = the rest, MAGICCODE = BLANK_MAGIC_CODE) and goes to the next.
-Queue offsets are assigned here, under the put lock, so they follow commitlog order.
+Queue offsets are assigned here, under the put lock, so they follow commitlog order:
+each message's consume-queue entry is appended to its queue's in-memory tail
+(:class:`LiveConsumeQueue`) as it is written, which is what gives it its offset.
 """
 
 from __future__ import annotations
 
 import struct
 import threading
-from collections import deque
 import time
 from typing import Callable, Optional
 
@@ -30,10 +31,12 @@ from rocketmesh.model.codec import (
     encode_host,
     has_schedule_property,
 )
-from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import MessageStoreConfig
+from rocketmesh.broker.store.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
+from rocketmesh.broker.store.queue_entry import entry_tags_code
 from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
 
 log = get_logger("broker", component="commitlog")
@@ -45,21 +48,18 @@ _DISPATCH_FIELDS = struct.Struct(">iiii4xqqi8x8xq8x4x8xi")
 _MAX_PROPERTIES = 32767
 #: ``sys_flag & 0xC`` of records that get no queue entry: prepared and rolled-back transaction messages.
 NOT_DISPATCHED = (int(SysFlag.TRANSACTION_PREPARED), int(SysFlag.TRANSACTION_ROLLBACK))
-#: Topics whose queue entries' tag field is a due time the dispatcher computes, not the tag's hash code:
-#: not kept in ``undispatched``.
-DUE_TIME_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
-#: Entries kept per queue in ``undispatched`` if dispatch falls this far behind (older ones are dropped,
-#: and a pull for them waits for the dispatch worker): at most ~350 KiB per queue while dispatch stalls.
-UNDISPATCHED_MAX = 1024
-
-#: Where a message the dispatch worker has not made a queue entry for yet went:
-#: (queue offset, commitlog offset, size, properties bytes).
-Undispatched = tuple[int, int, int, bytes]
-
 
 #: One parsed record, as the dispatcher and recovery see it (a plain tuple: this is the hot path):
 #: (topic bytes, queue id, commitlog offset, size, queue offset, store timestamp, sys flag, properties bytes)
 DispatchRecord = tuple[bytes, int, int, int, int, int, int, bytes]
+
+
+class ReplicaGap(ValueError):
+    """Replicated bytes that do not start where this commitlog ends (``end`` says where it does)."""
+
+    def __init__(self, end: int, remark: str) -> None:
+        super().__init__(remark)
+        self.end = end
 
 
 class BatchRefused(ValueError):
@@ -73,8 +73,10 @@ class BatchRefused(ValueError):
 class CommitLog:
     """Append, read and recover the commitlog. Owned by :class:`MessageStore`."""
 
-    def __init__(self, config: MessageStoreConfig) -> None:
+    def __init__(self, config: MessageStoreConfig,
+                 open_queue: Optional[Callable[[str, int], LiveConsumeQueue]] = None) -> None:
         self.config = config
+        self.delay_levels = parse_delay_levels(config.message_delay_level)
         self.queue = MappedFileQueue(config.store_path_commit_log, config.mapped_file_size_commit_log,
                                      preallocate=True)
         self.file_size = config.mapped_file_size_commit_log
@@ -82,17 +84,18 @@ class CommitLog:
         self.store_host = encode_host(host or "127.0.0.1", int(port or 0))
         self._store_host_hex = self.store_host.hex().upper()
         self.put_lock = threading.Lock()
-        #: "topic-queueId" -> next queue offset (RocketMQ's topicQueueTable).
-        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        #: (topic, queue id) -> the queue a put appends its entry to; its max offset is the next queue
+        #: offset (RocketMQ's topicQueueTable). The store shares this table.
+        self.queues: dict[tuple[str, int], LiveConsumeQueue] = {}
+        #: Makes (and registers in ``queues``) the queue of a message's first put; only a store that puts has one.
+        self.open_queue = open_queue
         self.begin_time_in_lock = 0.0
         #: Called (outside the lock) with the end offset of every put; the sync flush waits there.
         self.after_append: Optional[Callable[[int], PutMessageStatus]] = None
         #: Told the new written end after every put, under the lock (the dispatch worker follows it).
         self.publish: Callable[[int], None] = lambda end: None
-        #: Per queue, the entries appended but maybe not dispatched yet, in queue order: a pull reads the
-        #: newest messages from here without waiting for the dispatch worker. The store drops what the
-        #: worker reports done.
-        self.undispatched: dict[tuple[str, int], deque[Undispatched]] = {}
+        #: A slave: where the records not yet given queue entries start (see append_replica).
+        self._replica_parsed = 0
 
     # --- writing ---
 
@@ -104,7 +107,7 @@ class CommitLog:
         """Append messages under one lock (a batch); each gets its own queue offset.
 
         Under SYNC_FLUSH the call waits for the fsync unless ``wait_flush`` is
-        False; then the caller waits with :meth:`MessageStore.wait_flushed`.
+        False; then the caller waits with :meth:`MessageStore.wait_durable`.
         """
         max_size = self.config.max_message_size
         prepared = []
@@ -131,8 +134,9 @@ class CommitLog:
         appended: list[AppendResult] = []
         host_hex = self._store_host_hex
         store_host = self.store_host
-        table = self.topic_queue_table
-        undispatched = self.undispatched
+        queues = self.queues
+        open_queue = self.open_queue
+        delay_levels = self.delay_levels
         pack = RECORD_HEADER.pack
         file_size = self.file_size
         with self.put_lock:
@@ -153,16 +157,9 @@ class CommitLog:
                 if (sys_flag & 0xC) in NOT_DISPATCHED:
                     queue_offset = 0
                 else:
-                    key = (m.topic, m.queue_id)
-                    queue_offset = table.get(key, 0)
-                    table[key] = queue_offset + 1
-                    recent = undispatched.get(key)
-                    if recent is None:
-                        if m.topic not in DUE_TIME_TOPICS:
-                            undispatched[key] = deque(((queue_offset, phys, total, m.properties),),
-                                                      UNDISPATCHED_MAX)
-                    else:
-                        recent.append((queue_offset, phys, total, m.properties))
+                    cq = queues.get((m.topic, m.queue_id)) or open_queue(m.topic, m.queue_id)
+                    queue_offset = cq.append(phys, total, entry_tags_code(m.topic, m.properties, now_ms,
+                                                                          delay_levels))
                 chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
                                    phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
                                    m.reconsume_times, m.prepared_transaction_offset, len(m.body)))
@@ -205,10 +202,11 @@ class CommitLog:
                 now_ms = time.time_ns() // 1_000_000
                 f = self.queue.get_last_mapped_file()
                 pos = f.wrote_position
-                first_queue_offset = self.topic_queue_table.get(key, 0)
+                cq = self.queues.get(key) or self.open_queue(topic, batch.queue_id)
+                first_queue_offset = cq.max_offset
                 try:
-                    data, entries = self._encode_batch(batch, topic_part, f.file_from_offset + pos,
-                                                       first_queue_offset, now_ms)
+                    data, entries, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset + pos,
+                                                                     first_queue_offset, now_ms)
                     size = len(data)
                     if pos + size + END_FILE_MIN_BLANK_LENGTH > file_size:
                         if size + END_FILE_MIN_BLANK_LENGTH > file_size:
@@ -218,17 +216,11 @@ class CommitLog:
                         self._write(f, pos, [BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE)], file_size)
                         f = self.queue.get_last_mapped_file()
                         pos = 0
-                        data, entries = self._encode_batch(batch, topic_part, f.file_from_offset, first_queue_offset,
-                                                           now_ms)
+                        data, entries, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset,
+                                                                         first_queue_offset, now_ms)
                 except BatchRefused as exc:
                     return PutMessageResult(exc.status, remark=str(exc))
-                self.topic_queue_table[key] = first_queue_offset + len(entries)
-                if topic not in DUE_TIME_TOPICS:
-                    recent = self.undispatched.get(key)
-                    if recent is None:
-                        self.undispatched[key] = deque(entries, UNDISPATCHED_MAX)
-                    else:
-                        recent.extend(entries)
+                cq.extend(entries)
                 self._write(f, pos, [data], pos + size)
                 f.store_timestamp = now_ms
                 phys = f.file_from_offset + pos
@@ -236,16 +228,17 @@ class CommitLog:
             finally:
                 self.begin_time_in_lock = 0.0
         host_hex = self._store_host_hex
-        ids = ",".join([f"{host_hex}{e[1]:016X}" for e in entries])
+        ids = ",".join([f"{host_hex}{p:016X}" for p in phys_offsets])
         status = PutMessageStatus.PUT_OK
         if wait_flush and self.after_append is not None:
             status = self.after_append(phys + size)
-        return PutMessageResult(status, [AppendResult(phys, size, ids, now_ms, first_queue_offset, len(entries))])
+        return PutMessageResult(status, [AppendResult(phys, size, ids, now_ms, first_queue_offset,
+                                                      len(phys_offsets))])
 
     def _encode_batch(self, batch: MessageExtBatch, topic_part: bytes, phys: int, queue_offset: int,
-                      now_ms: int) -> tuple[bytes, list[Undispatched]]:
-        """The commitlog records of a batch's items, the first at ``phys`` with ``queue_offset``,
-        and an undispatched entry for each. BatchRefused names the first bad item."""
+                      now_ms: int) -> tuple[bytes, bytes, list[int]]:
+        """The commitlog records of a batch's items, the first at ``phys`` with ``queue_offset``, their
+        consume-queue entries (packed) and their commitlog offsets. BatchRefused names the first bad item."""
         raw = batch.body
         view = memoryview(raw)
         n = len(raw)
@@ -257,8 +250,10 @@ class CommitLog:
         queue_id, sys_flag, born = batch.queue_id, batch.sys_flag, batch.born_timestamp
         born_host, reconsume, store_host = batch.born_host, batch.reconsume_times, self.store_host
         chunks: list = []
-        entries: list[Undispatched] = []
-        append = entries.append
+        entries: list[bytes] = []
+        offsets: list[int] = []
+        pack_entry = CQ_ENTRY.pack
+        topic, delay_levels = batch.topic, self.delay_levels
         pos = 0
         try:
             while pos < n:
@@ -278,7 +273,8 @@ class CommitLog:
                                 queue_offset, phys, sys_flag, born, born_host, now_ms, store_host, reconsume, 0,
                                 body_len),
                            view[p:q], topic_part, view[q:end])
-                append((queue_offset, phys, size, props))
+                entries.append(pack_entry(phys, size, entry_tags_code(topic, props, now_ms, delay_levels)))
+                offsets.append(phys)
                 queue_offset += 1
                 phys += size
                 pos = end
@@ -287,7 +283,7 @@ class CommitLog:
                                f"the batch body does not decode: truncated item at byte {pos}") from None
         if not entries:
             raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the batch holds no message")
-        return b"".join(chunks), entries
+        return b"".join(chunks), b"".join(entries), offsets
 
     @staticmethod
     def _write(f: MappedFile, start: int, chunks: list[bytes], end: int) -> None:
@@ -306,7 +302,67 @@ class CommitLog:
         t = self.begin_time_in_lock
         return (time.monotonic() - t) * 1000 if t else 0.0
 
+    # --- replication (a slave appends what its master wrote) ---
+
+    def append_replica(self, offset: int, data: bytes) -> tuple[int, list[tuple[str, int, int]]]:
+        """Write ``data``, bytes of the master's commitlog from ``offset``, at the same offset here.
+
+        ``offset`` must be where this log ends (ReplicaGap otherwise, naming
+        where it does end); an empty log takes any file start. The bytes must
+        lie within one file, as the master sends them. Queue entries are added
+        for every record completed (a chunk may end inside a record: the rest
+        comes with the next), and the dispatch worker is told the end of the
+        last complete record. Returns the new end, and (topic, queue id, new
+        max offset) of each queue that grew.
+        """
+        size = self.file_size
+        with self.put_lock:
+            end = self.max_offset
+            empty = not self.queue.files
+            if (offset != end and not empty) or (empty and offset % size):
+                raise ReplicaGap(end, f"the slave's commitlog ends at {end}, the chunk starts at {offset}")
+            f = self.queue.get_last_mapped_file(offset)
+            rel = offset - f.file_from_offset
+            if rel + len(data) > size:
+                raise ReplicaGap(end, f"a chunk of {len(data)} bytes at {offset} crosses a commitlog file end")
+            self._write(f, rel, [data], rel + len(data))
+            if empty:
+                self.queue.flushed_where = self._replica_parsed = offset
+            return offset + len(data), self._index_replica(offset + len(data))
+
+    def _index_replica(self, end: int) -> list[tuple[str, int, int]]:
+        """Queue entries for the complete records between the last one indexed and ``end``."""
+        queues, open_queue, delay_levels = self.queues, self.open_queue, self.delay_levels
+        grown: dict[tuple[str, int], int] = {}
+        pos = self._replica_parsed
+        while pos < end:
+            records, nxt, _clean = self.read_records(pos)
+            for topic_b, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
+                if (sys_flag & 0xC) in NOT_DISPATCHED:
+                    continue
+                topic = topic_b.decode()
+                cq = queues.get((topic, queue_id)) or open_queue(topic, queue_id)
+                if cq.skip_to(queue_offset):
+                    cq.append(phys, size, entry_tags_code(topic, props, ts, delay_levels))
+                    grown[(topic, queue_id)] = queue_offset + 1
+            if nxt == pos:
+                break  # an incomplete record: the next chunk completes it
+            pos = nxt
+        if pos != self._replica_parsed:
+            self._replica_parsed = pos
+            self.publish(pos)
+        return [(t, q, n) for (t, q), n in grown.items()]
+
     # --- reading ---
+
+    def read_span(self, offset: int, max_bytes: int) -> bytes:
+        """Up to ``max_bytes`` written bytes from ``offset``, within the file holding it (what a
+        master sends its slave); b"" when nothing is written there yet or it is deleted."""
+        f = self.queue.find_file(offset)
+        if f is None:
+            return b""
+        rel = offset - f.file_from_offset
+        return f.read(rel, max(0, min(f.wrote_position, rel + max_bytes) - rel))
 
     @property
     def min_offset(self) -> int:
@@ -434,7 +490,7 @@ class CommitLog:
         if self.queue.files:
             last = self.queue.files[-1]
             last.wrote_position = last.flushed_position = min(self.file_size, end - last.file_from_offset)
-        self.queue.flushed_where = end
+        self.queue.flushed_where = self._replica_parsed = end
         return end
 
     def shutdown(self) -> None:

@@ -60,7 +60,20 @@ class MessageStoreConfig:
     #: read from disk, no longer from the page cache.
     access_message_in_memory_max_ratio: int = 40
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    #: Past this many bytes of commitlog not yet in the consume-queue files, puts are refused
+    #: (SERVICE_NOT_AVAILABLE): the entries waiting for the dispatch worker are held in memory, and a
+    #: stalled worker must not let them grow without bound. Not a RocketMQ key.
+    dispatch_behind_max_bytes: int = 1024 * 1024 * 1024
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    #: SYNC_MASTER: with no slave within this many bytes of the master's end, a send is answered
+    #: SLAVE_NOT_AVAILABLE at once instead of waiting.
+    ha_max_gap_not_in_sync: int = 256 * 1024 * 1024
+    #: A slave whose ha service has not asked for bytes this long (ms) counts as gone.
+    ha_housekeeping_interval: int = 20_000
+    #: The most commitlog bytes one replication request carries.
+    ha_transfer_batch_size: int = 32 * 1024
+    #: A slave: its master's address for metadata sync; empty: the one the name servers name.
+    ha_master_address: str = ""
     #: ip:port written into each record's STOREHOST (the broker's address).
     store_host: str = "127.0.0.1:10911"
 

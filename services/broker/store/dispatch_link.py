@@ -32,10 +32,10 @@ class DispatchWorkerError(RuntimeError):
 class DispatchLink:
     """Runs the worker process and the thread that reads its reports."""
 
-    def __init__(self, config: MessageStoreConfig, on_arrived: Callable[[list, int], None],
+    def __init__(self, config: MessageStoreConfig, on_persisted: Callable[[list, int], None],
                  on_ready: Callable[[Ready], None]) -> None:
         self.config = config
-        self.on_arrived = on_arrived
+        self.on_persisted = on_persisted
         self.on_ready = on_ready
         #: cell[0]: the commitlog's written end, set by the broker after each put.
         self.cell = PositionCell.create()
@@ -95,9 +95,9 @@ class DispatchLink:
                     return
                 continue
             kind = msg[0]
-            if kind == "arrived":
+            if kind == "persisted":
                 try:
-                    self.on_arrived(msg[1], msg[2])
+                    self.on_persisted(msg[1], msg[2])
                 except Exception:  # noqa: BLE001 - the reports must keep flowing
                     log.exception("dispatch_report_failed")
             elif kind == "reply":

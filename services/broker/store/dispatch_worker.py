@@ -1,4 +1,4 @@
-"""The dispatch worker: a child process of the broker that builds consume queues and index.
+"""The dispatch worker: a child process of the broker that writes the consume-queue and index files.
 
 It follows the commitlog's written end, which the broker publishes in a
 shared cell after every put, so the dispatch runs on a core of its own
@@ -6,7 +6,7 @@ instead of sharing the broker's interpreter lock. Messages on the pipe are
 tuples:
 
     worker -> broker  ("ready", max offsets, min logic offsets, dispatched offset)
-                      ("arrived", [(topic, queue id, new max offset)], dispatched offset)
+                      ("persisted", [(topic, queue id, files' new max offset)], dispatched offset)
                       ("reply", request id, payload)
     broker -> worker  ("clean", request id, commitlog min offset)   reply: min logic offsets
                       ("delete_topics", request id, [topic])        reply: None
@@ -30,7 +30,7 @@ from rocketmesh.runtime.log import configure_service, get_logger
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.dispatcher import Arrived, Dispatcher
+from rocketmesh.broker.store.dispatcher import Dispatcher, Persisted
 from rocketmesh.broker.store.position_cell import PositionCell
 
 log = get_logger("broker", component="dispatch_worker")
@@ -42,8 +42,8 @@ IDLE_WAIT_S = 0.05
 REPORT_INTERVAL_S = 0.001
 #: An idle worker reports at once unless it reported less than this long ago; then at this distance.
 #: Each report costs the broker a wake-up under its interpreter lock, and a trickle of messages would
-#: otherwise cost one per message. Consumers do not wait for it: the broker reads them messages not
-#: yet dispatched from the commitlog.
+#: otherwise cost one per message. Consumers do not wait for it: a message is readable from its
+#: queue's in-memory tail from the put on.
 IDLE_REPORT_INTERVAL_S = 0.005
 #: While records came in the last WATCH_S, an idle worker looks for more every LOOK_S by itself
 #: instead of asking the next put to wake it: waking another process costs the putting thread a
@@ -70,7 +70,7 @@ class DispatchWorker:
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
         self.reput = 0
         self._flush_interval = config.flush_interval_consume_queue / 1000
-        self._arrived: dict[tuple[str, int], int] = {}
+        self._unreported: dict[tuple[str, int], int] = {}
         self._reported = 0
         self._last_report = 0.0
         #: The broker that started us: should it die, we stop rather than write on behind its back.
@@ -98,7 +98,7 @@ class DispatchWorker:
         """Dispatch records up to ``end``; what queues moved is kept for the next report."""
         read = self.commitlog.read_records
         dispatch = self.dispatcher.dispatch
-        pending = self._arrived
+        pending = self._unreported
         while self.reput < end:
             if os.getppid() != self._parent:
                 raise BrokerGone(f"the broker (pid {self._parent}) is gone")
@@ -120,11 +120,11 @@ class DispatchWorker:
         each report costs the broker a wake-up under its interpreter lock."""
         if self.reput == self._reported:
             return
-        arrived: Arrived = [(t, q, m) for (t, q), m in self._arrived.items()]
-        self._arrived.clear()
+        persisted: Persisted = [(t, q, m) for (t, q), m in self._unreported.items()]
+        self._unreported.clear()
         self._reported = self.reput
         self._last_report = time.monotonic()
-        self.conn.send(("arrived", arrived, self.reput))
+        self.conn.send(("persisted", persisted, self.reput))
 
     def flush(self, thorough: bool = True) -> None:
         """Flush consume queues and index (RocketMQ's FlushConsumeQueueService). A regular turn syncs

@@ -8,42 +8,24 @@ CommitLogDispatcherBuildIndex. It runs in the dispatch worker process (see
 from __future__ import annotations
 
 import os
-import re
 import threading
-from functools import lru_cache
 
 from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.codec import tags_hash_code
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, DispatchRecord
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import ENTRY as CQ_ENTRY, ConsumeQueue
 from rocketmesh.broker.store.index_file import IndexService
+from rocketmesh.broker.store.queue_entry import find_props, schedule_due_time, tags_code_of_tag, timer_due_time
 
 log = get_logger("broker", component="dispatcher")
 
 _SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
-#: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
-find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY|TIMER_DELIVER_MS)\x01([^\x02]*)").findall
 
 #: (topic, queue id, new max offset) for each queue a run of records touched.
-Arrived = list[tuple[str, int, int]]
-
-
-@lru_cache(maxsize=65536)
-def _tags_code(tags: bytes) -> int:
-    return tags_hash_code(tags.decode())
-
-
-_find_tags = re.compile(rb"(?:^|\x02)TAGS\x01([^\x02]*)").search
-
-
-def tags_code_of(properties: bytes) -> int:
-    """The consume-queue tag field of an ordinary message with these stored properties."""
-    found = _find_tags(properties)
-    return _tags_code(found.group(1)) if found else 0
+Persisted = list[tuple[str, int, int]]
 
 
 def load_consume_queues(config: MessageStoreConfig, recover: bool) -> dict[tuple[str, int], ConsumeQueue]:
@@ -100,7 +82,7 @@ class Dispatcher:
                     self._by_name[(topic.encode(), queue_id)] = cq
         return cq
 
-    def dispatch(self, records: list[DispatchRecord]) -> Arrived:
+    def dispatch(self, records: list[DispatchRecord]) -> Persisted:
         """Build entries for a run of records; returns the new max offset of each queue touched."""
         queues = self._by_name
         # Per queue, the entries of consecutive offsets not written yet: [queue, first offset, next offset,
@@ -113,26 +95,33 @@ class Dispatcher:
         for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
             tags_code = 0
             if props:
-                keys = uniq = delay = deliver_at = None
+                tags = keys = uniq = delay = deliver_at = None
+                # The first of a repeated property counts, as at put time (queue_entry).
                 for name, value in find_props(props):
                     if name == b"TAGS":
-                        tags_code = _tags_code(value)
+                        if tags is None:
+                            tags = value
                     elif name == b"UNIQ_KEY":
                         uniq = value
                     elif name == b"KEYS":
                         keys = value
                     elif name == b"DELAY":
-                        delay = value
-                    else:
+                        if delay is None:
+                            delay = value
+                    elif deliver_at is None:
                         deliver_at = value
                 if topic == _SCHEDULE_TOPIC_B:
-                    # The tag field of a delay-level queue holds the delivery time.
-                    level = min(max(int(delay or 1), 1), len(delay_levels))
-                    tags_code = ts + delay_levels[level - 1]
+                    tags_code = schedule_due_time(delay, ts, delay_levels)
                 elif topic == _TIMER_TOPIC_B:
-                    tags_code = int(deliver_at or ts)
+                    tags_code = timer_due_time(deliver_at, ts)
+                elif tags:
+                    tags_code = tags_code_of_tag(tags)
                 if keys or uniq:
                     index_items.append((topic, keys, uniq, phys, ts))
+            elif topic == _SCHEDULE_TOPIC_B:
+                tags_code = schedule_due_time(None, ts, delay_levels)
+            elif topic == _TIMER_TOPIC_B:
+                tags_code = timer_due_time(None, ts)
             if (sys_flag & 0xC) not in NOT_DISPATCHED:
                 key = (topic, queue_id)
                 run = runs.get(key)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from rocketmesh.model.message import MessageConst
-from rocketmesh.model.codec import decode_properties, encode_host, encode_properties, tags_hash_code
+from rocketmesh.model.codec import decode_properties, encode_host, encode_properties
 
 _LOCAL_HOST = encode_host("127.0.0.1", 0)
 
@@ -30,8 +30,6 @@ class MessageExtBrokerInner:
     born_host: bytes = _LOCAL_HOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
-    #: Filled by the store when it is not given: consume-queue tag code.
-    tags_code: Optional[int] = None
     _props_cache: Optional[dict[str, str]] = field(default=None, repr=False)
 
     @classmethod
@@ -51,11 +49,6 @@ class MessageExtBrokerInner:
         if self._props_cache is None:
             self._props_cache = decode_properties(self.properties)
         return self._props_cache
-
-    def tags_hash(self) -> int:
-        if self.tags_code is None:
-            self.tags_code = tags_hash_code(self.property_map.get(MessageConst.TAGS))
-        return self.tags_code
 
 
 @dataclass(slots=True)

@@ -1,9 +1,16 @@
 """MessageStore: the broker's store engine, RocketMQ's DefaultMessageStore.
 
 Owns the commitlog, the flush and clean services and the checkpoint, and runs
-the dispatcher (consume queues and index) as a worker process of its own, so
-appending and dispatching use both cores. The broker calls the store
+the dispatcher (consume queue and index files) as a worker process of its own,
+so appending and dispatching use both cores. The broker calls the store
 in-process; nothing else opens these files (a lock file guards the directory).
+
+Where a message is readable from: its consume queue, :class:`LiveConsumeQueue`.
+A put appends the message's queue entry to the queue's in-memory tail as it
+writes the record, so the message is readable the moment the put returns;
+the dispatch worker writes the same entries to the queue's files and reports
+how far it got, and readers then take older entries from the files. Who wakes
+a held pull: the arriving listeners, called once after every put.
 """
 
 from __future__ import annotations
@@ -20,15 +27,15 @@ from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import decode_record
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
-from rocketmesh.broker.store.commitlog import DUE_TIME_TOPICS, NOT_DISPATCHED, CommitLog
+from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, CommitLog, ReplicaGap
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rocketmesh.broker.store.consume_queue import BLANK_SIZE, CQ_STORE_UNIT_SIZE, ConsumeQueue
+from rocketmesh.broker.store.consume_queue import BLANK_SIZE, LiveConsumeQueue
 from rocketmesh.broker.store.dispatch_link import DispatchLink
-from rocketmesh.broker.store.dispatcher import tags_code_of
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
 from rocketmesh.broker.store.index_file import IndexService
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
+from rocketmesh.broker.store.replication import ReplicaTracker
 from rocketmesh.broker.store.results import (
     GetMessageResult,
     GetMessageStatus,
@@ -67,12 +74,9 @@ class MessageFilter(Protocol):
     def is_matched_by_commit_log(self, record: bytes) -> bool: ...
 
 
-#: Called after messages are dispatched, once per queue and run: (topic, queue_id, new max offset).
-ArrivingListener = Callable[[str, int, int], None]
-#: Called on the putting thread right after a put, before dispatch, with (topic, queue id, next queue
-#: offset) of each queue whose readable end the put grew.
-PutListener = Callable[[list[tuple[str, int, int]]], None]
-
+#: Called on the putting thread right after every put, with (topic, queue id, new max offset) of each
+#: queue whose readable end the put grew.
+ArrivingListener = Callable[[list[tuple[str, int, int]]], None]
 
 
 @dataclass
@@ -101,16 +105,15 @@ class MessageStore:
         except BlockingIOError:
             os.close(self._lock_fd)
             raise StoreLockedError(f"store {config.store_path_root_dir} is in use by another process") from None
-        self.commitlog = CommitLog(config)
+        self.commitlog = CommitLog(config, self._open_queue)
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
         #: Read side of the index files the dispatch worker writes.
         self.index_service = IndexService(config.store_path_index, config.max_hash_slot_num,
                                           config.max_index_num)
-        #: Read side of the consume queues; their ends follow the worker's reports.
-        self._queues: dict[tuple[str, int], ConsumeQueue] = {}
+        #: The consume queues as readers see them (shared with the commitlog, which appends to them).
+        self._queues: dict[tuple[str, int], LiveConsumeQueue] = self.commitlog.queues
         self._queues_lock = threading.Lock()
         self.listeners: list[ArrivingListener] = []
-        self.put_listeners: list[PutListener] = []
         self.stats = StoreStats()
         self.link: Optional[DispatchLink] = None
         #: Commitlog offset the dispatch worker has built queues and index up to.
@@ -119,10 +122,14 @@ class MessageStore:
         self.group_commit: Optional[GroupCommitService] = None
         self.flush_commitlog: Optional[FlushRealTimeService] = None
         self.cleaner = CleanService(self)
+        #: A master's slaves and how far each has the commitlog.
+        self.replicas = ReplicaTracker(config.ha_housekeeping_interval, config.ha_max_gap_not_in_sync)
         self.last_exit_ok = True
         self._loaded = False
         self._running = False
         self._writable = False
+        #: Puts are refused while the dispatch worker is too far behind (see _stall_puts).
+        self._dispatch_stalled = False
         self._shutdown = False
 
     # --- life cycle ---
@@ -151,7 +158,7 @@ class MessageStore:
             if len(names) >= 2:
                 walk = min(walk, int(names[-2]))
             end = self.commitlog.recover(walk - walk % size, check_crc=True)
-        self.link = DispatchLink(cfg, self._on_arrived, self._on_ready)
+        self.link = DispatchLink(cfg, self._on_persisted, self._on_ready)
         self.commitlog.publish = self.link.publish
         self._on_ready(self.link.start(end))
         self._loaded = True
@@ -171,15 +178,16 @@ class MessageStore:
             self.group_commit = GroupCommitService(self.commitlog.queue, cfg.sync_flush_timeout,
                                                    self._on_commitlog_flushed)
             self.group_commit.start()
-            self.commitlog.after_append = self.group_commit.wait_flushed
         else:
             self.flush_commitlog = FlushRealTimeService(
                 self.commitlog.queue, cfg.flush_interval_commit_log, cfg.flush_commit_log_least_pages,
                 cfg.flush_commit_log_thorough_interval, self._on_commitlog_flushed)
             self.flush_commitlog.start()
+        if self.put_waits:
+            self.commitlog.after_append = self.wait_durable
         self.cleaner.start()
         self._running = True
-        self._writable = cfg.broker_role is not BrokerRole.SLAVE
+        self._writable = cfg.broker_role is not BrokerRole.SLAVE and not self._dispatch_stalled
 
     def shutdown(self) -> None:
         """Flush everything, let the worker finish and checkpoint, remove the abort file: the next start is cheap."""
@@ -214,7 +222,8 @@ class MessageStore:
     # --- writing ---
 
     def _check_writable(self) -> Optional[PutMessageResult]:
-        if self._writable and not self.commitlog.begin_time_in_lock:
+        commitlog = self.commitlog
+        if self._writable and not commitlog.begin_time_in_lock:
             return None
         if not self._running:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
@@ -222,6 +231,12 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not take writes")
         if self.commitlog.lock_held_ms > OS_PAGECACHE_BUSY_MS:
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="commitlog put lock held too long")
+        behind, behind_max = commitlog.max_offset - self.dispatched_offset, self.config.dispatch_behind_max_bytes
+        if self._dispatch_stalled:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=(
+                f"the store's consume queues are {behind} bytes behind its commitlog, more than "
+                f"dispatchBehindMaxBytes={behind_max}: the dispatch worker is stalled or restarting "
+                "(see the broker's log); send to another broker or retry later"))
         return None
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
@@ -231,19 +246,20 @@ class MessageStore:
     def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
         """Store messages under one lock (each gets its own queue offset and AppendResult).
 
-        ``wait_flush=False`` returns as soon as the records are written; under
-        SYNC_FLUSH the caller then owes a :meth:`wait_flushed` before it may
-        report them as PUT_OK (the broker does this once for many sends).
+        ``wait_flush=False`` returns as soon as the records are written; when
+        :attr:`put_waits`, the caller then owes a :meth:`wait_durable` before it
+        may report them as PUT_OK (the broker does this once for many sends).
         """
         result = self._put(self.commitlog.put_messages, msgs, wait_flush)
-        if result.appended and self.put_listeners:
+        if result.appended and self.listeners:
             grown: list[tuple[str, int, int]] = []
             for m, a in zip(msgs, result.appended):
-                if m.topic not in DUE_TIME_TOPICS and (m.sys_flag & 0xC) not in NOT_DISPATCHED:
+                if (m.sys_flag & 0xC) not in NOT_DISPATCHED:
                     if grown and grown[-1][0] == m.topic and grown[-1][1] == m.queue_id:
                         grown.pop()
                     grown.append((m.topic, m.queue_id, a.queue_offset + 1))
-            self._tell_put_listeners(grown)
+            if grown:
+                self._tell_listeners(grown)
         return result
 
     def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
@@ -253,9 +269,9 @@ class MessageStore:
         messages, comma-separated ids). ``wait_flush`` as in :meth:`put_messages`.
         """
         result = self._put(self.commitlog.put_batch, batch, wait_flush)
-        if result.appended and self.put_listeners and batch.topic not in DUE_TIME_TOPICS:
+        if result.appended and self.listeners:
             a = result.appended[0]
-            self._tell_put_listeners([(batch.topic, batch.queue_id, a.queue_offset + a.msg_num)])
+            self._tell_listeners([(batch.topic, batch.queue_id, a.queue_offset + a.msg_num)])
         return result
 
     def _put(self, put: Callable, what: Any, wait_flush: bool) -> PutMessageResult:
@@ -273,106 +289,139 @@ class MessageStore:
             for a in result.appended:
                 st.put_message_times_total += a.msg_num
                 st.put_message_size_total += a.wrote_bytes
+            if a.wrote_offset + a.wrote_bytes - self.dispatched_offset > self.config.dispatch_behind_max_bytes:
+                self._stall_puts()
         else:
             st.put_message_failed_times += 1
         return result
 
-    def _tell_put_listeners(self, grown: list[tuple[str, int, int]]) -> None:
-        for listener in self.put_listeners:
+    def _stall_puts(self) -> None:
+        """The dispatch worker is dispatchBehindMaxBytes behind: refuse puts until it catches up (the
+        entries it has not filed are held in memory)."""
+        if not self._dispatch_stalled:
+            self._dispatch_stalled = True
+            self._writable = False
+            log.error("dispatch_behind", behind=self.commitlog.max_offset - self.dispatched_offset,
+                      dispatch_behind_max_bytes=self.config.dispatch_behind_max_bytes,
+                      note="puts are refused until the dispatch worker catches up")
+
+    def _tell_listeners(self, grown: list[tuple[str, int, int]]) -> None:
+        for listener in self.listeners:
             try:
                 listener(grown)
             except Exception:  # noqa: BLE001 - a listener must not fail a stored put
-                log.exception("put_listener_failed")
+                log.exception("arriving_listener_failed")
 
     @property
     def put_waits(self) -> bool:
-        """True when a stored put is not durable until :meth:`wait_flushed` says so (SYNC_FLUSH): the
-        one place that knows what durability a put's answer waits for."""
-        return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH
+        """True when a stored put is not durable until :meth:`wait_durable` says so (SYNC_FLUSH, or
+        SYNC_MASTER): the one place that knows what durability a put's answer waits for."""
+        return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH \
+            or self.config.broker_role is BrokerRole.SYNC_MASTER
 
-    def wait_flushed(self, offset: int) -> PutMessageStatus:
-        """Under SYNC_FLUSH, wait until the commitlog is on disk up to ``offset`` (PUT_OK or
-        FLUSH_DISK_TIMEOUT); under ASYNC_FLUSH, PUT_OK at once."""
-        if self.group_commit is None:
-            return PutMessageStatus.PUT_OK
-        return self.group_commit.wait_flushed(offset)
+    def wait_durable(self, offset: int) -> PutMessageStatus:
+        """Wait until the commitlog up to ``offset`` is as durable as the config asks: on disk under
+        SYNC_FLUSH (else FLUSH_DISK_TIMEOUT), then on a slave under SYNC_MASTER (FLUSH_SLAVE_TIMEOUT
+        after syncFlushTimeout; SLAVE_NOT_AVAILABLE at once with no slave in sync). PUT_OK at once
+        when neither applies."""
+        status = PutMessageStatus.PUT_OK
+        if self.group_commit is not None:
+            status = self.group_commit.wait_flushed(offset)
+        if status is PutMessageStatus.PUT_OK and self.config.broker_role is BrokerRole.SYNC_MASTER:
+            if not self.replicas.in_sync(offset):
+                return PutMessageStatus.SLAVE_NOT_AVAILABLE
+            status = self.replicas.wait_acked(offset, self.config.sync_flush_timeout / 1000)
+        return status
+
+    # --- replication ---
+
+    def read_commitlog(self, offset: int, max_bytes: int) -> bytes:
+        """A master: up to ``max_bytes`` of its commitlog from ``offset``, within one file (b"" when
+        nothing is there yet)."""
+        return self.commitlog.read_span(offset, max_bytes)
+
+    def append_replica(self, offset: int, data: bytes) -> int:
+        """A slave: append bytes of the master's commitlog that start at ``offset``; returns the new
+        end. ReplicaGap when ``offset`` is not where this commitlog ends; the bytes are flushed
+        before this returns under SYNC_FLUSH, and held pulls hear of the messages they complete."""
+        if self.config.broker_role is not BrokerRole.SLAVE:
+            raise ReplicaGap(self.commitlog.max_offset, f"this broker is a {self.config.broker_role.value}, "
+                                                        "not a SLAVE: it takes no replicated bytes")
+        if not data:
+            return self.commitlog.max_offset
+        end, grown = self.commitlog.append_replica(offset, data)
+        if self.group_commit is not None:
+            self.group_commit.wait_flushed(end)
+        if grown and self.listeners:
+            self._tell_listeners(grown)
+        return end
+
+    @property
+    def max_physical_offset(self) -> int:
+        """Where the commitlog ends (a slave: how far it has its master's)."""
+        return self.commitlog.max_offset
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset
 
     # --- what the dispatch worker reports ---
 
-    def _reader(self, topic: str, queue_id: int) -> ConsumeQueue:
-        cq = self._queues.get((topic, queue_id))
-        if cq is None:
-            with self._queues_lock:
-                cq = self._queues.get((topic, queue_id))
-                if cq is None:
-                    cq = ConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
+    def _open_queue(self, topic: str, queue_id: int) -> LiveConsumeQueue:
+        """The queue of ``topic``/``queue_id``, made at its first put (or the worker's first word of it)."""
+        with self._queues_lock:
+            cq = self._queues.get((topic, queue_id))
+            if cq is None:
+                cq = LiveConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
                                       self.config.mapped_file_size_consume_queue)
-                    cq.load(following=True)
-                    self._queues[(topic, queue_id)] = cq
+                cq.load(following=True)
+                self._queues[(topic, queue_id)] = cq
         return cq
 
     def _on_ready(self, ready: tuple[dict, dict, int]) -> None:
-        """The worker recovered: adopt its queue ends, starts and dispatch offset."""
+        """The worker recovered: the queues' files end where it says, and their tails start there."""
         maxes, mins, dispatched = ready
-        table = self.commitlog.topic_queue_table
         for (topic, queue_id), max_offset in maxes.items():
-            cq = self._reader(topic, queue_id)
-            cq.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
+            cq = self._queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
+            cq.start_at(max_offset)
             cq.min_logic_offset = mins.get((topic, queue_id), cq.min_logic_offset)
             cq.queue.drop_below(cq.min_logic_offset)
-            if table.get((topic, queue_id), 0) < max_offset:
-                table[(topic, queue_id)] = max_offset
         self._set_dispatched(dispatched)
 
-    def _on_arrived(self, arrived: list[tuple[str, int, int]], dispatched: int) -> None:
-        """A run of records is in the queues: move the readers' ends, wake listeners."""
-        undispatched = self.commitlog.undispatched
-        for topic, queue_id, max_offset in arrived:
-            cq = self._queues.get((topic, queue_id)) or self._reader(topic, queue_id)
-            cq.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
-            recent = undispatched.get((topic, queue_id))
-            if recent:
-                try:
-                    while recent[0][0] < max_offset:
-                        recent.popleft()
-                except IndexError:
-                    pass
+    def _on_persisted(self, persisted: list[tuple[str, int, int]], dispatched: int) -> None:
+        """The worker wrote queue files up to these offsets: readers take those entries from the files now."""
+        queues = self._queues
+        for topic, queue_id, max_offset in persisted:
+            cq = queues.get((topic, queue_id))
+            if cq is not None:  # None: a topic deleted meanwhile
+                cq.persisted(max_offset)
         self._set_dispatched(dispatched)
-        if self.listeners:
-            for topic, queue_id, max_offset in arrived:
-                for listener in self.listeners:
-                    try:
-                        listener(topic, queue_id, max_offset)
-                    except Exception:  # noqa: BLE001 - a listener must not stop dispatch
-                        log.exception("arriving_listener_failed", topic=topic)
 
     def _set_dispatched(self, offset: int) -> None:
         with self._dispatched_cond:
             self.dispatched_offset = offset
             self._dispatched_cond.notify_all()
+        if self._dispatch_stalled and self.commitlog.max_offset - offset <= self.config.dispatch_behind_max_bytes:
+            self._dispatch_stalled = False
+            self._writable = self._running and self.config.broker_role is not BrokerRole.SLAVE
+            if self._shutdown:  # a shutdown that ran meanwhile wins
+                self._writable = False
+            log.info("dispatch_caught_up", dispatched=offset)
 
     def register_arriving_listener(self, listener: ArrivingListener) -> None:
-        """Called for every message after its consume queue entry exists (long-poll wake-up)."""
+        """Call ``listener`` on the putting thread after every put that grew a queue (the long-poll
+        wake-up): the new messages are readable by then."""
         self.listeners.append(listener)
 
-    def register_put_listener(self, listener: PutListener) -> None:
-        """Called on the putting thread for every stored put, before its consume queue entries exist
-        (a held pull waiting for exactly these messages can be answered from the commitlog at once)."""
-        self.put_listeners.append(listener)
-
-    def assigned_offset(self, topic: str, queue_id: int) -> int:
-        """The next queue offset a put will take: past every stored message of the queue, dispatched or not."""
-        return self.commitlog.topic_queue_table.get((topic, queue_id), 0)
-
     def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
-        """Block until everything put so far is in the consume queues and index."""
+        """Block until everything put so far is in the consume queue and index files."""
         target = self.commitlog.max_offset
         with self._dispatched_cond:
             return self._dispatched_cond.wait_for(lambda: self.dispatched_offset >= target, timeout_s)
 
     def catch_up(self) -> None:
-        """Wait, at most CATCH_UP_S, until queues and index hold every message stored so far: an admin
-        read sees a message as soon as its send returned (dispatch normally trails by a millisecond or two)."""
+        """Wait, at most CATCH_UP_S, until the index holds every message stored so far: a query by key
+        finds a message as soon as its send returned (dispatch normally trails by a millisecond or two)."""
         if self.dispatched_offset < self.commitlog.max_offset:
             self.wait_dispatched(CATCH_UP_S)
 
@@ -382,11 +431,11 @@ class MessageStore:
 
     # --- consume queues ---
 
-    def find_consume_queue(self, topic: str, queue_id: int) -> Optional[ConsumeQueue]:
+    def find_consume_queue(self, topic: str, queue_id: int) -> Optional[LiveConsumeQueue]:
         """The read side of ``topic``/``queue_id``'s consume queue, None before its first message."""
         return self._queues.get((topic, queue_id))
 
-    def consume_queues(self) -> list[ConsumeQueue]:
+    def consume_queues(self) -> list[LiveConsumeQueue]:
         return list(self._queues.values())
 
     def _on_commitlog_flushed(self, offset: int) -> None:
@@ -422,6 +471,13 @@ class MessageStore:
         in_memory = _physical_memory() * self.config.access_message_in_memory_max_ratio // 100
         return self.commitlog.max_offset - entry[0] > in_memory
 
+    def suggest_pulling_from_slave(self, result: GetMessageResult) -> bool:
+        """True when what a pull read lies further behind the commitlog's end than the page cache holds
+        (accessMessageInMemoryMaxRatio of the machine's memory): the master's cue to send a consumer
+        to its slave, when slaveReadEnable."""
+        in_memory = _physical_memory() * self.config.access_message_in_memory_max_ratio // 100
+        return bool(result.records) and result.behind_bytes > in_memory
+
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """First queue offset whose message was stored at or after ``timestamp`` (ms)."""
         cq = self._queues.get((topic, queue_id))
@@ -446,21 +502,6 @@ class MessageStore:
                     message_filter: Optional[MessageFilter] = None) -> GetMessageResult:
         """Read up to ``max_msg_nums`` records of one queue from ``offset`` (RocketMQ's getMessage)."""
         cq = self._queues.get((topic, queue_id))
-        if cq is None or offset >= cq.max_offset:
-            # A message can be read (and answered to a held pull) from the commitlog before the
-            # dispatch worker has made its queue entry: an offset up to the assigned end is "nothing
-            # new yet", not an offset to correct.
-            assigned = self.commitlog.topic_queue_table.get((topic, queue_id), 0)
-            if offset < assigned:
-                found = self._get_undispatched(topic, queue_id, offset, max_msg_nums, message_filter, cq, assigned)
-                if found is not None:
-                    self.stats.get_message_transferred_msg_count += len(found.records)
-                    return self._count(found)
-                cq = self._queues.get((topic, queue_id))
-            if 0 < offset <= assigned and (cq is None or offset >= cq.max_offset):
-                min_off, max_off = (cq.min_offset, cq.max_offset) if cq is not None else (0, 0)
-                return self._count(GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_ONE, offset, min_off,
-                                                    max(max_off, offset)))
         if cq is None:
             return self._count(GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0))
         min_off, max_off = cq.min_offset, cq.max_offset
@@ -474,8 +515,7 @@ class MessageStore:
             nxt = min_off if min_off == 0 else max_off
             return self._count(GetMessageResult(GetMessageStatus.OFFSET_OVERFLOW_BADLY, nxt, min_off, max_off))
 
-        cfg = self.config
-        max_bytes = cfg.max_transfer_bytes_on_message_in_memory
+        max_bytes = self.config.max_transfer_bytes_on_message_in_memory
         records: list[bytes] = []
         queue_offsets: list[int] = []
         total_bytes = 0
@@ -513,79 +553,18 @@ class MessageStore:
                     done = True
                     break
             if not seen:
-                # The file holding ``idx`` is gone: skip to the next one.
-                status = GetMessageStatus.OFFSET_FOUND_NULL
-                next_offset = cq.roll_next_file(idx)
+                if idx < cq.persisted_offset:
+                    # The file holding ``idx`` is gone: go on from the next one.
+                    status = GetMessageStatus.OFFSET_FOUND_NULL
+                    next_offset = cq.roll_next_file(idx)
                 break
             idx = next_offset
-        if not done and next_offset >= max_off and scanned < scan_limit:
-            # The read reached the dispatched end with room left: go on among the undispatched.
-            assigned = commitlog.topic_queue_table.get((topic, queue_id), 0)
-            more = None
-            if next_offset < assigned:
-                more = self._get_undispatched(topic, queue_id, next_offset, max_msg_nums - len(records),
-                                              message_filter, cq, assigned)
-            if more is not None:
-                records += more.records
-                queue_offsets += more.queue_offsets
-                next_offset, max_off = more.next_begin_offset, more.max_offset
-                if more.records:
-                    last_phys = commitlog.max_offset - more.behind_bytes
         if records:
             status = GetMessageStatus.FOUND
         behind = commitlog.max_offset - last_phys if records else 0
         result = GetMessageResult(status, next_offset, min_off, max_off, records, queue_offsets, behind)
         self.stats.get_message_transferred_msg_count += len(records)
         return self._count(result)
-
-    def _get_undispatched(self, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                          message_filter: Optional[MessageFilter], cq: Optional[ConsumeQueue],
-                          assigned: int) -> Optional[GetMessageResult]:
-        """Read from ``offset`` on among the messages appended but not yet dispatched (the commitlog's
-        ``undispatched``); None when ``offset`` is not among them (dispatched meanwhile, or dropped)."""
-        recent = self.commitlog.undispatched.get((topic, queue_id))
-        if not recent:
-            return None
-        try:
-            i = offset - recent[0][0]
-        except IndexError:
-            return None
-        if i < 0:
-            return None
-        commitlog = self.commitlog
-        max_bytes = self.config.max_transfer_bytes_on_message_in_memory
-        records: list[bytes] = []
-        queue_offsets: list[int] = []
-        total_bytes = 0
-        nxt = offset
-        last_phys = 0
-        # The dispatch report may drop entries from the left meanwhile: each entry's offset is checked.
-        while len(records) < max_msg_nums and total_bytes < max_bytes:
-            try:
-                queue_offset, phys, size, props = recent[i]
-            except IndexError:
-                break
-            if queue_offset != nxt:
-                break
-            i += 1
-            rec = self._read_matching(phys, size, 0 if message_filter is None else tags_code_of(props),
-                                      message_filter)
-            if rec is None:  # refused by the filter
-                nxt += 1
-                continue
-            if not rec:
-                break
-            nxt += 1
-            records.append(rec)
-            queue_offsets.append(queue_offset)
-            total_bytes += size
-            last_phys = phys
-        if nxt == offset:
-            return None
-        min_off = cq.min_offset if cq is not None else 0
-        status = GetMessageStatus.FOUND if records else GetMessageStatus.NO_MATCHED_MESSAGE
-        behind = commitlog.max_offset - last_phys if records else 0
-        return GetMessageResult(status, nxt, min_off, assigned, records, queue_offsets, behind)
 
     def _read_matching(self, phys: int, size: int, tags_code: int,
                        message_filter: Optional[MessageFilter]) -> Optional[bytes]:
@@ -649,9 +628,6 @@ class MessageStore:
         with self._queues_lock:
             for key in [k for k in self._queues if k[0] in topics]:
                 victims.append(self._queues.pop(key))
-                self.commitlog.topic_queue_table.pop(key, None)
-            for key in [k for k in self.commitlog.undispatched if k[0] in topics]:
-                self.commitlog.undispatched.pop(key, None)
         for cq in victims:
             cq.queue.shutdown()
         if self.link is not None:
@@ -671,10 +647,11 @@ class MessageStore:
         self.index_service.refresh()
 
     def topics(self) -> set[str]:
-        return {t for t, _ in self._queues}
+        # list() copies the keys in one step: a first put may add a queue meanwhile.
+        return {t for t, _ in list(self._queues)}
 
     def queue_ids(self, topic: str) -> list[int]:
-        return sorted(q for t, q in self._queues if t == topic)
+        return sorted(q for t, q in list(self._queues) if t == topic)
 
     def delete_expired_files_now(self) -> None:
         """Ask the clean service to delete expired files on its next turn, whatever the hour."""

@@ -1,0 +1,73 @@
+"""The tag field of a consume-queue entry, computed alike at put time (the queue's in-memory tail)
+and by the dispatch worker (the queue's files).
+
+For an ordinary topic it is the hash code of the message's tag. For the topics
+whose entries wait for a time (SCHEDULE_TOPIC_XXXX's delay levels, the timer
+topic) it is the delivery time in ms: the store time plus the level's delay, or
+the message's TIMER_DELIVER_MS.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from rocketmesh.model.codec import tags_hash_code
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+
+#: Topics whose entries' tag field is a delivery time, not a tag's hash code.
+DUE_TIME_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+
+#: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
+find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY|TIMER_DELIVER_MS)\x01([^\x02]*)").findall
+_find_delay = re.compile(rb"(?:^|\x02)DELAY\x01([^\x02]*)").search
+_find_deliver_at = re.compile(rb"(?:^|\x02)TIMER_DELIVER_MS\x01([^\x02]*)").search
+
+
+@lru_cache(maxsize=65536)
+def tags_code_of_tag(tags: bytes) -> int:
+    """The hash code of a raw TAGS value (cached: a topic's tags are few)."""
+    return tags_hash_code(tags.decode())
+
+
+def tags_code_of(properties: bytes) -> int:
+    """The tag field of an ordinary message with these stored properties (the first TAGS property's)."""
+    # A find per property name is cheaper than a regular expression on the put path.
+    i = properties.find(b"TAGS\x01")
+    while i > 0 and properties[i - 1] != 2:  # "...TAGS" inside a longer name
+        i = properties.find(b"TAGS\x01", i + 5)
+    if i < 0:
+        return 0
+    j = properties.find(b"\x02", i + 5)
+    return tags_code_of_tag(properties[i + 5:j] if j >= 0 else properties[i + 5:])
+
+
+def schedule_due_time(delay: bytes | None, store_timestamp: int, delay_levels: list[int]) -> int:
+    """When a SCHEDULE_TOPIC_XXXX entry is due: its DELAY level (clamped to the levels there are) after
+    the store time."""
+    level = min(max(_int_or(delay, 1), 1), len(delay_levels))
+    return store_timestamp + delay_levels[level - 1]
+
+
+def timer_due_time(deliver_at: bytes | None, store_timestamp: int) -> int:
+    """When a timer-topic entry is due: its TIMER_DELIVER_MS, or at once when it has none."""
+    return _int_or(deliver_at, store_timestamp)
+
+
+def _int_or(value: bytes | None, default: int) -> int:
+    # The broker writes these properties itself; a stored record must never fail a put or dispatch.
+    try:
+        return int(value) if value else default
+    except ValueError:
+        return default
+
+
+def entry_tags_code(topic: str, properties: bytes, store_timestamp: int, delay_levels: list[int]) -> int:
+    """The tag field of the entry for a message of ``topic`` stored at ``store_timestamp``."""
+    if topic not in DUE_TIME_TOPICS:
+        return tags_code_of(properties)
+    if topic == SCHEDULE_TOPIC:
+        found = _find_delay(properties)
+        return schedule_due_time(found.group(1) if found else None, store_timestamp, delay_levels)
+    found = _find_deliver_at(properties)
+    return timer_due_time(found.group(1) if found else None, store_timestamp)

@@ -1,0 +1,40 @@
+"""HaConfig: the ha service's settings (RocketMQ-style camelCase keys)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class HaConfig:
+    """Settings of one ha service, which feeds one slave. Times are milliseconds, sizes bytes.
+
+    Loaded with ``rocketmesh.runtime.config.load_config``: a properties file, then
+    ``ROCKETMESH_*`` environment variables, then command-line flags.
+    """
+
+    #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
+    namesrv_addr: str = ""
+    #: Loopback by default: set 0.0.0.0 (or an interface) to serve other hosts.
+    listen_address: str = "127.0.0.1"
+    #: The status port (GET_CONSUMER_RUNNING_INFO); 0 picks a free one.
+    listen_port: int = 10960
+    #: Client instance name (empty: made up for this process).
+    instance_name: str = ""
+    #: The broker group to replicate: its master (brokerId 0) and slave are looked up by this name.
+    broker_name: str = "broker-a"
+    #: Which slave of the group this service feeds.
+    slave_broker_id: int = 1
+    #: Fixed addresses instead of the name servers' (both, or neither).
+    master_address: str = ""
+    slave_address: str = ""
+    #: The most bytes one transfer carries (RocketMQ's haTransferBatchSize).
+    ha_transfer_batch_size: int = 32 * 1024
+    #: How long the master may hold a transfer that finds no new bytes.
+    ha_transfer_suspend_millis: int = 5000
+    #: Timeout of one request to a broker (on top of the suspend time for transfers).
+    request_timeout_millis: int = 5000
+    #: After a failure the service waits, doubling from 100 ms up to this, before it tries again.
+    retry_max_delay_millis: int = 5000
+    #: The addresses are looked up again this often while replication runs (a master replaced).
+    address_check_interval_millis: int = 10_000

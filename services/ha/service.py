@@ -1,0 +1,182 @@
+"""HaService: the replication loop of one slave, as a service of its own.
+
+It finds the group's master and slave (by broker name through the name
+servers, or from fixed addresses), asks the slave where its commitlog ends
+(HA_APPEND with no bytes), then loops:
+
+- HA_TRANSFER to the master from that offset. The request is the slave's
+  acknowledgement (the master releases SYNC_MASTER sends below it) and a long
+  poll: the master answers as soon as bytes are written, at most
+  ``haTransferBatchSize`` of them, within one commitlog file.
+- HA_APPEND of those bytes to the slave at the same offset. The slave refuses a
+  chunk that does not start where its commitlog ends, naming where it does;
+  the loop goes on from there (a re-sync), so nothing is skipped or doubled.
+
+Any failure (a broker down, a timeout, an answer that makes no sense) ends the
+round: the service waits (100 ms doubling up to ``retryMaxDelayMillis``),
+looks the addresses up again and starts over from the slave's real end.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Optional
+
+from rocketmesh.client import Admin
+from rocketmesh.client.consumer.system_group import instance_name_of, status_server
+from rocketmesh.model.route import MASTER_ID
+from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
+from rocketmesh.remoting.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.ha.config import HaConfig
+
+log = get_logger("ha")
+
+
+class HaRoundError(Exception):
+    """A replication round cannot go on (the service waits and starts a new one)."""
+
+
+class HaService:
+    """See the module docstring: ``start()``, then ``shutdown()``."""
+
+    def __init__(self, config: HaConfig) -> None:
+        if bool(config.master_address) != bool(config.slave_address):
+            raise ValueError("set masterAddress and slaveAddress together, or neither (then they are "
+                             "looked up by brokerName through the name servers)")
+        if not config.master_address and not config.namesrv_addr:
+            if not os.environ.get("NAMESRV_ADDR"):
+                raise ValueError("no name server to look the broker group up in: give -n/namesrvAddr, "
+                                 "or masterAddress and slaveAddress")
+        self.config = config
+        self.instance_name = instance_name_of(config, "ha")  # type: ignore[arg-type]
+        self.client = RemotingClient(name=self.instance_name)
+        self.admin: Optional[Admin] = None if config.master_address else Admin(
+            config.namesrv_addr or None, instance_name=f"{self.instance_name}-admin")
+        self.server = status_server(config, "ha", self.status)  # type: ignore[arg-type]
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="HaService", daemon=True)
+        self.master: Optional[str] = None
+        self.slave: Optional[str] = None
+        self.slave_offset = -1
+        self.master_max_offset = -1
+        self.transferred_bytes = 0
+        self.rounds = 0
+        self.resyncs = 0
+        self.errors = 0
+        self.last_error = ""
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    def start(self) -> None:
+        self.server.start()
+        self._thread.start()
+        log.info("ha_started", broker_name=self.config.broker_name, slave_broker_id=self.config.slave_broker_id,
+                 master=self.config.master_address or "(from the name servers)",
+                 slave=self.config.slave_address or "(from the name servers)")
+
+    def shutdown(self) -> None:
+        self._stopped.set()
+        self._thread.join(self.config.ha_transfer_suspend_millis / 1000 + self.config.request_timeout_millis / 1000 + 1)
+        self.server.stop(grace_s=0.5)
+        self.client.close()
+        if self.admin is not None:
+            self.admin.close()
+
+    def status(self) -> dict[str, Any]:
+        """What the status port answers: where replication stands."""
+        lag = self.master_max_offset - self.slave_offset if self.slave_offset >= 0 and self.master_max_offset >= 0 else -1
+        return {"instanceName": self.instance_name, "brokerName": self.config.broker_name,
+                "master": self.master or "", "slave": self.slave or "", "slaveOffset": self.slave_offset,
+                "masterMaxOffset": self.master_max_offset, "lagBytes": lag,
+                "transferredBytes": self.transferred_bytes, "rounds": self.rounds, "resyncs": self.resyncs,
+                "errors": self.errors, "lastError": self.last_error}
+
+    # --- the loop ---
+
+    def _run(self) -> None:
+        delay = 0.1
+        while not self._stopped.is_set():
+            try:
+                self._round()
+                delay = 0.1
+            except (HaRoundError, RemotingError, ValueError) as exc:
+                self.errors += 1
+                self.last_error = str(exc)
+                log.warning("ha_round_failed", error=str(exc), retry_in_s=round(delay, 2))
+                self._stopped.wait(delay)
+                delay = min(delay * 2, self.config.retry_max_delay_millis / 1000)
+            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one bad round
+                self.errors += 1
+                self.last_error = str(exc)
+                log.exception("ha_round_crashed")
+                self._stopped.wait(delay)
+                delay = min(delay * 2, self.config.retry_max_delay_millis / 1000)
+
+    def _round(self) -> None:
+        """Replicate until something fails or the group's addresses change."""
+        master, slave = self._addresses()
+        if (master, slave) != (self.master, self.slave):
+            log.info("ha_group", master=master, slave=slave)
+        self.master, self.slave = master, slave
+        self.rounds += 1
+        offset = self._append(slave, 0, b"", 0)  # where the slave's commitlog ends
+        self.slave_offset = offset
+        check_at = time.monotonic() + self.config.address_check_interval_millis / 1000
+        while not self._stopped.is_set():
+            resp = self._transfer(master, slave, offset)
+            ext = resp.ext or {}
+            self.master_max_offset = int(ext.get("masterMaxOffset", -1))
+            if resp.body:
+                start = int(ext["offset"])
+                if offset and start != offset:
+                    raise HaRoundError(f"the master {master} sent bytes from {start}, asked for {offset}")
+                offset = self._append(slave, start, resp.body, int(ext["fileSize"]))
+                self.transferred_bytes += len(resp.body)
+                self.slave_offset = offset
+            if time.monotonic() >= check_at:
+                check_at = time.monotonic() + self.config.address_check_interval_millis / 1000
+                if self._addresses() != (master, slave):
+                    return
+
+    def _addresses(self) -> tuple[str, str]:
+        cfg = self.config
+        if cfg.master_address:
+            return cfg.master_address, cfg.slave_address
+        assert self.admin is not None
+        bd = self.admin.cluster_info().broker_addr_table.get(cfg.broker_name)
+        addrs = bd.broker_addrs if bd is not None else {}
+        master, slave = addrs.get(MASTER_ID), addrs.get(cfg.slave_broker_id)
+        if master is None or slave is None:
+            raise HaRoundError(f"the name servers list no {'master' if master is None else 'slave'} "
+                               f"(brokerId {MASTER_ID if master is None else cfg.slave_broker_id}) "
+                               f"of {cfg.broker_name}: waiting for it to register")
+        return master, slave
+
+    def _transfer(self, master: str, slave: str, offset: int) -> RemotingCommand:
+        cfg = self.config
+        header = HaTransferRequestHeader(offset, slave, cfg.ha_transfer_batch_size, cfg.ha_transfer_suspend_millis)
+        resp = self.client.invoke_sync(master, request(RequestCode.HA_TRANSFER, to_ext(header)),
+                                       cfg.ha_transfer_suspend_millis + cfg.request_timeout_millis)
+        if resp.code != ResponseCode.SUCCESS:
+            raise HaRoundError(f"the master {master} refused HA_TRANSFER from {offset}: {resp.remark}")
+        return resp
+
+    def _append(self, slave: str, offset: int, data: bytes, file_size: int) -> int:
+        """Hand ``data`` to the slave; returns where its commitlog ends now (after a refused chunk: where
+        it really ends, to go on from)."""
+        header = HaAppendRequestHeader(offset, file_size)
+        resp = self.client.invoke_sync(slave, request(RequestCode.HA_APPEND, to_ext(header), data),
+                                       self.config.request_timeout_millis)
+        ext = resp.ext or {}
+        if resp.code == ResponseCode.SUCCESS:
+            return int(ext["offset"])
+        if data and "offset" in ext:
+            self.resyncs += 1
+            log.warning("ha_resync", slave=slave, sent_from=offset, slave_end=ext["offset"], reason=resp.remark)
+            return int(ext["offset"])
+        raise HaRoundError(f"the slave {slave} refused HA_APPEND at {offset}: {resp.remark}")
