@@ -20,6 +20,10 @@ sockets. Consequence: sync and oneway requests are not ordered with respect
 to async requests, nor to requests from other threads; one thread's sync
 and oneway calls are ordered among themselves. A request made from a
 callback on the I/O thread is sent there at once.
+
+Every socket announces each connection it makes with an empty message
+(ZMQ_PROBE_ROUTER), so that a server can tell when this client's last
+connection closed (``RemotingServer.on_disconnect``).
 """
 
 from __future__ import annotations
@@ -301,6 +305,9 @@ class RemotingClient:
         self.options.apply(sock)
         sock.setsockopt(zmq.IDENTITY, identity)
         sock.setsockopt(zmq.IMMEDIATE, 1)
+        # An empty message first on every (re)connection: the server learns which of its connections
+        # is ours, so it can tell when the last one closed (RemotingServer.on_disconnect).
+        sock.setsockopt(zmq.PROBE_ROUTER, 1)
         sock.setsockopt(zmq.RECONNECT_IVL, self.options.reconnect_ivl_ms)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, self.options.reconnect_ivl_max_ms)
         endpoint = self._endpoint(addr)

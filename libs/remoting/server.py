@@ -12,15 +12,24 @@ A RemotingClient's sync-call connections have identities
 ``<client identity> NUL <n>``; the client identity (what ``push`` wants) is
 the part before the NUL, while responses go back on the connection the
 request came from.
+
+Liveness: a RemotingClient opens every connection with an empty probe
+message (ZMQ_PROBE_ROUTER), which tells the server the connection's socket
+descriptor; a socket monitor tells it when a descriptor's connection was
+accepted and when it closed (see ``connections.py``). Once a client identity has had no connection open
+for ``disconnect_grace_ms``, the callbacks given to ``on_disconnect`` hear of
+it: a peer that died is known at once, not after a silence expiry. Peers
+that send no probe (not a RemotingClient) are never reported.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import struct
 import threading
 import time
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -36,6 +45,7 @@ from rocketmesh.remoting.command import (
     decode,
     response_to,
 )
+from rocketmesh.remoting.connections import ClosedRoute, ConnectionTable
 from rocketmesh.remoting.errors import (
     ProtocolError,
     RemotingError,
@@ -43,12 +53,18 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
-from rocketmesh.remoting.frames import readable, recv_routed, send_routed
+from rocketmesh.remoting.frames import readable, recv_frames, recv_routed, send_routed
 from rocketmesh.remoting.mailbox import Mailbox
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
 
 Handler = Callable[[RemotingCommand, "RequestContext"], Optional[RemotingCommand]]
+#: ``callback(identity)``: the client with this identity has no connection open any more.
+DisconnectCallback = Callable[[bytes], object]
+
+#: How long a client must stay without a connection before it counts as gone: a peer whose connection
+#: broke and that redials at once (ZeroMQ reconnects after 100 ms) is not reported.
+DEFAULT_DISCONNECT_GRACE_MS = 1000
 
 #: Messages read per socket wake-up before the loop looks at its mailbox again.
 _RECV_BATCH = 512
@@ -58,6 +74,11 @@ _SETTLE_S = 0.3
 _SCAN_INTERVAL = 0.1
 #: Peer descriptions remembered before the cache starts over.
 _MAX_PEERS = 65_536
+#: ZeroMQ's v1 monitor event frame: uint16 event, uint32 value (here the socket descriptor), native order.
+_MONITOR_EVENT = struct.Struct("=HI")
+_EVENT_ACCEPTED = int(zmq.EVENT_ACCEPTED)
+_EVENT_DISCONNECTED = int(zmq.EVENT_DISCONNECTED)
+_monitor_seq = itertools.count(1)
 
 
 @dataclass(slots=True, eq=False)
@@ -140,6 +161,9 @@ class RemotingServer:
     CPU that halts when idle), that is a large part of a sync round trip.
     The thread spins only while the waits it sees are short (at most twice
     ``busy_poll_us``), so an idle or lightly loaded server does not spin.
+
+    ``disconnect_grace_ms``: how long a client stays without a connection
+    before ``on_disconnect`` callbacks hear it is gone.
     """
 
     def __init__(
@@ -150,6 +174,7 @@ class RemotingServer:
         options: Optional[SocketOptions] = None,
         context: Optional[zmq.Context] = None,
         busy_poll_us: int = 0,
+        disconnect_grace_ms: int = DEFAULT_DISCONNECT_GRACE_MS,
     ) -> None:
         host, _, port = bind_addr.rpartition(":")
         if not host or not port.isdigit():
@@ -160,7 +185,10 @@ class RemotingServer:
         self.options = options or SocketOptions()
         if busy_poll_us < 0:
             raise RemotingError(f"busy_poll_us must be >= 0, got {busy_poll_us}")
+        if disconnect_grace_ms < 0:
+            raise RemotingError(f"disconnect_grace_ms must be >= 0, got {disconnect_grace_ms}")
         self._busy_poll_s = busy_poll_us / 1e6
+        self._disconnect_grace_s = disconnect_grace_ms / 1000.0
         self._ctx = context or zmq.Context.instance()
         self._log = get_logger("remoting", server=name)
         self._processors: dict[int, _Processor] = {}
@@ -170,6 +198,14 @@ class RemotingServer:
         self._opaque = itertools.count(1)
         self._peers: dict[bytes, tuple[bytes, str]] = {}
         self._sock: Optional[zmq.Socket] = None
+        self._monitor: Optional[zmq.Socket] = None
+        # Liveness, on the I/O thread only: open connections, and clients left without one (identity ->
+        # when they count as gone).
+        self._connections = ConnectionTable()
+        self._gone_at: dict[bytes, float] = {}
+        self._srcfd_failed = False
+        self._disconnect_callbacks: list[DisconnectCallback] = []
+        self._notifier: Optional[ThreadPoolExecutor] = None
         self._thread: Optional[threading.Thread] = None
         self._io_ident = -1
         self._accepting = False
@@ -206,6 +242,19 @@ class RemotingServer:
         """Handle every code nothing is registered for (inline, on the I/O thread)."""
         self._default_handler = handler
 
+    def on_disconnect(self, callback: DisconnectCallback) -> None:
+        """Call ``callback(identity)`` when a client's last connection has closed (and it did not come
+        back within ``disconnect_grace_ms``): it was shut down, killed, or its host went away.
+
+        ``identity`` is the client identity, as ``RequestContext.identity`` gives it. Callbacks run one
+        at a time on a thread of the server's own, in the order clients went, never on the I/O thread;
+        one that raises is logged. A client that hangs with its connections open is not reported:
+        silence expiry stays the caller's business. Register before ``start`` to miss nobody.
+        """
+        if self._notifier is None:
+            self._notifier = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-disconnect")
+        self._disconnect_callbacks.append(callback)
+
     @property
     def port(self) -> int:
         """The bound TCP port (after ``start``)."""
@@ -226,6 +275,7 @@ class RemotingServer:
         # A client that reconnects under the identity it had (after a restart)
         # takes its identity over instead of being refused.
         sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self._monitor = self._open_monitor(sock)
         host = "*" if self._bind_host in ("", "*", "0.0.0.0") else self._bind_host
         port = "*" if self._bind_port == 0 else str(self._bind_port)
         if ":" in host:
@@ -234,6 +284,7 @@ class RemotingServer:
         try:
             sock.bind(f"tcp://{host}:{port}")
         except zmq.ZMQError as exc:
+            self._close_monitor(sock)
             sock.close(0)
             raise RemotingError(f"cannot bind {self._bind_host}:{self._bind_port}: {exc}") from exc
         endpoint = sock.getsockopt_string(zmq.LAST_ENDPOINT)
@@ -340,9 +391,12 @@ class RemotingServer:
         sock = self._sock
         assert sock is not None
         mbfd = self._mailbox.fd
+        monitor = self._monitor
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(mbfd, zmq.POLLIN)
+        if monitor is not None:
+            poller.register(monitor, zmq.POLLIN)
         reading = True
         busy_poll_s = self._busy_poll_s
         spin_worthwhile_s = 2 * busy_poll_s
@@ -366,12 +420,16 @@ class RemotingServer:
                 for obj, _ in events:
                     if obj is sock:
                         self._drain_socket(sock)
+                    elif obj is monitor:
+                        self._drain_monitor(monitor)
                     else:
                         self._drain_mailbox()
                 now = time.monotonic()
                 if now >= next_scan:
                     next_scan = now + _SCAN_INTERVAL
                     self._pending.expire(now, self._expire_push)
+                    if self._gone_at:
+                        self._report_gone(now)
         except Exception:  # pragma: no cover - a bug here must not go unseen
             self._log.exception("remoting I/O loop crashed")
         finally:
@@ -387,7 +445,10 @@ class RemotingServer:
                     time.sleep(min(_SETTLE_S, left))
                     self._drain_mailbox()
                 linger = max(linger, int((self._stop_deadline - time.monotonic()) * 1000))
+            self._close_monitor(sock)
             sock.close(linger)
+            if self._notifier is not None:
+                self._notifier.shutdown(wait=False, cancel_futures=True)
             self._log.info("remoting server stopped", address=self.address)
 
     def _busy_poll(self, sock: zmq.Socket, seconds: float) -> None:
@@ -433,6 +494,9 @@ class RemotingServer:
                 self._backlog_since = None
                 return
             route = first.bytes
+            if len(frames) == 1 and not frames[0]:
+                self._on_probe(route, first)  # a RemotingClient's new connection (ZMQ_PROBE_ROUTER)
+                continue
             peer = peers.get(route)
             if peer is None:
                 peer = self._learn_peer(route, first)
@@ -529,6 +593,100 @@ class RemotingServer:
             self._peers.clear()
         self._peers[route] = peer
         return peer
+
+    # -- liveness (I/O thread) ------------------------------------------------
+
+    def _open_monitor(self, sock: zmq.Socket) -> Optional[zmq.Socket]:
+        """Watch ``sock``'s connections come and go; None (and no disconnect reports) where ZeroMQ cannot."""
+        addr = f"inproc://rocketmesh-monitor-{os.getpid()}-{next(_monitor_seq)}"
+        monitor = self._ctx.socket(zmq.PAIR)
+        # Unbounded: ZeroMQ's I/O thread sends events blocking, so a full pipe would stall every socket.
+        monitor.setsockopt(zmq.RCVHWM, 0)
+        monitor.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.monitor(addr, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
+            # Connected before the bind: no event can be sent while nobody is there to read it.
+            monitor.connect(addr)
+        except zmq.ZMQError as exc:
+            monitor.close(0)
+            self._log.warning("socket monitor unavailable; closed connections are not reported", error=str(exc))
+            return None
+        return monitor
+
+    def _close_monitor(self, sock: zmq.Socket) -> None:
+        monitor, self._monitor = self._monitor, None
+        if monitor is None:
+            return
+        try:
+            sock.disable_monitor()
+        except zmq.ZMQError:
+            pass
+        monitor.close(0)
+
+    def _drain_monitor(self, monitor: zmq.Socket) -> None:
+        while readable(monitor):
+            try:
+                frames = recv_frames(monitor)
+            except zmq.Again:
+                return
+            if len(frames[0]) < _MONITOR_EVENT.size:
+                continue
+            event, fd = _MONITOR_EVENT.unpack_from(frames[0])
+            if event == _EVENT_ACCEPTED:
+                closed = self._connections.accepted(fd)
+            elif event == _EVENT_DISCONNECTED:
+                closed = self._connections.disconnected(fd)
+            else:
+                continue
+            if closed is not None:
+                self._route_closed(closed)
+
+    def _on_probe(self, route: bytes, frame: zmq.Frame) -> None:
+        # A new connection: describe it afresh (its address may have changed), and track it.
+        monitor = self._monitor
+        if monitor is not None:
+            # Every event sent before the probe first (see connections.py): its connection's ACCEPTED,
+            # and the DISCONNECTED of whoever had its descriptor before.
+            self._drain_monitor(monitor)
+        identity = self._learn_peer(route, frame)[0]
+        if monitor is None:
+            return
+        try:
+            fd = frame.get(zmq.SRCFD)
+        except zmq.ZMQError as exc:  # pragma: no cover - a libzmq without ZMQ_SRCFD
+            if not self._srcfd_failed:
+                self._srcfd_failed = True
+                self._log.warning("connection descriptors unavailable; closed connections are not reported",
+                                  error=str(exc))
+            return
+        for closed in self._connections.opened(route, identity, fd):
+            self._route_closed(closed)
+        if self._connections.connected(identity):
+            self._gone_at.pop(identity, None)  # back within the grace: it never went
+
+    def _route_closed(self, closed: ClosedRoute) -> None:
+        self._peers.pop(closed.route, None)
+        if closed.last and self._disconnect_callbacks:
+            self._gone_at[closed.identity] = time.monotonic() + self._disconnect_grace_s
+
+    def _report_gone(self, now: float) -> None:
+        due = [identity for identity, at in self._gone_at.items() if at <= now]
+        for identity in due:
+            del self._gone_at[identity]
+            if self._connections.connected(identity):
+                continue
+            self._log.debug("client disconnected", peer=self._describe(identity))
+            for callback in self._disconnect_callbacks:
+                try:
+                    self._notifier.submit(self._notify_gone, callback, identity)  # type: ignore[union-attr]
+                except RuntimeError:  # stopping: nobody to tell
+                    return
+
+    def _notify_gone(self, callback: DisconnectCallback, identity: bytes) -> None:
+        try:
+            callback(identity)
+        except Exception:
+            self._log.exception("disconnect callback failed", peer=self._describe(identity))
 
     @staticmethod
     def _describe(identity: object) -> str:

@@ -119,6 +119,7 @@ class BrokerController:
                                                             cfg.auto_create_subscription_group)
         self.subscription_groups.load()
         self.clients.on_consumer_ids_changed = self._notify_consumer_ids_changed
+        self.server.on_disconnect(self.clients.channel_closed)
         self.store.start()
         self.send = SendMessageProcessor(self)
         self.send.start()

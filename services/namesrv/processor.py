@@ -166,7 +166,8 @@ class NamesrvProcessor:
                     raise RequestError(ResponseCode.SYSTEM_ERROR, f"bad topic config: {exc}") from None
             data_version = body.get("dataVersion")
         result = self.routes.register_broker(
-            cluster, broker_addr, broker_name, broker_id, ha_addr, topic_configs, data_version
+            cluster, broker_addr, broker_name, broker_id, ha_addr, topic_configs, data_version,
+            channel=ctx.identity,
         )
         self._log.debug("broker registered", broker=broker_name, id=broker_id, addr=broker_addr, peer=ctx.remote)
         return ok(

@@ -3,7 +3,8 @@
 - topicQueueTable: topic -> brokerName -> QueueData
 - brokerAddrTable: brokerName -> BrokerData (cluster, brokerAddrs: brokerId -> addr)
 - clusterAddrTable: cluster -> set of brokerNames
-- brokerLiveTable: brokerAddr -> BrokerLiveInfo (last register time, data version, HA address)
+- brokerLiveTable: brokerAddr -> BrokerLiveInfo (last register time, data version, HA address, and the
+  connection it registered over)
 
 One lock guards them all; every method takes it once, so each is atomic.
 Only a master (brokerId 0) creates or updates queue data, and queue data of a
@@ -15,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rocketmesh.model.route import MASTER_ID, BrokerData, QueueData, TopicConfig, TopicRouteData
 
@@ -35,6 +36,9 @@ class BrokerLiveInfo:
     cluster: str
     broker_name: str
     broker_id: int
+    #: The client identity the registration came from (RocketMQ's channel): when its connections close,
+    #: the broker is gone.
+    channel: bytes = b""
 
 
 @dataclass(slots=True)
@@ -67,13 +71,15 @@ class RouteInfoManager:
         topic_configs: Optional[dict[str, TopicConfig]],
         data_version: Optional[dict[str, Any]],
         now: Optional[int] = None,
+        channel: bytes = b"",
     ) -> RegisterBrokerResult:
         """Record a broker's (re-)registration and, from a master, its topics.
 
         Topic configs are applied when this is the first registration of the
         address or the data version changed (or none was sent). Topics absent
         from the table are left alone, as in RocketMQ 4.x: a broker may send
-        only the topics that changed.
+        only the topics that changed. ``channel`` is the client identity the
+        registration came from (see ``on_channel_destroy``).
         """
         now = now_ms() if now is None else now
         result = RegisterBrokerResult()
@@ -99,7 +105,7 @@ class RouteInfoManager:
                     self._create_and_update_queue_data(broker_name, tc)
 
             self.broker_live_table[broker_addr] = BrokerLiveInfo(
-                now, data_version, ha_server_addr, cluster_name, broker_name, broker_id
+                now, data_version, ha_server_addr, cluster_name, broker_name, broker_id, channel
             )
             if broker_id != MASTER_ID:
                 master_addr = broker_data.broker_addrs.get(MASTER_ID)
@@ -122,10 +128,23 @@ class RouteInfoManager:
     def scan_not_active_broker(self, expired_ms: int, now: Optional[int] = None) -> list[str]:
         """Drop every broker silent for more than ``expired_ms``; returns their addresses."""
         now = now_ms() if now is None else now
+        return self._remove_brokers(lambda live: live.last_update_timestamp + expired_ms < now)
+
+    def on_channel_destroy(self, channel: bytes) -> list[str]:
+        """Drop every broker that registered over ``channel`` (a client identity whose connections all
+        closed), as RocketMQ's onChannelDestroy does; returns their addresses. A broker that registered
+        again over another connection since (a restart) stays."""
+        if not channel:
+            return []
+        return self._remove_brokers(lambda live: live.channel == channel)
+
+    def _remove_brokers(self, gone: Callable[[BrokerLiveInfo], bool]) -> list[str]:
+        """Drop the live brokers ``gone`` picks, with their addresses and, a name's last address going, its
+        queue data; returns the addresses dropped."""
         removed: list[str] = []
         with self._lock:
             for addr, live in list(self.broker_live_table.items()):
-                if live.last_update_timestamp + expired_ms >= now:
+                if not gone(live):
                     continue
                 del self.broker_live_table[addr]
                 removed.append(addr)

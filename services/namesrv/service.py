@@ -1,4 +1,10 @@
-"""NamesrvService: the remoting server, the tables and the liveness scan, wired together."""
+"""NamesrvService: the remoting server, the tables and the liveness checks, wired together.
+
+A broker is dropped from the routes when the connection it registered over
+closes (at once: RocketMQ's BrokerHousekeepingService), or, when it hangs
+with its connection open, once it has been silent for brokerChannelExpiredTime
+(the scan).
+"""
 
 from __future__ import annotations
 
@@ -46,6 +52,7 @@ class NamesrvService:
         """Load the KV config, bind, start the liveness scan."""
         self.kv.load()
         self.processor.register_with(self.server, self._writer)
+        self.server.on_disconnect(self._channel_closed)
         self.server.start()
         self._scanner.start()
         return self
@@ -57,6 +64,11 @@ class NamesrvService:
         self._writer.shutdown(wait=True, cancel_futures=True)
         if self._scanner.is_alive():
             self._scanner.join(5)
+
+    def _channel_closed(self, identity: bytes) -> None:
+        """A client's last connection closed: the brokers that registered over it are gone."""
+        for addr in self.routes.on_channel_destroy(identity):
+            self._log.warning("broker connection closed, routes dropped", addr=addr)
 
     def _scan_loop(self) -> None:
         interval = self.config.scan_not_active_broker_interval / 1000.0

@@ -1,4 +1,10 @@
-"""The client tables: producers and consumers that heartbeat this broker, by group."""
+"""The client tables: producers and consumers that heartbeat this broker, by group.
+
+A client leaves them when it unregisters, when its connection closes
+(``channel_closed``, RocketMQ's doChannelCloseEvent) or, when it hangs with
+its connection open, after ``channelExpiredTimeout`` of silence
+(``scan_expired``). A consumer group that lost a member is told to rebalance.
+"""
 
 from __future__ import annotations
 
@@ -38,7 +44,8 @@ class ConsumerGroupInfo:
 
 
 class ClientManager:
-    """Producer and consumer tables, with RocketMQ's 120 s expiry of silent clients."""
+    """Producer and consumer tables; clients go when their connection closes, or after RocketMQ's 120 s
+    expiry of silent clients."""
 
     def __init__(self, expired_ms: int) -> None:
         self.expired_s = expired_ms / 1000
@@ -92,25 +99,36 @@ class ClientManager:
     def scan_expired(self) -> int:
         """Drop clients silent longer than channelExpiredTimeout; returns how many went."""
         deadline = time.monotonic() - self.expired_s
-        gone = 0
+        return self._drop(lambda ch: ch.last_update < deadline, "expired")
+
+    def channel_closed(self, identity: bytes) -> int:
+        """Drop the producers and consumers whose heartbeats came from the client ``identity``, now that
+        its last connection closed; returns how many went. A client that heartbeat since from another
+        connection (a restarted process) stays."""
+        return self._drop(lambda ch: ch.identity == identity, "channel_closed")
+
+    def _drop(self, gone: Callable[[ClientChannel], bool], reason: str) -> int:
+        """Drop the channels ``gone`` picks (logged as ``producer_<reason>`` / ``consumer_<reason>``) and tell
+        each consumer group that lost a member; returns how many went."""
+        dropped = 0
         changed = []
         with self._lock:
             for group, chans in self.producers.items():
-                for cid in [c for c, ch in chans.items() if ch.last_update < deadline]:
+                for cid in [c for c, ch in chans.items() if gone(ch)]:
                     del chans[cid]
-                    gone += 1
-                    log.info("producer_expired", group=group, client_id=cid)
+                    dropped += 1
+                    log.info(f"producer_{reason}", group=group, client_id=cid)
             for group, info in self.consumers.items():
-                stale = [c for c, ch in info.channels.items() if ch.last_update < deadline]
-                for cid in stale:
+                lost = [c for c, ch in info.channels.items() if gone(ch)]
+                for cid in lost:
                     del info.channels[cid]
-                    gone += 1
-                    log.info("consumer_expired", group=group, client_id=cid)
-                if stale:
+                    dropped += 1
+                    log.info(f"consumer_{reason}", group=group, client_id=cid)
+                if lost:
                     changed.append(group)
         for group in changed:
             self._notify(group)
-        return gone
+        return dropped
 
     def producer_channels(self, group: str) -> list[ClientChannel]:
         with self._lock:

@@ -1,0 +1,150 @@
+"""RemotingServer.on_disconnect over real loopback TCP (and a real process killed), and the connection
+bookkeeping behind it."""
+
+from __future__ import annotations
+
+import gc
+import select
+import subprocess
+import sys
+import threading
+from typing import Iterator
+
+import pytest
+
+from rocketmesh.remoting import RemotingClient, RemotingServer, ResponseCode, request, response_to
+from rocketmesh.remoting.connections import ClosedRoute, ConnectionTable
+
+ECHO = 1001
+#: Short, so that a test waits little to see that nothing more is reported.
+GRACE_MS = 100
+
+
+class Gone:
+    """An on_disconnect callback recording the identities it heard of."""
+
+    def __init__(self) -> None:
+        self.identities: list[bytes] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, identity: bytes) -> None:
+        with self.cond:
+            self.identities.append(identity)
+            self.cond.notify_all()
+
+    def wait_for(self, identity: bytes, timeout_s: float) -> bool:
+        with self.cond:
+            return self.cond.wait_for(lambda: identity in self.identities, timeout_s)
+
+
+@pytest.fixture
+def gone() -> Gone:
+    return Gone()
+
+
+@pytest.fixture
+def server(gone: Gone) -> Iterator[RemotingServer]:
+    srv = RemotingServer("127.0.0.1:0", "disconnect-test", disconnect_grace_ms=GRACE_MS)
+    srv.register(ECHO, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS, body=ctx.identity))
+
+    def broken(identity: bytes) -> None:
+        raise RuntimeError("a failing callback must not stop the others")
+
+    srv.on_disconnect(broken)
+    srv.on_disconnect(gone)
+    srv.start()
+    yield srv
+    srv.stop(grace_s=0.5)
+
+
+def test_a_client_is_reported_once_its_last_connection_closed(server: RemotingServer, gone: Gone) -> None:
+    client = RemotingClient(identity="leaver")
+    # Three connections: this thread's sync socket, another thread's, and the I/O thread's (async calls).
+    assert client.invoke_sync(server.address, request(ECHO)).body == b"leaver"
+    other = threading.Thread(target=lambda: client.invoke_sync(server.address, request(ECHO)))
+    other.start()
+    other.join(5)
+    gc.collect()  # the ended thread's socket closes with its thread-local table
+    assert client.invoke_async(server.address, request(ECHO)).result(3).body == b"leaver"
+    # The other thread ended and its socket closed; the client still has connections: not gone.
+    assert not gone.wait_for(b"leaver", 1.0)
+    client.close()
+    assert gone.wait_for(b"leaver", 5)
+    assert not gone.wait_for(b"never-connected", 0.5)
+    assert gone.identities == [b"leaver"]
+
+
+def test_a_killed_client_process_is_reported(server: RemotingServer, gone: Gone) -> None:
+    script = (
+        "import sys, time\n"
+        "from rocketmesh.remoting import RemotingClient, request\n"
+        "c = RemotingClient(identity='doomed')\n"
+        f"c.invoke_sync(sys.argv[1], request({ECHO}))\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-P", "-c", script, server.address], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        assert select.select([proc.stdout], [], [], 30)[0], "the client process said nothing for 30 s"
+        assert proc.stdout.readline().strip() == "ready"
+        assert not gone.wait_for(b"doomed", 0.5)
+        proc.kill()  # SIGKILL: the kernel closes its connections
+        proc.wait(5)
+        assert gone.wait_for(b"doomed", 5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
+    # The server serves on.
+    with RemotingClient(identity="after") as c:
+        assert c.invoke_sync(server.address, request(ECHO)).body == b"after"
+
+
+# --- the bookkeeping: descriptors are reused, and monitor events and probes come by different roads ---
+
+
+def test_a_client_goes_with_its_last_connection() -> None:
+    table = ConnectionTable()
+    table.accepted(7)
+    assert table.opened(b"c", b"c", 7) == []
+    table.accepted(8)
+    assert table.opened(b"c\x001", b"c", 8) == []
+    assert table.disconnected(8) == ClosedRoute(b"c\x001", b"c", last=False)
+    assert table.connected(b"c")
+    assert table.disconnected(7) == ClosedRoute(b"c", b"c", last=True)
+    assert not table.connected(b"c") and len(table) == 0
+    assert table.disconnected(7) is None  # already gone
+    table.accepted(5)
+    assert table.disconnected(5) is None  # never announced (a peer that sends no probe)
+
+
+def test_a_probe_read_after_its_connection_closed_is_not_tracked() -> None:
+    table = ConnectionTable()
+    table.accepted(7)
+    table.disconnected(7)
+    assert table.opened(b"a", b"a", 7) == []
+    assert not table.connected(b"a") and len(table) == 0
+
+
+def test_a_reused_descriptor_belongs_to_its_new_connection() -> None:
+    table = ConnectionTable()
+    table.accepted(7)
+    table.opened(b"a", b"a", 7)
+    assert table.disconnected(7) == ClosedRoute(b"a", b"a", last=True)
+    table.accepted(7)
+    table.opened(b"b", b"b", 7)
+    assert table.connected(b"b") and not table.connected(b"a")
+    assert table.disconnected(7) == ClosedRoute(b"b", b"b", last=True)
+
+
+def test_a_route_that_redials_keeps_its_client() -> None:
+    table = ConnectionTable()
+    table.accepted(7)
+    table.opened(b"a", b"a", 7)
+    table.accepted(9)
+    assert table.opened(b"a", b"a", 9) == []  # the old connection is half-open, its close still to come
+    assert table.disconnected(7) is None
+    assert table.connected(b"a")
+    assert table.disconnected(9) == ClosedRoute(b"a", b"a", last=True)
