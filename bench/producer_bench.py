@@ -8,9 +8,10 @@ Run::
     python bench/producer_bench.py --modes sync1 --profile     # cProfile of the client side (main thread)
     python bench/producer_bench.py --stub              # against a stub that answers at once: the client's ceiling
     python bench/producer_bench.py --modes sync1 --thread-cpu   # CPU per message of each busy thread
+    python bench/producer_bench.py --ha --set brokerRole=SYNC_MASTER --modes sync1,sync16,sync64   # with a slave
 
 Modes:
-  sync1, sync4, sync16   send() in a loop on 1, 4, 16 threads
+  sync1, sync4, sync16, sync64   send() in a loop on 1, 4, 16, 64 threads
   async                  send_async() keeping --window requests in flight (latency = submit to completion)
   async-auto             the same with a Producer(auto_batch=True): single sends coalesced into batches
   batch                  send_batch() of --batch messages (latency per batch, msg/s counts messages)
@@ -87,7 +88,7 @@ def percentile(sorted_values: list[float], p: float) -> float:
 class Services:
     """A name server and one broker (or one stub) as child processes in a temporary folder."""
 
-    def __init__(self, broker_sets: list[str], stub: bool = False) -> None:
+    def __init__(self, broker_sets: list[str], stub: bool = False, ha: bool = False) -> None:
         self.dir = tempfile.mkdtemp(prefix="producer-bench-")
         self.ns_port, self.broker_port = free_port(), free_port()
         self.namesrv = f"127.0.0.1:{self.ns_port}"
@@ -102,6 +103,17 @@ class Services:
         for item in broker_sets:
             args += ["--set", item]
         self._start(args, "broker", "listening on")
+        if ha:
+            # A slave of the same group with the same settings (but its role) and the ha service feeding it.
+            slave = ["-m", "rocketmesh.broker", "-n", self.namesrv, "--listen-port", str(free_port()),
+                     "--store-dir", os.path.join(self.dir, "slave-store"), "--set", "brokerIP1=127.0.0.1",
+                     "--set", "brokerId=1", "--set", "brokerRole=SLAVE"]
+            for item in broker_sets:
+                if item.partition("=")[0].strip() not in ("brokerRole", "brokerId"):
+                    slave += ["--set", item]
+            self._start(slave, "slave", "listening on")
+            self._start(["-m", "rocketmesh.ha", "-n", self.namesrv, "--listen-port", "0",
+                         "--set", "brokerName=broker-a"], "ha", "listening on")
 
     def _start(self, args: list[str], name: str, ready: str, timeout_s: float = 30.0) -> None:
         out = open(os.path.join(self.dir, f"{name}.stdout"), "w+")
@@ -380,6 +392,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--thread-cpu", action="store_true",
                     help="print each thread's CPU time per message (this process and the services it started)")
     ap.add_argument("--stub", action="store_true", help="a stub that answers at once instead of real services")
+    ap.add_argument("--ha", action="store_true",
+                    help="give the broker a slave and an ha service (--set brokerRole=SYNC_MASTER to wait for it)")
     ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve_stub:
@@ -388,7 +402,8 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     services = None
     if args.namesrv is None:
-        services = Services([f"mappedFileSizeCommitLog={256 * 1024 * 1024}", *args.set], stub=args.stub)
+        services = Services([f"mappedFileSizeCommitLog={256 * 1024 * 1024}", *args.set], stub=args.stub,
+                            ha=args.ha)
         namesrv = services.namesrv
     else:
         namesrv = args.namesrv
@@ -397,6 +412,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         "sync1": lambda p: run_sync(p, 1, args.duration, body),
         "sync4": lambda p: run_sync(p, 4, args.duration, body),
         "sync16": lambda p: run_sync(p, 16, args.duration, body),
+        "sync64": lambda p: run_sync(p, 64, args.duration, body),
         "async": lambda p: run_async(p, args.window, args.duration, body),
         "async-auto": lambda p: run_async_auto(namesrv, args.window, args.duration, body),
         "batch": lambda p: run_batch(p, args.batch, args.duration, body),

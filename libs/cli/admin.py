@@ -117,15 +117,27 @@ def topic_status(a: argparse.Namespace, admin: Admin) -> None:
 
 
 def cluster_list(a: argparse.Namespace, admin: Admin) -> None:
-    print(f"{'#Cluster Name':<20}{'#Broker Name':<20}{'#BID':>5}  {'#Addr':<24}{'#Version':<18}{'#InTPS(LOAD)':>14}")
-    for b in admin.cluster_list(a.cluster):
+    """One line a broker: its role, where its commitlog ends and, for a slave, how far behind its master."""
+    print(f"{'#Cluster Name':<20}{'#Broker Name':<20}{'#BID':>5}  {'#Addr':<24}{'#Role':<14}{'#Version':<18}"
+          f"{'#InTPS(LOAD)':>14}{'#MaxOffset':>16}{'#HALagBytes':>14}")
+    brokers = admin.cluster_list(a.cluster)
+    infos: dict[str, dict] = {}
+    for b in brokers:
         try:
-            info = admin.broker_runtime_info(b.addr)
-            version = info.get("brokerVersionDesc", "-")
-            tps = info.get("putTps", "0").split()[0]
+            infos[b.addr] = admin.broker_runtime_info(b.addr)
         except MQError:
-            version, tps = "(unreachable)", "-"
-        print(f"{b.cluster:<20}{b.broker_name:<20}{b.broker_id:>5}  {b.addr:<24}{version:<18}{tps:>14}")
+            pass
+    masters = {b.broker_name: infos.get(b.addr, {}) for b in brokers if b.is_master}
+    for b in brokers:
+        info = infos.get(b.addr)
+        if info is None:
+            print(f"{b.cluster:<20}{b.broker_name:<20}{b.broker_id:>5}  {b.addr:<24}{'-':<14}{'(unreachable)':<18}")
+            continue
+        end = info.get("commitLogMaxOffset", 0)
+        master_end = masters.get(b.broker_name, {}).get("commitLogMaxOffset")
+        lag = "-" if b.is_master or master_end is None else str(max(0, master_end - end))
+        print(f"{b.cluster:<20}{b.broker_name:<20}{b.broker_id:>5}  {b.addr:<24}{info.get('brokerRole', '-'):<14}"
+              f"{info.get('brokerVersionDesc', '-'):<18}{info.get('putTps', '0').split()[0]:>14}{end:>16}{lag:>14}")
 
 
 def broker_status(a: argparse.Namespace, admin: Admin) -> None:

@@ -1,11 +1,12 @@
 """The ``rocketmesh`` console script.
 
     rocketmesh up [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--scheduler-port 10950]
-                  [--txn-checker-port 10960] [--set KEY=VALUE ...]
+                  [--txn-checker-port 10960] [--ha [--slave-port 10921] [--ha-port 10970]] [--set KEY=VALUE ...]
     rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ..., the same options)
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
     rocketmesh scheduler ...          (runs python -m rocketmesh.scheduler ...)
     rocketmesh txn-checker ...        (runs python -m rocketmesh.txn_checker ...)
+    rocketmesh ha ...                 (runs python -m rocketmesh.ha ...)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
     rocketmesh produce -t TOPIC ...   (the quickstart producer)
     rocketmesh consume -t TOPIC ...   (the quickstart consumer)
@@ -27,14 +28,17 @@ from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.cli.supervisor import ChildSpec, ServiceStartError, Supervisor
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
-            "txn-checker": "rocketmesh.txn_checker"}
+            "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha"}
 
 SERVICE_HELP = {
     "namesrv": "run a name server in the foreground (the options of python -m rocketmesh.namesrv)",
     "broker": "run a broker in the foreground (the options of python -m rocketmesh.broker)",
     "scheduler": "run a scheduler replica in the foreground (the options of python -m rocketmesh.scheduler)",
     "txn-checker": "run a txn-checker replica in the foreground (the options of python -m rocketmesh.txn_checker)",
+    "ha": "replicate a slave broker from its master in the foreground (the options of python -m rocketmesh.ha)",
 }
+#: Keys that make a broker what it is in its group: ``up --ha`` gives the slave its own.
+_ROLE_KEYS = ("brokerrole", "brokerid")
 
 
 def _exec_service(module: str, argv: list[str]) -> int:
@@ -77,6 +81,23 @@ def cmd_up(args: argparse.Namespace) -> int:
             broker_args += ["--set", item]
         br = sup.start(ChildSpec("broker-a", SERVICES["broker"], broker_args,
                                  os.path.join(logs, "broker-a.log"), env))
+        slave = ha = None
+        if args.ha:
+            slave_args = ["-n", namesrv, "--listen-port", str(args.slave_port),
+                          "--store-dir", os.path.join(data, "broker-a-s", "store"), "--broker-name", "broker-a",
+                          "--set", f"listenAddress={host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE"]
+            if args.broker_config:
+                slave_args += ["-c", os.path.abspath(args.broker_config)]
+            for item in args.set:
+                if item.partition("=")[0].strip().lower() not in _ROLE_KEYS:
+                    slave_args += ["--set", item]
+            slave = sup.start(ChildSpec("broker-a-s", SERVICES["broker"], slave_args,
+                                        os.path.join(logs, "broker-a-s.log"), env))
+            ha = sup.start(ChildSpec("ha", SERVICES["ha"],
+                                     ["-n", namesrv, "--listen-port", str(args.ha_port),
+                                      "--set", f"listenAddress={host}", "--set", "instanceName=ha",
+                                      "--set", "brokerName=broker-a"],
+                                     os.path.join(logs, "ha.log"), env))
         sched = sup.start(ChildSpec("scheduler", SERVICES["scheduler"],
                                     ["-n", namesrv, "--listen-port", str(args.scheduler_port),
                                      "--set", f"listenAddress={host}", "--set", "instanceName=scheduler"],
@@ -91,7 +112,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     print(f"rocketmesh mesh is up (data in {data}, logs in {logs})")
     print(f"  namesrv   {namesrv}")
-    print(f"  broker-a  {br.address}")
+    print(f"  broker-a  {br.address}" + ("  (master)" if slave is not None else ""))
+    if slave is not None and ha is not None:
+        print(f"  broker-a  {slave.address}  (slave, replicated by the ha service on {ha.address})")
     print(f"  scheduler {sched.address}")
     print(f"  txn-checker {checker.address}")
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
@@ -106,11 +129,13 @@ def cmd_up(args: argparse.Namespace) -> int:
 UP_DESCRIPTION = """\
 Run a local mesh until Ctrl-C: a name server, broker broker-a, the scheduler (delayed and timer
 messages) and the txn-checker (undecided transactions), each its own process, restarted when it
-crashes. It prints "mesh is up" once every service serves and the broker's topics are routable.
+crashes. With --ha, broker-a gets a slave (its own store under the data dir) and the ha service
+that replicates it; --set keys reach master and slave alike, but brokerRole and brokerId. It prints "mesh is up" once every service serves and the broker's topics are routable.
 
 examples:
   rocketmesh up
   rocketmesh up --data-dir /var/lib/rocketmesh --set flushDiskType=SYNC_FLUSH
+  rocketmesh up --ha --set brokerRole=SYNC_MASTER
 """
 
 
@@ -132,6 +157,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--broker-port", type=int, default=10911, help="the broker's port")
     up.add_argument("--scheduler-port", type=int, default=10950, help="the scheduler's status port")
     up.add_argument("--txn-checker-port", type=int, default=10960, help="the txn-checker's status port")
+    up.add_argument("--ha", action="store_true",
+                    help="also run a slave of broker-a and the ha service that replicates it "
+                         "(--set brokerRole=SYNC_MASTER makes the master wait for the slave)")
+    up.add_argument("--slave-port", type=int, default=10921, help="the slave's port, with --ha")
+    up.add_argument("--ha-port", type=int, default=10970, help="the ha service's status port, with --ha")
     up.add_argument("--broker-config", help="a broker.conf for the broker (RocketMQ key=value properties)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker or store config key, RocketMQ's names (repeatable)")

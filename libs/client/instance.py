@@ -449,6 +449,31 @@ class ClientInstance:
                                 "(or has no master)", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         return addr
 
+    def find_broker_addr(self, mq: MessageQueue, broker_id: int = MASTER_ID) -> str:
+        """Where to read ``mq`` or keep its offsets (RocketMQ's findBrokerAddressInSubscribe and
+        findBrokerAddressInAdmin): broker ``broker_id`` of its group when the routes list it, else the
+        master, else any slave, so consumption goes on from a slave while the master is gone.
+
+        Raises MQClientError (BROKER_NOT_EXIST_EXCEPTION) when no route names any broker of the group.
+        """
+        addr = self.broker_addr(mq.broker_name, broker_id)
+        if addr is None:
+            self.update_topic_route(mq.topic)
+            addr = self.broker_addr(mq.broker_name, broker_id)
+        if addr is None:
+            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} is in no route of this client",
+                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        return addr
+
+    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> Optional[str]:
+        """Broker ``broker_id`` of ``broker_name``'s group, else its master, else its first slave, from
+        the routes seen so far; None when they name none."""
+        addrs = self._broker_addrs.get(broker_name)
+        if not addrs:
+            return None
+        addr = addrs.get(broker_id) or addrs.get(MASTER_ID)
+        return addr if addr is not None else addrs[min(addrs)]
+
     def queue_query(self, mq: MessageQueue, code: int, *, timestamp_ms: Optional[int] = None,
                     field: str = "offset", timeout_ms: Optional[int] = None) -> int:
         """One integer about ``mq`` from its master: GET_MAX_OFFSET, GET_MIN_OFFSET,

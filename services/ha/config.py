@@ -4,23 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rocketmesh.runtime.service_identity import ServiceConfig
+
 
 @dataclass
-class HaConfig:
-    """Settings of one ha service, which feeds one slave. Times are milliseconds, sizes bytes.
+class HaConfig(ServiceConfig):
+    """Settings of one ha service, which feeds one slave (the shared ones are ServiceConfig's). Times are
+    milliseconds, sizes bytes.
 
     Loaded with ``rocketmesh.runtime.config.load_config``: a properties file, then
     ``ROCKETMESH_*`` environment variables, then command-line flags.
     """
 
-    #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
-    namesrv_addr: str = ""
-    #: Loopback by default: set 0.0.0.0 (or an interface) to serve other hosts.
-    listen_address: str = "127.0.0.1"
-    #: The status port (GET_CONSUMER_RUNNING_INFO); 0 picks a free one.
-    listen_port: int = 10960
-    #: Client instance name (empty: made up for this process).
-    instance_name: str = ""
+    listen_port: int = 10970
     #: The broker group to replicate: its master (brokerId 0) and slave are looked up by this name.
     broker_name: str = "broker-a"
     #: Which slave of the group this service feeds.
@@ -30,8 +26,12 @@ class HaConfig:
     slave_address: str = ""
     #: The most bytes one transfer carries (RocketMQ's haTransferBatchSize).
     ha_transfer_batch_size: int = 32 * 1024
-    #: How long the master may hold a transfer that finds no new bytes.
-    ha_transfer_suspend_millis: int = 5000
+    #: While the slave is further behind than one batch, transfers carry up to this much (a slave
+    #: catching up moves in fewer round trips). 0: always haTransferBatchSize.
+    ha_catch_up_batch_size: int = 1024 * 1024
+    #: How long the master may hold a transfer that finds no new bytes (also how long a stopping
+    #: service may wait for the transfer it has out).
+    ha_transfer_suspend_millis: int = 1000
     #: Timeout of one request to a broker (on top of the suspend time for transfers).
     request_timeout_millis: int = 5000
     #: After a failure the service waits, doubling from 100 ms up to this, before it tries again.

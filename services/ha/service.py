@@ -25,11 +25,11 @@ import time
 from typing import Any, Optional
 
 from rocketmesh.client import Admin
-from rocketmesh.client.consumer.system_group import instance_name_of, status_server
 from rocketmesh.model.route import MASTER_ID
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
 from rocketmesh.runtime.log import get_logger
+from rocketmesh.runtime.service_identity import instance_name_of, status_server
 from rocketmesh.ha.config import HaConfig
 
 log = get_logger("ha")
@@ -51,11 +51,11 @@ class HaService:
                 raise ValueError("no name server to look the broker group up in: give -n/namesrvAddr, "
                                  "or masterAddress and slaveAddress")
         self.config = config
-        self.instance_name = instance_name_of(config, "ha")  # type: ignore[arg-type]
+        self.instance_name = instance_name_of(config, "ha")
         self.client = RemotingClient(name=self.instance_name)
         self.admin: Optional[Admin] = None if config.master_address else Admin(
             config.namesrv_addr or None, instance_name=f"{self.instance_name}-admin")
-        self.server = status_server(config, "ha", self.status)  # type: ignore[arg-type]
+        self.server = status_server(config, "ha", self.status)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="HaService", daemon=True)
         self.master: Optional[str] = None
@@ -81,9 +81,10 @@ class HaService:
 
     def shutdown(self) -> None:
         self._stopped.set()
+        # A transfer the master holds ends within its suspend time; then the loop sees the stop.
         self._thread.join(self.config.ha_transfer_suspend_millis / 1000 + self.config.request_timeout_millis / 1000 + 1)
-        self.server.stop(grace_s=0.5)
         self.client.close()
+        self.server.stop(grace_s=0.5)
         if self.admin is not None:
             self.admin.close()
 
@@ -128,7 +129,8 @@ class HaService:
         self.slave_offset = offset
         check_at = time.monotonic() + self.config.address_check_interval_millis / 1000
         while not self._stopped.is_set():
-            resp = self._transfer(master, slave, offset)
+            behind = self.master_max_offset - offset > self.config.ha_transfer_batch_size
+            resp = self._transfer(master, slave, offset, behind)
             ext = resp.ext or {}
             self.master_max_offset = int(ext.get("masterMaxOffset", -1))
             if resp.body:
@@ -157,9 +159,10 @@ class HaService:
                                f"of {cfg.broker_name}: waiting for it to register")
         return master, slave
 
-    def _transfer(self, master: str, slave: str, offset: int) -> RemotingCommand:
+    def _transfer(self, master: str, slave: str, offset: int, catching_up: bool) -> RemotingCommand:
         cfg = self.config
-        header = HaTransferRequestHeader(offset, slave, cfg.ha_transfer_batch_size, cfg.ha_transfer_suspend_millis)
+        size = max(cfg.ha_transfer_batch_size, cfg.ha_catch_up_batch_size) if catching_up else cfg.ha_transfer_batch_size
+        header = HaTransferRequestHeader(offset, slave, size, cfg.ha_transfer_suspend_millis)
         resp = self.client.invoke_sync(master, request(RequestCode.HA_TRANSFER, to_ext(header)),
                                        cfg.ha_transfer_suspend_millis + cfg.request_timeout_millis)
         if resp.code != ResponseCode.SUCCESS:

@@ -30,7 +30,8 @@ import orjson
 
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
-from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
+from rocketmesh.client.consumer.system_group import system_group_core
+from rocketmesh.runtime.service_identity import instance_name_of, status_server
 from rocketmesh.client.errors import MQError
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.runtime.log import get_logger

@@ -30,7 +30,8 @@ from typing import Any, Optional
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest, make_subscription
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.client.consumer.system_group import instance_name_of, status_server, system_group_core
+from rocketmesh.client.consumer.system_group import system_group_core
+from rocketmesh.runtime.service_identity import instance_name_of, status_server
 from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
 from rocketmesh.runtime.log import get_logger

@@ -36,6 +36,13 @@ def runtime(client: RemotingClient, broker: BrokerProcess) -> dict:
     return orjson.loads(resp.body)["table"]
 
 
+def topics_of(client: RemotingClient, broker: BrokerProcess) -> set[str]:
+    import orjson
+
+    resp = client.invoke_sync(broker.addr, request(RequestCode.GET_ALL_TOPIC_CONFIG), 3000)
+    return set(orjson.loads(resp.body)["topicConfigTable"])
+
+
 def pull_all(client: RemotingClient, broker: BrokerProcess, topic: str, queue_id: int) -> list[str]:
     got: list[str] = []
     offset = 0
@@ -89,3 +96,148 @@ def test_a_slave_refuses_sends(namesrv, remoting_client, group):
               "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0}
     resp = remoting_client.invoke_sync(slave.addr, request(RequestCode.SEND_MESSAGE, header, b"x"), 3000)
     assert resp.code == ResponseCode.SERVICE_NOT_AVAILABLE
+
+
+def view_on(client: RemotingClient, broker: BrokerProcess, offset_msg_id: str):
+    """The message at an offset id's commitlog offset, read from ``broker`` (None when it has no such record)."""
+    from rocketmesh.model.codec import decode_message_id, decode_record
+    from rocketmesh.remoting.headers import ViewMessageRequestHeader
+
+    offset = decode_message_id(offset_msg_id)[2]
+    resp = client.invoke_sync(broker.addr, request(RequestCode.VIEW_MESSAGE_BY_ID,
+                                                   to_ext(ViewMessageRequestHeader(offset))), 3000)
+    return decode_record(resp.body) if resp.code == ResponseCode.SUCCESS else None
+
+
+@pytest.fixture
+def sync_group(namesrv, start_broker, start_ha):
+    master = start_broker(namesrv.addr, name="broker-a", brokerRole="SYNC_MASTER", haHousekeepingInterval=2000,
+                          syncFlushTimeout=1500)
+    slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMills=500)
+    ha = start_ha(namesrv.addr, brokerName="broker-a")
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+        admin.wait_topic_route(TOPIC)
+    return master, slave, ha
+
+
+def test_sync_master_answers_send_ok_only_for_what_the_slave_has(namesrv, remoting_client, sync_group):
+    from rocketmesh.client.results import SendStatus
+
+    master, slave, ha = sync_group
+    with Producer("ha-sync-producer", namesrv.addr) as p:
+        for i in range(50):
+            r = p.send(Message(TOPIC, f"s{i}"))
+            assert r.send_status is SendStatus.SEND_OK
+            on_slave = view_on(remoting_client, slave, r.offset_msg_id)
+            assert on_slave is not None and on_slave.body == f"s{i}".encode()
+        batch = p.send_batch([Message(TOPIC, f"b{i}") for i in range(20)])
+        assert batch.send_status is SendStatus.SEND_OK
+        assert [view_on(remoting_client, slave, i).body for i in batch.offset_msg_id.split(",")] == \
+            [f"b{i}".encode() for i in range(20)]
+
+
+def test_sync_master_without_its_ha_service_says_so_and_the_restarted_service_resumes_without_gap(
+        namesrv, remoting_client, sync_group, start_ha):
+    from rocketmesh.client.results import SendStatus
+
+    master, slave, ha = sync_group
+    with Producer("ha-sync-producer-2", namesrv.addr, send_msg_timeout_ms=10_000) as p:
+        assert p.send(Message(TOPIC, "before")).send_status is SendStatus.SEND_OK
+        ha.kill()
+        statuses = {p.send(Message(TOPIC, f"alone{i}")).send_status for i in range(5)}
+        assert statuses <= {SendStatus.FLUSH_SLAVE_TIMEOUT, SendStatus.SLAVE_NOT_AVAILABLE}, statuses
+        # Past haHousekeepingInterval the slave counts as gone: answered at once.
+        wait_for(lambda: p.send(Message(TOPIC, "gone")).send_status is SendStatus.SLAVE_NOT_AVAILABLE, 10,
+                 what="SLAVE_NOT_AVAILABLE once the slave is gone")
+        start_ha(namesrv.addr, name="ha-again", brokerName="broker-a")
+        wait_for(lambda: p.send(Message(TOPIC, "after")).send_status is SendStatus.SEND_OK, 15,
+                 what="SEND_OK again with the ha service back")
+    end = runtime(remoting_client, master)["commitLogMaxOffset"]
+    wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end, 15, what="the slave caught up")
+    assert commitlog_digest(slave, end) == commitlog_digest(master, end)
+
+
+def test_up_with_ha_runs_a_synchronous_group_the_admin_commands_show(tmp_path: Path) -> None:
+    """``rocketmesh up --ha --set brokerRole=SYNC_MASTER``: sends are SEND_OK because the slave has them,
+    cluster-list shows both roles with the slave's lag, broker-status the master's slaves."""
+    import re
+    import signal
+    import subprocess
+
+    from procs import cli_command, free_port, run_cli
+
+    namesrv = f"127.0.0.1:{free_port()}"
+    slave_port = free_port()
+    proc = subprocess.Popen(
+        [*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", namesrv.rsplit(":", 1)[1],
+         "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
+         "--txn-checker-port", str(free_port()), "--ha", "--slave-port", str(slave_port), "--ha-port", str(free_port()),
+         "--set", "brokerRole=SYNC_MASTER", "--set", "mappedFileSizeCommitLog=4194304",
+         "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if "Stop with Ctrl-C" in line:
+                break
+        assert any("mesh is up" in line for line in lines), "".join(lines)
+        assert any(f"127.0.0.1:{slave_port}  (slave" in line for line in lines), "".join(lines)
+        sent = run_cli("produce", "-n", namesrv, "-t", "HaUpTopic", "-c", "5")
+        assert sent.returncode == 0 and sent.stdout.count("SEND_OK") == 5, sent.stdout + sent.stderr
+        listed = run_cli("admin", "cluster-list", "-n", namesrv)
+        assert listed.returncode == 0, listed.stderr
+        assert re.search(r"broker-a\s+0\s+\S+\s+SYNC_MASTER", listed.stdout), listed.stdout
+        assert re.search(rf"broker-a\s+1\s+127\.0\.0\.1:{slave_port}\s+SLAVE\s.*\s0\s*$", listed.stdout, re.M), \
+            listed.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+
+
+def test_a_slave_started_empty_beside_a_master_with_100_mb_catches_up(namesrv, remoting_client, start_broker,
+                                                                      start_ha):
+    master = start_broker(namesrv.addr, name="broker-a")
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
+        admin.wait_topic_route(TOPIC)
+    body = b"z" * 4000
+    with Producer("ha-bulk", namesrv.addr, send_msg_timeout_ms=30_000) as p:
+        futures = [p.send_batch_async([Message(TOPIC, body) for _ in range(60)]) for _ in range(420)]
+        for f in futures:
+            f.result(60)
+    end = runtime(remoting_client, master)["commitLogMaxOffset"]
+    assert end > 100 * 1024 * 1024
+    slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE")
+    ha = start_ha(namesrv.addr, brokerName="broker-a")
+    wait_for(lambda: ha.status()["slaveOffset"] == end, 120, what="the empty slave at the master's end")
+    assert commitlog_digest(slave, end) == commitlog_digest(master, end)
+    assert ha.status()["resyncs"] == 0
+
+
+def test_master_killed_under_sync_master_a_consumer_group_finishes_the_backlog_from_the_slave(
+        namesrv, remoting_client, sync_group):
+    from rocketmesh import PushConsumer
+    from rocketmesh.client.results import SendStatus
+
+    master, slave, ha = sync_group
+    with Producer("ha-failover-producer", namesrv.addr) as p:
+        sent = []
+        for i in range(0, 200, 20):
+            r = p.send_batch([Message(TOPIC, f"f{j}") for j in range(i, i + 20)])
+            assert r.send_status is SendStatus.SEND_OK
+            sent += [f"f{j}" for j in range(i, i + 20)]
+    # The slave knows the topic from its last metadata sync (a topic younger than the sync interval
+    # would not be served by it yet, as in RocketMQ).
+    wait_for(lambda: TOPIC in topics_of(remoting_client, slave), 10, what="the topic synced to the slave")
+    master.kill()
+    with Admin(namesrv.addr) as admin:
+        wait_for(lambda: master.addr not in admin.cluster_info().all_addrs(), 15, what="the master out of the routes")
+    got: set[str] = set()
+    consumer = PushConsumer("ha-failover-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(lambda msgs: got.update(m.body.decode() for m in msgs) or "CONSUME_SUCCESS")
+    with consumer:
+        wait_for(lambda: got >= set(sent), 30, what="every SEND_OK message consumed from the slave")

@@ -494,6 +494,8 @@ class ConsumerCore:
         if error is not None:
             if self.running:
                 log.warning("pull_failed", mq=str(req.mq), error=str(error))
+            # The broker may be gone (its slave then serves the queue): look at the route again soon.
+            self.instance.request_route_refresh(req.mq.topic)
             self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
             return
         status = result.status

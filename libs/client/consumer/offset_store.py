@@ -94,7 +94,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
 
     def fetch_from_broker(self, mq: MessageQueue) -> Optional[int]:
         """The broker's offset for ``mq`` (None when the group has none); raises MQError when unreachable."""
-        addr = self.instance.find_master_addr(mq)
+        addr = self.instance.find_broker_addr(mq)
         resp = self.instance.invoke_broker(
             addr, RequestCode.QUERY_CONSUMER_OFFSET,
             to_ext(QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id)),
@@ -108,7 +108,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         if off is None:
             return
         self.instance.invoke_broker(
-            self.instance.find_master_addr(mq), RequestCode.UPDATE_CONSUMER_OFFSET,
+            self.instance.find_broker_addr(mq), RequestCode.UPDATE_CONSUMER_OFFSET,
             to_ext(UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off)))
 
     def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
@@ -119,7 +119,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             if off is None:
                 continue
             try:
-                addr = self.instance.find_master_addr(mq)
+                addr = self.instance.find_broker_addr(mq)
             except MQClientError as exc:
                 log.warning("persist_offset_skipped", mq=str(mq), error=str(exc))
                 continue

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 
 from rocketmesh.filter import ExpressionType, SubscriptionData
 from rocketmesh.model.message import MessageConst, MessageQueue
+from rocketmesh.model.route import MASTER_ID
 from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
@@ -40,7 +41,7 @@ def decode_pull_response(resp: RemotingCommand, sub: SubscriptionData, addr: str
         raise MQBrokerError(resp.code, resp.remark, addr)
     ext = resp.ext or {}
     result = PullResult(status, int(ext.get("nextBeginOffset", 0)), int(ext.get("minOffset", 0)),
-                        int(ext.get("maxOffset", 0)))
+                        int(ext.get("maxOffset", 0)), suggest_which_broker_id=int(ext.get("suggestWhichBrokerId", 0)))
     if status is PullStatus.FOUND and resp.body:
         msgs = decode_records(resp.body, {_MIN_OFFSET: str(result.min_offset), _MAX_OFFSET: str(result.max_offset)})
         # The broker filters by tag hash code; two tags can share one, so check the tag itself.
@@ -57,6 +58,16 @@ class PullAPI:
     def __init__(self, instance: "ClientInstance", group: str) -> None:
         self.instance = instance
         self.group = group
+        #: Which broker of its group each queue is pulled from next, as the last answer suggested
+        #: (RocketMQ's pullFromWhichNodeTable): a slave while the consumer is far behind, with slaveReadEnable.
+        self._from_which: dict[MessageQueue, int] = {}
+
+    def _addr(self, mq: MessageQueue) -> str:
+        return self.instance.find_broker_addr(mq, self._from_which.get(mq, MASTER_ID))
+
+    def _heed(self, mq: MessageQueue, result: PullResult) -> None:
+        if result.suggest_which_broker_id != self._from_which.get(mq, MASTER_ID):
+            self._from_which[mq] = result.suggest_which_broker_id
 
     def _request(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, sys_flag: int,
                  commit_offset: int, suspend_timeout_ms: int) -> RemotingCommand:
@@ -79,7 +90,7 @@ class PullAPI:
         before its messages are decoded, so the caller can send its next pull first. An answer that
         reaches the queue's end is decoded and handed on first: the next pull would only wait.
         """
-        addr = self.instance.find_master_addr(mq)
+        addr = self._addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
 
         def done(resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
@@ -96,6 +107,7 @@ class PullAPI:
             except Exception as exc:  # noqa: BLE001 - a bad answer is the caller's error to handle
                 callback(None, exc)
                 return
+            self._heed(mq, result)
             callback(result, None)
 
         try:
@@ -106,10 +118,12 @@ class PullAPI:
     def pull_sync(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                   sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0,
                   timeout_ms: int = 10_000) -> PullResult:
-        addr = self.instance.find_master_addr(mq)
+        addr = self._addr(mq)
         cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
         try:
             resp = self.instance.remoting.invoke_sync(addr, cmd, timeout_ms)
         except RemotingError as exc:
             raise from_remoting(exc, addr) from exc
-        return decode_pull_response(resp, sub, addr)
+        result = decode_pull_response(resp, sub, addr)
+        self._heed(mq, result)
+        return result

@@ -121,7 +121,7 @@ class Rebalance:
         """The group's client ids, asked of a broker serving ``topic``."""
         names = sorted({mq.broker_name for mq in subscribe_queues(self.instance, topic)})
         for name in names:
-            addr = self.instance.master_addr(name)
+            addr = self.instance.broker_addr(name)  # the master, or a slave while it is gone
             if addr is None:
                 continue
             try:
@@ -131,6 +131,8 @@ class Rebalance:
                     accept=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
             except MQError as exc:
                 log.warning("get_consumer_list_failed", broker=name, error=str(exc))
+                # The broker may be gone (its slave then serves the topic): look at the route again soon.
+                self.instance.request_route_refresh(topic)
                 continue
             if resp.code == ResponseCode.SUCCESS and resp.body:
                 return list(orjson.loads(resp.body).get("consumerIdList") or [])

@@ -60,3 +60,6 @@ class PullResult:
     min_offset: int
     max_offset: int
     messages: list[MessageExt] = field(default_factory=list)
+    #: The broker of the queue's group to pull from next (0 the master; a slave when the broker says
+    #: the consumer is far behind and slaveReadEnable is on).
+    suggest_which_broker_id: int = 0

@@ -69,12 +69,20 @@ class HaProcessor:
         self._cond = threading.Condition()
         self._stopped = False
         self._thread = threading.Thread(target=self._deadline_loop, name="HaTransferHold", daemon=True)
-        # Appends on a slave may wait for a flush: off the I/O thread, and one at a time, in order.
-        self._appender = ThreadPoolExecutor(1, thread_name_prefix="ha-append")
+        # Under SYNC_FLUSH a slave's append waits for its flush: then off the I/O thread, one at a time, in
+        # order. Otherwise it is a copy and a few queue entries, answered on the I/O thread at once (the
+        # slave's acknowledgement, on which SYNC_MASTER sends wait, comes a thread hand-off sooner).
+        self._appender = ThreadPoolExecutor(1, thread_name_prefix="ha-append") \
+            if self.store.put_waits else None
         self.transferred_bytes = 0
         self.appended_bytes = 0
+        #: The ha services' client identities and the slave each one feeds.
+        self._feeders: dict[bytes, str] = {}
 
     def register(self, server) -> None:
+        # An ha service whose connection closed acknowledges nothing more: its slave is out of sync at
+        # once (SYNC_MASTER sends then hear SLAVE_NOT_AVAILABLE rather than wait for the timeout).
+        server.on_disconnect(self._feeder_gone)
         self.store.register_arriving_listener(self._on_arriving)
         self._thread.start()
         register_all(server, {
@@ -91,7 +99,8 @@ class HaProcessor:
         for h in held:
             self._answer(h)
         self._thread.join(2)
-        self._appender.shutdown(wait=True, cancel_futures=True)
+        if self._appender is not None:
+            self._appender.shutdown(wait=True, cancel_futures=True)
 
     # --- master ---
 
@@ -117,6 +126,7 @@ class HaProcessor:
                 f"the slave {h.slave_addr} needs the commitlog from {h.offset}, but this master keeps it from "
                 f"{store.min_physical_offset} on: rebuild the slave's store"))
         store.replicas.ack(h.slave_addr, h.offset)
+        self._feeders[ctx.identity] = h.slave_addr
         resp = self._read(req, h, start)
         if resp is not None or h.suspend_millis <= 0:
             return resp if resp is not None else self._empty(req, start)
@@ -130,6 +140,12 @@ class HaProcessor:
         if store.max_physical_offset > start:
             self._wake()
         return None
+
+    def _feeder_gone(self, identity: bytes) -> None:
+        slave = self._feeders.pop(identity, None)
+        if slave is not None:
+            log.warning("ha_slave_disconnected", slave=slave)
+            self.store.replicas.gone(slave)
 
     def _read(self, req: RemotingCommand, h: HaTransferRequestHeader, start: int) -> Optional[RemotingCommand]:
         data = self.store.read_commitlog(start, min(h.max_bytes, MAX_TRANSFER_BYTES))

@@ -8,10 +8,12 @@ load), and always when puts wait to be durable (the store's ``put_waits``:
 SYNC_FLUSH, SYNC_MASTER), sends are queued and handled by one worker thread in
 arrival order (RocketMQ's single send thread). The worker drains what is
 queued, answers SYSTEM_BUSY for requests that waited longer than
-``waitTimeMillsInSendQueue``, stores the rest, and waits once for the store to
-make all of them durable before answering: concurrent producers share one
-disk flush and one replication round. Sends never overtake each other: while
-anything is queued or being stored by the worker, new sends queue behind it.
+``waitTimeMillsInSendQueue``, stores the rest, and has them all answered once
+the store has made them durable (``MessageStore.when_durable``), storing the
+next sends meanwhile: concurrent producers share one disk flush and one
+replication round, and puts overlap the flush. Sends never overtake each
+other: while anything is queued or being stored by the worker, new sends
+queue behind it, and answers come in the order the sends were stored.
 """
 
 from __future__ import annotations
@@ -177,12 +179,20 @@ class SendMessageProcessor:
                 ctx.respond(response_to(cmd, code, f"[{result.status.value}] {result.remark}".strip()))
         if not stored:
             return
-        durable = self.store.wait_durable(max_end)
-        for cmd, ctx, result in stored:
-            status = result.status if durable is PutMessageStatus.PUT_OK else durable
-            first = result.appended[0]
-            ext = {"msgId": first.msg_id, "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
-            ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
+
+        def answer(durable: PutMessageStatus) -> None:
+            for cmd, ctx, result in stored:
+                status = result.status if durable is PutMessageStatus.PUT_OK else durable
+                first = result.appended[0]
+                ext = {"msgId": first.msg_id, "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
+                ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
+
+        if self._inline_ok:
+            answer(PutMessageStatus.PUT_OK)
+        else:
+            # Answered once durable, from the thread that settles it; the worker goes on storing the
+            # next sends meanwhile, so puts overlap the flush (and the slave's round).
+            self.store.when_durable(max_end, answer)
 
     # --- validation and building store messages ---
 

@@ -8,16 +8,25 @@ import threading
 import time
 from typing import Callable, Optional
 
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.broker.store.mapped_file import MappedFileQueue
 from rocketmesh.broker.store.results import PutMessageStatus
 
+log = get_logger("broker", component="flush")
+
+
+#: Told how a wait for durability ended: PUT_OK, or the timeout status of the stage that timed out.
+DurableCallback = Callable[[PutMessageStatus], None]
+
 
 class GroupCommitService:
-    """SYNC_FLUSH: a put waits until the commitlog is fsynced past its end.
+    """SYNC_FLUSH: puts are answered once the commitlog is fsynced past their end.
 
     One flusher thread serves every waiter: while an fdatasync runs (without the
-    GIL) more puts append and queue up, and the next fdatasync covers them all.
+    GIL) more puts append and register, and the next fdatasync covers them all.
+    Waiters register a callback (:meth:`when_flushed`), so the thread that put
+    them goes on putting while the flush runs: puts and flushes overlap.
     """
 
     def __init__(self, queue: MappedFileQueue, timeout_ms: int,
@@ -29,6 +38,8 @@ class GroupCommitService:
         self.timeout_s = timeout_ms / 1000
         self._cond = threading.Condition()
         self._requested = 0
+        #: (offset, deadline, callback) in the order they came; offsets grow with each put.
+        self._waiters: list[tuple[int, float, DurableCallback]] = []
         self._running = False
         self._thread: threading.Thread | None = None
         self.flush_count = 0
@@ -38,21 +49,20 @@ class GroupCommitService:
         self._thread = threading.Thread(target=self._run, name="GroupCommitService", daemon=True)
         self._thread.start()
 
-    def wait_flushed(self, offset: int) -> PutMessageStatus:
-        """Block until ``offset`` is on disk; FLUSH_DISK_TIMEOUT after syncFlushTimeout."""
+    def when_flushed(self, offset: int, callback: DurableCallback) -> None:
+        """Call ``callback(PUT_OK)`` once ``offset`` is on disk, or ``callback(FLUSH_DISK_TIMEOUT)`` past
+        syncFlushTimeout (on the flusher thread; at once when it is on disk already)."""
         if self.queue.flushed_where >= offset:
-            return PutMessageStatus.PUT_OK
-        deadline = time.monotonic() + self.timeout_s
+            callback(PutMessageStatus.PUT_OK)
+            return
         with self._cond:
-            if offset > self._requested:
-                self._requested = offset
-                self._cond.notify_all()
-            while self.queue.flushed_where < offset:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._running:
-                    return PutMessageStatus.FLUSH_DISK_TIMEOUT
-                self._cond.wait(left)
-        return PutMessageStatus.PUT_OK
+            if self._running:
+                self._waiters.append((offset, time.monotonic() + self.timeout_s, callback))
+                if offset > self._requested:
+                    self._requested = offset
+                    self._cond.notify_all()
+                return
+        callback(PutMessageStatus.FLUSH_DISK_TIMEOUT)
 
     def _run(self) -> None:
         while self._running:
@@ -64,17 +74,32 @@ class GroupCommitService:
                 if not self.queue.flush(0):
                     break
             self.flush_count += 1
-            with self._cond:
-                self._cond.notify_all()
+            self._settle()
             now = time.monotonic()
             if self.on_flushed is not None and now - self._last_report >= 1.0:
                 self._last_report = now
                 self.on_flushed(self.queue.flushed_where)
+        self._settle()
+
+    def _settle(self) -> None:
+        """Call back the waiters that are on disk now (FLUSH_DISK_TIMEOUT if that took past their
+        deadline), and those whose time ran out."""
+        flushed, now = self.queue.flushed_where, time.monotonic()
+        with self._cond:
+            done = [(w, PutMessageStatus.PUT_OK if w[1] > now else PutMessageStatus.FLUSH_DISK_TIMEOUT)
+                    for w in self._waiters if w[0] <= flushed or w[1] <= now or not self._running]
+            if done:
+                self._waiters = [w for w in self._waiters if w[0] > flushed and w[1] > now and self._running]
+        for (_, _, callback), status in done:
+            try:
+                callback(status)
+            except Exception:  # noqa: BLE001 - one waiter must not stop the flusher
+                log.exception("flush_callback_failed")
 
     def stop(self) -> None:
         self.queue.flush_all()
-        self._running = False
         with self._cond:
+            self._running = False
             self._cond.notify_all()
         if self._thread is not None:
             self._thread.join(5)

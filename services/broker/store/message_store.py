@@ -319,19 +319,36 @@ class MessageStore:
         return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH \
             or self.config.broker_role is BrokerRole.SYNC_MASTER
 
-    def wait_durable(self, offset: int) -> PutMessageStatus:
-        """Wait until the commitlog up to ``offset`` is as durable as the config asks: on disk under
-        SYNC_FLUSH (else FLUSH_DISK_TIMEOUT), then on a slave under SYNC_MASTER (FLUSH_SLAVE_TIMEOUT
-        after syncFlushTimeout; SLAVE_NOT_AVAILABLE at once with no slave in sync). PUT_OK at once
-        when neither applies."""
-        status = PutMessageStatus.PUT_OK
+    def when_durable(self, offset: int, done: Callable[[PutMessageStatus], None]) -> None:
+        """Call ``done(status)`` once the commitlog up to ``offset`` is as durable as the config asks:
+        on disk under SYNC_FLUSH (else FLUSH_DISK_TIMEOUT), then on a slave under SYNC_MASTER
+        (FLUSH_SLAVE_TIMEOUT after syncFlushTimeout; SLAVE_NOT_AVAILABLE at once with no slave in
+        sync); PUT_OK at once when neither applies. ``done`` runs on whichever thread settles it
+        (the flusher, the one that took the slave's acknowledgement): it must be quick."""
+        cfg = self.config
+
+        def flushed(status: PutMessageStatus) -> None:
+            if status is not PutMessageStatus.PUT_OK or cfg.broker_role is not BrokerRole.SYNC_MASTER:
+                done(status)
+            elif not self.replicas.in_sync(offset):
+                done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
+            else:
+                self.replicas.when_acked(offset, done, cfg.sync_flush_timeout / 1000)
+
         if self.group_commit is not None:
-            status = self.group_commit.wait_flushed(offset)
-        if status is PutMessageStatus.PUT_OK and self.config.broker_role is BrokerRole.SYNC_MASTER:
-            if not self.replicas.in_sync(offset):
-                return PutMessageStatus.SLAVE_NOT_AVAILABLE
-            status = self.replicas.wait_acked(offset, self.config.sync_flush_timeout / 1000)
-        return status
+            self.group_commit.when_flushed(offset, flushed)
+        else:
+            flushed(PutMessageStatus.PUT_OK)
+
+    def wait_durable(self, offset: int) -> PutMessageStatus:
+        """:meth:`when_durable`, waited for on this thread."""
+        settled = threading.Event()
+        box: list[PutMessageStatus] = []
+        self.when_durable(offset, lambda status: (box.append(status), settled.set()))
+        # Each stage calls back by its own timeout; this bound only guards against a stage that never does.
+        if not settled.wait(2 * self.config.sync_flush_timeout / 1000 + 1):
+            return PutMessageStatus.FLUSH_DISK_TIMEOUT
+        return box[0]
 
     # --- replication ---
 
@@ -351,7 +368,7 @@ class MessageStore:
             return self.commitlog.max_offset
         end, grown = self.commitlog.append_replica(offset, data)
         if self.group_commit is not None:
-            self.group_commit.wait_flushed(end)
+            self.wait_durable(end)
         if grown and self.listeners:
             self._tell_listeners(grown)
         return end

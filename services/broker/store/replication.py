@@ -13,9 +13,12 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.results import PutMessageStatus
+
+log = get_logger("broker", component="replication")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +34,7 @@ class SlaveProgress:
 
 
 class ReplicaTracker:
-    """Acknowledged offsets of the slaves that replicate from this master."""
+    """Acknowledged offsets of the slaves that replicate from this master, and the puts waiting for them."""
 
     def __init__(self, housekeeping_ms: int, max_gap_not_in_sync: int) -> None:
         #: A slave whose ha service has not asked for bytes this long counts as gone.
@@ -41,6 +44,9 @@ class ReplicaTracker:
         #: slave address -> (acked offset, monotonic time of its last request)
         self._slaves: dict[str, tuple[int, float]] = {}
         self._acked = 0
+        #: (offset, deadline, callback), offsets growing with each put.
+        self._waiters: list[tuple[int, float, Callable[[PutMessageStatus], None]]] = []
+        self._timer: Optional[threading.Thread] = None
 
     def ack(self, slave: str, offset: int) -> None:
         """The ha service of ``slave`` asked for bytes from ``offset``: the slave has all below it."""
@@ -48,9 +54,14 @@ class ReplicaTracker:
         with self._cond:
             self._slaves[slave] = (offset, now)
             best = max(o for o, seen in self._slaves.values() if now - seen < self.housekeeping_s)
-            if best > self._acked:
-                self._acked = best
-                self._cond.notify_all()
+            if best <= self._acked:
+                return
+            self._acked = best
+            done = [w for w in self._waiters if w[0] <= best]
+            if done:
+                self._waiters = [w for w in self._waiters if w[0] > best]
+        for _, _, callback in done:
+            _call(callback, PutMessageStatus.PUT_OK)
 
     def gone(self, slave: str) -> None:
         """``slave``'s ha service disconnected: it acknowledges nothing until it asks again."""
@@ -65,18 +76,32 @@ class ReplicaTracker:
             return any(now - seen < self.housekeeping_s and master_end - offset <= self.max_gap
                        for offset, seen in self._slaves.values())
 
-    def wait_acked(self, offset: int, timeout_s: float) -> PutMessageStatus:
-        """Wait until a slave has everything below ``offset``: PUT_OK, or FLUSH_SLAVE_TIMEOUT."""
-        if self._acked >= offset:
-            return PutMessageStatus.PUT_OK
-        deadline = time.monotonic() + timeout_s
+    def when_acked(self, offset: int, callback: Callable[[PutMessageStatus], None], timeout_s: float) -> None:
+        """Call ``callback(PUT_OK)`` once a slave has everything below ``offset``, or
+        ``callback(FLUSH_SLAVE_TIMEOUT)`` after ``timeout_s``: one acknowledgement releases every put
+        below it."""
         with self._cond:
-            while self._acked < offset:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-                self._cond.wait(left)
-        return PutMessageStatus.PUT_OK
+            if self._acked < offset:
+                self._waiters.append((offset, time.monotonic() + timeout_s, callback))
+                if self._timer is None:
+                    self._timer = threading.Thread(target=self._expire_loop, name="HaGroupTransfer", daemon=True)
+                    self._timer.start()
+                self._cond.notify_all()
+                return
+        _call(callback, PutMessageStatus.PUT_OK)
+
+    def _expire_loop(self) -> None:
+        while True:
+            with self._cond:
+                now = time.monotonic()
+                expired = [w for w in self._waiters if w[1] <= now]
+                if expired:
+                    self._waiters = [w for w in self._waiters if w[1] > now]
+                else:
+                    self._cond.wait(min((w[1] for w in self._waiters), default=now + 1.0) - now)
+                    continue
+            for _, _, callback in expired:
+                _call(callback, PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
 
     def progress(self) -> list[SlaveProgress]:
         now = time.monotonic()
@@ -84,8 +109,9 @@ class ReplicaTracker:
             return [SlaveProgress(addr, offset, round(now - seen, 3), now - seen < self.housekeeping_s)
                     for addr, (offset, seen) in sorted(self._slaves.items())]
 
-    @property
-    def acked_offset(self) -> Optional[int]:
-        """The best acknowledged offset of a connected slave, None without one."""
-        connected = [p.acked_offset for p in self.progress() if p.connected]
-        return max(connected) if connected else None
+
+def _call(callback: Callable[[PutMessageStatus], None], status: PutMessageStatus) -> None:
+    try:
+        callback(status)
+    except Exception:  # noqa: BLE001 - one waiter must not stop the others
+        log.exception("replica_callback_failed")
