@@ -241,3 +241,48 @@ def test_master_killed_under_sync_master_a_consumer_group_finishes_the_backlog_f
     consumer.register_listener(lambda msgs: got.update(m.body.decode() for m in msgs) or "CONSUME_SUCCESS")
     with consumer:
         wait_for(lambda: got >= set(sent), 30, what="every SEND_OK message consumed from the slave")
+
+
+def test_with_slave_read_enable_a_consumer_far_behind_reads_from_the_slave(namesrv, remoting_client, start_broker,
+                                                                           start_ha):
+    """accessMessageInMemoryMaxRatio=0 makes every unread message count as out of memory: the master
+    suggests the slave (whichBrokerWhenConsumeSlowly) and the consumer follows; without slaveReadEnable
+    it does not."""
+    from rocketmesh import PushConsumer
+
+    far = {"slaveReadEnable": "true", "accessMessageInMemoryMaxRatio": 0}
+    master = start_broker(namesrv.addr, name="broker-a", **far)
+    slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMills=500,
+                         **far)
+    start_ha(namesrv.addr, brokerName="broker-a")
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(TOPIC)
+    with Producer("ha-read-producer", namesrv.addr) as p:
+        p.send_batch([Message(TOPIC, f"r{i}") for i in range(100)])
+    end = runtime(remoting_client, master)["commitLogMaxOffset"]
+    wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end
+             and TOPIC in topics_of(remoting_client, slave), 10, what="the slave holding the messages and the topic")
+    header = PullMessageRequestHeader("ha-read-group", TOPIC, 0, 0, 8, 0, subscription="*")
+    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 3000)
+    assert resp.code == ResponseCode.SUCCESS and resp.ext["suggestWhichBrokerId"] == 1
+    got: set[str] = set()
+    consumer = PushConsumer("ha-read-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            pull_batch_size=8)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(lambda msgs: got.update(m.body.decode() for m in msgs) or "CONSUME_SUCCESS")
+    with consumer:
+        wait_for(lambda: len(got) == 100, 20, what="the 100 messages consumed")
+    assert runtime(remoting_client, slave)["getMessageTransferedMsgCount"] > 50  # most came from the slave
+
+
+def test_without_slave_read_enable_the_master_keeps_its_consumers(namesrv, remoting_client, group):
+    master, slave, _ = group
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(TOPIC)
+    with Producer("ha-read-producer-2", namesrv.addr) as p:
+        p.send(Message(TOPIC, "x"))
+    header = PullMessageRequestHeader("ha-read-group-2", TOPIC, 0, 0, 8, 0, subscription="*")
+    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 3000)
+    assert resp.code == ResponseCode.SUCCESS and resp.ext.get("suggestWhichBrokerId", 0) == 0

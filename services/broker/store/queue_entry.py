@@ -20,6 +20,7 @@ DUE_TIME_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
 
 #: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
 find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY|TIMER_DELIVER_MS)\x01([^\x02]*)").findall
+_find_tags = re.compile(rb"(?:^|\x02)TAGS\x01([^\x02]*)").search
 _find_delay = re.compile(rb"(?:^|\x02)DELAY\x01([^\x02]*)").search
 _find_deliver_at = re.compile(rb"(?:^|\x02)TIMER_DELIVER_MS\x01([^\x02]*)").search
 
@@ -32,14 +33,8 @@ def tags_code_of_tag(tags: bytes) -> int:
 
 def tags_code_of(properties: bytes) -> int:
     """The tag field of an ordinary message with these stored properties (the first TAGS property's)."""
-    # A find per property name is cheaper than a regular expression on the put path.
-    i = properties.find(b"TAGS\x01")
-    while i > 0 and properties[i - 1] != 2:  # "...TAGS" inside a longer name
-        i = properties.find(b"TAGS\x01", i + 5)
-    if i < 0:
-        return 0
-    j = properties.find(b"\x02", i + 5)
-    return tags_code_of_tag(properties[i + 5:j] if j >= 0 else properties[i + 5:])
+    found = _find_tags(properties)  # one C call: cheaper on the put path than finds and slices
+    return tags_code_of_tag(found.group(1)) if found is not None else 0
 
 
 def schedule_due_time(delay: bytes | None, store_timestamp: int, delay_levels: list[int]) -> int:
