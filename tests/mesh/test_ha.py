@@ -286,3 +286,44 @@ def test_without_slave_read_enable_the_master_keeps_its_consumers(namesrv, remot
     header = PullMessageRequestHeader("ha-read-group-2", TOPIC, 0, 0, 8, 0, subscription="*")
     resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 3000)
     assert resp.code == ResponseCode.SUCCESS and resp.ext.get("suggestWhichBrokerId", 0) == 0
+
+
+def committed(client: RemotingClient, broker: BrokerProcess, group: str, queues: int = 2) -> int:
+    """The sum of ``group``'s committed offsets of TOPIC's queues on ``broker`` (-1 when any is missing)."""
+    from rocketmesh.remoting.headers import QueryConsumerOffsetRequestHeader
+
+    total = 0
+    for q in range(queues):
+        resp = client.invoke_sync(broker.addr, request(RequestCode.QUERY_CONSUMER_OFFSET, to_ext(
+            QueryConsumerOffsetRequestHeader(group, TOPIC, q))), 3000)
+        if resp.code != ResponseCode.SUCCESS:
+            return -1
+        total += resp.ext["offset"]
+    return total
+
+
+def test_offsets_committed_on_the_slave_while_the_master_is_gone_reach_the_master_when_it_is_back(
+        namesrv, remoting_client, sync_group):
+    from rocketmesh import PushConsumer
+
+    master, slave, ha = sync_group
+    with Producer("ha-reconcile-producer", namesrv.addr) as p:
+        for i in range(0, 60, 20):
+            p.send_batch([Message(TOPIC, f"o{j}") for j in range(i, i + 20)])
+    wait_for(lambda: TOPIC in topics_of(remoting_client, slave), 10, what="the topic synced to the slave")
+    master.kill()
+    with Admin(namesrv.addr) as admin:
+        wait_for(lambda: master.addr not in admin.cluster_info().all_addrs(), 15, what="the master out of the routes")
+    got: set[str] = set()
+    consumer = PushConsumer("ha-reconcile-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            persist_consumer_offset_interval_ms=500, poll_name_server_interval_ms=1000)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(lambda msgs: got.update(m.body.decode() for m in msgs) or "CONSUME_SUCCESS")
+    with consumer:
+        wait_for(lambda: len(got) == 60, 30, what="the 60 messages consumed from the slave")
+        wait_for(lambda: committed(remoting_client, slave, "ha-reconcile-group") == 60, 10,
+                 what="the offsets committed on the slave")
+        master.start(timeout_s=30)
+        # The consumer commits what it holds to the master once the route names it again.
+        wait_for(lambda: committed(remoting_client, master, "ha-reconcile-group") == 60, 45,
+                 what="the offsets committed meanwhile on the master")
