@@ -327,3 +327,24 @@ def test_offsets_committed_on_the_slave_while_the_master_is_gone_reach_the_maste
         # The consumer commits what it holds to the master once the route names it again.
         wait_for(lambda: committed(remoting_client, master, "ha-reconcile-group") == 60, 45,
                  what="the offsets committed meanwhile on the master")
+
+
+def test_a_slave_refuses_a_chunk_that_does_not_start_where_its_commitlog_ends(namesrv, remoting_client, group):
+    """A gap or an overlap is refused, naming the slave's real end (where the ha service goes on from)."""
+    from rocketmesh.remoting.headers import HaAppendRequestHeader
+
+    master, slave, _ = group
+    with Producer("ha-gap-producer", namesrv.addr) as p:
+        p.send(Message(TOPIC, "one"))
+    end = runtime(remoting_client, master)["commitLogMaxOffset"]
+    wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end, 10, what="the slave at the end")
+    file_size = 4 * 1024 * 1024
+    for start in (end + 100, end - 10):
+        resp = remoting_client.invoke_sync(slave.addr, request(RequestCode.HA_APPEND, to_ext(
+            HaAppendRequestHeader(start, file_size)), b"\0" * 64), 3000)
+        assert resp.code == ResponseCode.SYSTEM_ERROR and resp.ext["offset"] == end, resp
+        assert f"ends at {end}" in resp.remark
+    assert runtime(remoting_client, slave)["commitLogMaxOffset"] == end
+    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.HA_APPEND, to_ext(
+        HaAppendRequestHeader(end, file_size)), b"\0" * 64), 3000)
+    assert resp.code == ResponseCode.SYSTEM_ERROR and "not a SLAVE" in resp.remark

@@ -1,19 +1,19 @@
 """SEND_MESSAGE and SEND_BATCH_MESSAGE: checks, auto-creation, delay rewrite, the ordered send worker.
 
-When the store answers a put at once (ASYNC_FLUSH on an ASYNC_MASTER), while
-the remoting I/O thread keeps up with its clients, it stores and answers each
-send itself: no thread hand-off on the way. Once it has been reading without a
+While the remoting I/O thread keeps up with its clients, it stores each send
+itself: no thread hand-off on the way. Once it has been reading without a
 pause for longer than a quarter of ``waitTimeMillsInSendQueue`` (sustained
-load), and always when puts wait to be durable (the store's ``put_waits``:
-SYNC_FLUSH, SYNC_MASTER), sends are queued and handled by one worker thread in
-arrival order (RocketMQ's single send thread). The worker drains what is
-queued, answers SYSTEM_BUSY for requests that waited longer than
-``waitTimeMillsInSendQueue``, stores the rest, and has them all answered once
-the store has made them durable (``MessageStore.when_durable``), storing the
-next sends meanwhile: concurrent producers share one disk flush and one
-replication round, and puts overlap the flush. Sends never overtake each
-other: while anything is queued or being stored by the worker, new sends
-queue behind it, and answers come in the order the sends were stored.
+load), sends are queued and handled by one worker thread in arrival order
+(RocketMQ's single send thread), which drains what is queued, answers
+SYSTEM_BUSY for requests that waited longer than ``waitTimeMillsInSendQueue``
+and stores the rest. Either way, when puts wait to be durable (the store's
+``put_waits``: SYNC_FLUSH, SYNC_MASTER) the answers go out once the store has
+made them durable (``MessageStore.when_durable``), from the thread that settles
+it, while the storing thread goes on with the next sends: concurrent producers
+share one disk flush and one replication round, and puts overlap the flush.
+Sends never overtake each other: while anything is queued or being stored by
+the worker, new sends queue behind it, and answers come in the order the sends
+were stored.
 """
 
 from __future__ import annotations
@@ -94,8 +94,8 @@ class SendMessageProcessor:
         self._thread: Optional[threading.Thread] = None
         #: The worker is storing or answering a batch: newer sends must queue behind it.
         self._busy = False
-        #: Inline sends never wait for durability on the I/O thread.
-        self._inline_ok = not broker.store.put_waits
+        #: Answers wait for the store to make the puts durable (SYNC_FLUSH, SYNC_MASTER).
+        self._put_waits = broker.store.put_waits
         #: Past this much reading without a pause, sends go through the queue, where waits are measured.
         self._inline_backlog_ms = self.config.wait_time_mills_in_send_queue / 4.0
         self.busy_rejections = 0
@@ -108,7 +108,7 @@ class SendMessageProcessor:
             return response_to(cmd, ResponseCode.SERVICE_NOT_AVAILABLE,
                                f"the broker[{self.config.broker_name}] is shutting down, send to another broker")
         queue = self._queue
-        if not queue and not self._busy and self._inline_ok and ctx.backlogged_ms() < self._inline_backlog_ms:
+        if not queue and not self._busy and ctx.backlogged_ms() < self._inline_backlog_ms:
             # The broker keeps up: store and answer right here rather than pay two thread hand-offs.
             self._handle([(cmd, ctx)])
             return None
@@ -187,12 +187,12 @@ class SendMessageProcessor:
                 ext = {"msgId": first.msg_id, "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
                 ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
 
-        if self._inline_ok:
-            answer(PutMessageStatus.PUT_OK)
-        else:
-            # Answered once durable, from the thread that settles it; the worker goes on storing the
-            # next sends meanwhile, so puts overlap the flush (and the slave's round).
+        if self._put_waits:
+            # Answered once durable, from the thread that settles it; the storing thread goes on with
+            # the next sends meanwhile, so puts overlap the flush (and the slave's round).
             self.store.when_durable(max_end, answer)
+        else:
+            answer(PutMessageStatus.PUT_OK)
 
     # --- validation and building store messages ---
 
