@@ -106,6 +106,8 @@ class DeliveryProcessor:
             if topic in PARKED_TOPICS and qid.isdigit():
                 delivered[(topic, int(qid))] = _Delivered(int(d.get("floor", 0)), {int(o) for o in d.get("offsets", ())})
         with self._lock:
+            if delivered == self._delivered:
+                return  # a slave's sync with nothing new: nothing to write either
             self._delivered = delivered
             self._version += 1
 
