@@ -105,16 +105,13 @@ class HaService:
             try:
                 self._round()
                 delay = 0.1
-            except (HaRoundError, RemotingError, ValueError) as exc:
-                self.errors += 1
-                self.last_error = str(exc)
-                log.warning("ha_round_failed", error=str(exc), retry_in_s=round(delay, 2))
-                self._stopped.wait(delay)
-                delay = min(delay * 2, self.config.retry_max_delay_millis / 1000)
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one bad round
                 self.errors += 1
                 self.last_error = str(exc)
-                log.exception("ha_round_crashed")
+                if isinstance(exc, (HaRoundError, RemotingError, ValueError)):
+                    log.warning("ha_round_failed", error=str(exc), retry_in_s=round(delay, 2))
+                else:
+                    log.exception("ha_round_crashed")
                 self._stopped.wait(delay)
                 delay = min(delay * 2, self.config.retry_max_delay_millis / 1000)
 

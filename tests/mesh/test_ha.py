@@ -36,6 +36,23 @@ def runtime(client: RemotingClient, broker: BrokerProcess) -> dict:
     return orjson.loads(resp.body)["table"]
 
 
+def create_topic(namesrv: str, queues: int) -> None:
+    """TOPIC with ``queues`` read and write queues, routable when this returns."""
+    with Admin(namesrv) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=queues, write_queue_nums=queues)
+        admin.wait_topic_route(TOPIC)
+
+
+def kill_master_once_the_slave_knows_the_topic(namesrv, client: RemotingClient, master: BrokerProcess,
+                                               slave: BrokerProcess) -> None:
+    """SIGKILL the master once the slave's metadata sync brought TOPIC (a topic younger than the sync
+    interval would not be served by the slave yet, as in RocketMQ), and wait until the routes drop it."""
+    wait_for(lambda: TOPIC in topics_of(client, slave), 10, what="the topic synced to the slave")
+    master.kill()
+    with Admin(namesrv.addr) as admin:
+        wait_for(lambda: master.addr not in admin.cluster_info().all_addrs(), 15, what="the master out of the routes")
+
+
 def topics_of(client: RemotingClient, broker: BrokerProcess) -> set[str]:
     import orjson
 
@@ -66,9 +83,7 @@ def group(namesrv, start_broker, start_ha):
 
 def test_an_async_master_s_commitlog_reaches_the_slave_byte_for_byte(namesrv, remoting_client, group):
     master, slave, ha = group
-    with Admin(namesrv.addr) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-        admin.wait_topic_route(TOPIC)
+    create_topic(namesrv.addr, 2)
     with Producer("ha-producer", namesrv.addr) as p:
         sent = [f"m{i}" for i in range(300)]
         for i in range(0, 300, 30):
@@ -115,9 +130,7 @@ def sync_group(namesrv, start_broker, start_ha):
                           syncFlushTimeout=1500)
     slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMills=500)
     ha = start_ha(namesrv.addr, brokerName="broker-a")
-    with Admin(namesrv.addr) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-        admin.wait_topic_route(TOPIC)
+    create_topic(namesrv.addr, 2)
     return master, slave, ha
 
 
@@ -200,13 +213,17 @@ def test_up_with_ha_runs_a_synchronous_group_the_admin_commands_show(tmp_path: P
 def test_a_slave_started_empty_beside_a_master_with_100_mb_catches_up(namesrv, remoting_client, start_broker,
                                                                       start_ha):
     master = start_broker(namesrv.addr, name="broker-a")
-    with Admin(namesrv.addr) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=4, write_queue_nums=4)
-        admin.wait_topic_route(TOPIC)
+    create_topic(namesrv.addr, 4)
     body = b"z" * 4000
     with Producer("ha-bulk", namesrv.addr, send_msg_timeout_ms=30_000) as p:
-        futures = [p.send_batch_async([Message(TOPIC, body) for _ in range(60)]) for _ in range(420)]
-        for f in futures:
+        # At most 16 batches (4 MB) in flight: 100 MB queued at once would wait past waitTimeMillsInSendQueue
+        # in the broker's send queue and be refused SYSTEM_BUSY, as it should be.
+        window: list = []
+        for _ in range(420):
+            window.append(p.send_batch_async([Message(TOPIC, body) for _ in range(60)]))
+            if len(window) >= 16:
+                window.pop(0).result(60)
+        for f in window:
             f.result(60)
     end = runtime(remoting_client, master)["commitLogMaxOffset"]
     assert end > 100 * 1024 * 1024
@@ -229,12 +246,7 @@ def test_master_killed_under_sync_master_a_consumer_group_finishes_the_backlog_f
             r = p.send_batch([Message(TOPIC, f"f{j}") for j in range(i, i + 20)])
             assert r.send_status is SendStatus.SEND_OK
             sent += [f"f{j}" for j in range(i, i + 20)]
-    # The slave knows the topic from its last metadata sync (a topic younger than the sync interval
-    # would not be served by it yet, as in RocketMQ).
-    wait_for(lambda: TOPIC in topics_of(remoting_client, slave), 10, what="the topic synced to the slave")
-    master.kill()
-    with Admin(namesrv.addr) as admin:
-        wait_for(lambda: master.addr not in admin.cluster_info().all_addrs(), 15, what="the master out of the routes")
+    kill_master_once_the_slave_knows_the_topic(namesrv, remoting_client, master, slave)
     got: set[str] = set()
     consumer = PushConsumer("ha-failover-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET")
     consumer.subscribe(TOPIC, "*")
@@ -255,9 +267,7 @@ def test_with_slave_read_enable_a_consumer_far_behind_reads_from_the_slave(names
     slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMills=500,
                          **far)
     start_ha(namesrv.addr, brokerName="broker-a")
-    with Admin(namesrv.addr) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
-        admin.wait_topic_route(TOPIC)
+    create_topic(namesrv.addr, 1)
     with Producer("ha-read-producer", namesrv.addr) as p:
         p.send_batch([Message(TOPIC, f"r{i}") for i in range(100)])
     end = runtime(remoting_client, master)["commitLogMaxOffset"]
@@ -278,9 +288,7 @@ def test_with_slave_read_enable_a_consumer_far_behind_reads_from_the_slave(names
 
 def test_without_slave_read_enable_the_master_keeps_its_consumers(namesrv, remoting_client, group):
     master, slave, _ = group
-    with Admin(namesrv.addr) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
-        admin.wait_topic_route(TOPIC)
+    create_topic(namesrv.addr, 1)
     with Producer("ha-read-producer-2", namesrv.addr) as p:
         p.send(Message(TOPIC, "x"))
     header = PullMessageRequestHeader("ha-read-group-2", TOPIC, 0, 0, 8, 0, subscription="*")
@@ -310,10 +318,7 @@ def test_offsets_committed_on_the_slave_while_the_master_is_gone_reach_the_maste
     with Producer("ha-reconcile-producer", namesrv.addr) as p:
         for i in range(0, 60, 20):
             p.send_batch([Message(TOPIC, f"o{j}") for j in range(i, i + 20)])
-    wait_for(lambda: TOPIC in topics_of(remoting_client, slave), 10, what="the topic synced to the slave")
-    master.kill()
-    with Admin(namesrv.addr) as admin:
-        wait_for(lambda: master.addr not in admin.cluster_info().all_addrs(), 15, what="the master out of the routes")
+    kill_master_once_the_slave_knows_the_topic(namesrv, remoting_client, master, slave)
     got: set[str] = set()
     consumer = PushConsumer("ha-reconcile-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
                             persist_consumer_offset_interval_ms=500, poll_name_server_interval_ms=1000)

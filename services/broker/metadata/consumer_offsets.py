@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
 from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
 from rocketmesh.runtime.log import get_logger
@@ -149,24 +149,21 @@ class ConsumerOffsetManager:
     def remove_group(self, group: str) -> None:
         """Forget every offset of ``group`` (the group was deleted)."""
         _check_name("group", group)
-        with self._lock:
-            gone = [k for k in self._table if (_split(k) or (None, None))[1] == group]
-            for k in gone:
-                del self._table[k]
-            self._last_commit_ms = {k: v for k, v in self._last_commit_ms.items() if k[0] != group}
-            if gone:
-                self._version += 1
-        for k in gone:
-            log.info("consumer_offset_removed", key=k)
+        self._remove(lambda topic, g: g == group)
 
     def remove_topic(self, topic: str) -> None:
         """Forget every group's offsets of ``topic`` (the topic was deleted)."""
         _check_name("topic", topic)
+        self._remove(lambda t, group: t == topic)
+
+    def _remove(self, doomed: Callable[[str, str], bool]) -> None:
+        """Forget the offsets of every (topic, group) ``doomed`` says yes to."""
         with self._lock:
-            gone = [k for k in self._table if (_split(k) or (None, None))[0] == topic]
+            gone = [k for k in self._table if (pair := _split(k)) is not None and doomed(*pair)]
             for k in gone:
                 del self._table[k]
-            self._last_commit_ms = {k: v for k, v in self._last_commit_ms.items() if k[1] != topic}
+            # Keys here are (group, topic, queue id).
+            self._last_commit_ms = {k: v for k, v in self._last_commit_ms.items() if not doomed(k[1], k[0])}
             if gone:
                 self._version += 1
         for k in gone:

@@ -187,8 +187,7 @@ class SubscriptionGroupManager:
     def replace_all(self, doc: dict[str, Any]) -> bool:
         """A slave takes its master's table (a :meth:`snapshot` document) when its data version differs;
         returns whether it did."""
-        dv = doc.get("dataVersion") or {}
-        version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        version = DataVersion.of(doc)
         table = {name: SubscriptionGroupConfig.from_json(d)
                  for name, d in (doc.get("subscriptionGroupTable") or {}).items()}
         with self._lock:
@@ -223,10 +222,9 @@ class SubscriptionGroupManager:
                 loaded[name] = SubscriptionGroupConfig.from_json(d)
             except ValueError as exc:
                 raise ValueError(f"{self.path}: group {name!r}: {exc}") from exc
-        dv = data.get("dataVersion") or {}
         with self._lock:
             self.table.update(loaded)
-            self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+            self.data_version = DataVersion.of(data)
         log.info("subscription_groups_loaded", path=self.path, groups=len(loaded))
 
     def persist(self) -> None:

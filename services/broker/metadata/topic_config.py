@@ -36,6 +36,12 @@ class DataVersion:
         self.timestamp = int(time.time() * 1000)
         self.counter += 1
 
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> "DataVersion":
+        """The ``dataVersion`` of a table document (RocketMQ's JSON); zeros when it has none."""
+        dv = doc.get("dataVersion") or {}
+        return cls(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+
 
 class TopicConfigManager:
     """The topic table: built-in system topics, user topics, auto-created ones; saved atomically."""
@@ -74,8 +80,7 @@ class TopicConfigManager:
             return
         for name, d in data.get("topicConfigTable", {}).items():
             self.table[name] = self._from_settings.get(name) or TopicConfig.from_json(d)
-        dv = data.get("dataVersion") or {}
-        self.data_version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        self.data_version = DataVersion.of(data)
 
     def persist(self) -> None:
         """Write-then-rename, so a crash leaves the old file or the new one, never half of one."""
@@ -94,8 +99,7 @@ class TopicConfigManager:
     def replace_all(self, doc: dict[str, Any]) -> bool:
         """A slave takes its master's table (a :meth:`snapshot` document) when its data version differs;
         returns whether it did."""
-        dv = doc.get("dataVersion") or {}
-        version = DataVersion(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
+        version = DataVersion.of(doc)
         table = {name: TopicConfig.from_json(d) for name, d in (doc.get("topicConfigTable") or {}).items()}
         with self._lock:
             if version == self.data_version:

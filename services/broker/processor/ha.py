@@ -120,7 +120,7 @@ class HaProcessor:
             return response_to(req, ResponseCode.SYSTEM_ERROR, (
                 f"the slave {h.slave_addr} has the commitlog up to {h.offset}, past this master's end {end}: "
                 "the master lost its tail (a crash under ASYNC_FLUSH); rebuild the slave's store from the master"))
-        start = store.min_physical_offset if h.offset == 0 else h.offset
+        start = self._start_of(h)
         if h.offset and h.offset < store.min_physical_offset:
             return response_to(req, ResponseCode.SYSTEM_ERROR, (
                 f"the slave {h.slave_addr} needs the commitlog from {h.offset}, but this master keeps it from "
@@ -140,6 +140,10 @@ class HaProcessor:
         if store.max_physical_offset > start:
             self._wake()
         return None
+
+    def _start_of(self, h: HaTransferRequestHeader) -> int:
+        """Where a transfer's bytes start: the asked offset, or an empty slave's: the master's first byte."""
+        return self.store.min_physical_offset if h.offset == 0 else h.offset
 
     def _feeder_gone(self, identity: bytes) -> None:
         slave = self._feeders.pop(identity, None)
@@ -171,8 +175,7 @@ class HaProcessor:
             held, self._held = self._held, []
         rest = []
         for h in held:
-            start = self.store.min_physical_offset if h.header.offset == 0 else h.header.offset
-            resp = None if h.done else self._read(h.req, h.header, start)
+            resp = None if h.done else self._read(h.req, h.header, self._start_of(h.header))
             if resp is None:
                 rest.append(h)
             else:
@@ -186,7 +189,7 @@ class HaProcessor:
         if h.done:
             return
         h.done = True
-        start = self.store.min_physical_offset if h.header.offset == 0 else h.header.offset
+        start = self._start_of(h.header)
         h.ctx.respond(self._read(h.req, h.header, start) or self._empty(h.req, start))
 
     def _deadline_loop(self) -> None:

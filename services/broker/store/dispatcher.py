@@ -93,9 +93,9 @@ class Dispatcher:
         delay_levels = self.delay_levels
         pack_entry = CQ_ENTRY.pack
         for topic, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
-            tags_code = 0
+            tags = delay = deliver_at = None
             if props:
-                tags = keys = uniq = delay = deliver_at = None
+                keys = uniq = None
                 # The first of a repeated property counts, as at put time (queue_entry).
                 for name, value in find_props(props):
                     if name == b"TAGS":
@@ -110,18 +110,14 @@ class Dispatcher:
                             delay = value
                     elif deliver_at is None:
                         deliver_at = value
-                if topic == _SCHEDULE_TOPIC_B:
-                    tags_code = schedule_due_time(delay, ts, delay_levels)
-                elif topic == _TIMER_TOPIC_B:
-                    tags_code = timer_due_time(deliver_at, ts)
-                elif tags:
-                    tags_code = tags_code_of_tag(tags)
                 if keys or uniq:
                     index_items.append((topic, keys, uniq, phys, ts))
-            elif topic == _SCHEDULE_TOPIC_B:
-                tags_code = schedule_due_time(None, ts, delay_levels)
+            if topic == _SCHEDULE_TOPIC_B:
+                tags_code = schedule_due_time(delay, ts, delay_levels)
             elif topic == _TIMER_TOPIC_B:
-                tags_code = timer_due_time(None, ts)
+                tags_code = timer_due_time(deliver_at, ts)
+            else:
+                tags_code = tags_code_of_tag(tags) if tags else 0
             if (sys_flag & 0xC) not in NOT_DISPATCHED:
                 key = (topic, queue_id)
                 run = runs.get(key)
