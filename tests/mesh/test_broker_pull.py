@@ -5,13 +5,19 @@ from __future__ import annotations
 import time
 from typing import Iterator
 
+import orjson
 import pytest
 
 from procs import BrokerProcess, child_pids, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, Producer
-from rocketmesh.model.codec import decode_records
+from rocketmesh.model.codec import decode_records, tags_hash_code
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
+from rocketmesh.remoting.headers import (
+    PullMessageRequestHeader,
+    PullSysFlag,
+    QueryConsumeQueueRequestHeader,
+    to_ext,
+)
 
 TOPIC = "PullTopic"
 
@@ -154,6 +160,14 @@ def cq_file_entries(broker: BrokerProcess, topic: str, first: int, count: int) -
     return [struct.unpack_from(">qiq", raw, i * 20) for i in range(first, first + count)]
 
 
+def queue_tag_codes(client: RemotingClient, broker: BrokerProcess, topic: str) -> list[int]:
+    """The tag codes QUERY_CONSUME_QUEUE lists for queue 0 of ``topic``."""
+    header = QueryConsumeQueueRequestHeader(topic, 0, 0, 32)
+    resp = client.invoke_sync(broker.addr, request(RequestCode.QUERY_CONSUME_QUEUE, to_ext(header)), 3000)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return [e["tagsCode"] for e in orjson.loads(resp.body)["queueData"]]
+
+
 def test_a_read_goes_on_from_the_filed_entries_into_the_ones_only_in_memory(namesrv, remoting_client, broker):
     """Part of a queue on file, the rest not yet: one filtered pull reads across the boundary."""
     with Admin(namesrv.addr) as admin:
@@ -177,10 +191,13 @@ def test_a_read_goes_on_from_the_filed_entries_into_the_ones_only_in_memory(name
                 assert bodies_of(only_b) == ["d1", "u3"] and only_b.ext["nextBeginOffset"] == 4
                 everything = pull(remoting_client, broker, 1)
                 assert bodies_of(everything) == ["d1", "u2", "u3"]
+                # An admin's listing shows each entry's tag code, on file or not.
+                assert queue_tag_codes(remoting_client, broker, TOPIC) == [tags_hash_code(t) for t in "ABAB"]
             finally:
                 thaw(worker)
         wait_for(lambda: all(e[1] for e in cq_file_entries(broker, TOPIC, 0, 4)), 5.0,
                  what="all four in the consume-queue file")
+    assert [e[2] for e in cq_file_entries(broker, TOPIC, 0, 4)] == [tags_hash_code(t) for t in "ABAB"]
 
 
 @pytest.fixture

@@ -133,7 +133,7 @@ class AdminProcessor:
                     index = i + 1
                     if size != BLANK_SIZE:
                         entries.append({"queueOffset": i, "physicOffset": phys, "physicSize": size,
-                                        "tagsCode": tags})
+                                        "tagsCode": self.store.entry_tags_code(phys, size, tags)})
                 if not seen:
                     index = cq.roll_next_file(index)
         return ok(req, body=orjson.dumps({"queueData": entries, "minQueueIndex": lo, "maxQueueIndex": hi}))

@@ -36,7 +36,7 @@ from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
-from rocketmesh.broker.store.queue_entry import entry_tags_code
+from rocketmesh.broker.store.queue_entry import tail_tags_code
 from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
 
 log = get_logger("broker", component="commitlog")
@@ -158,8 +158,8 @@ class CommitLog:
                     queue_offset = 0
                 else:
                     cq = queues.get((m.topic, m.queue_id)) or open_queue(m.topic, m.queue_id)
-                    queue_offset = cq.append(phys, total, entry_tags_code(m.topic, m.properties, now_ms,
-                                                                          delay_levels))
+                    queue_offset = cq.append(phys, total, tail_tags_code(m.topic, m.properties, now_ms,
+                                                                         delay_levels))
                 chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
                                    phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
                                    m.reconsume_times, m.prepared_transaction_offset, len(m.body)))
@@ -273,7 +273,7 @@ class CommitLog:
                                 queue_offset, phys, sys_flag, born, born_host, now_ms, store_host, reconsume, 0,
                                 body_len),
                            view[p:q], topic_part, view[q:end])
-                entries.append(pack_entry(phys, size, entry_tags_code(topic, props, now_ms, delay_levels)))
+                entries.append(pack_entry(phys, size, tail_tags_code(topic, props, now_ms, delay_levels)))
                 offsets.append(phys)
                 queue_offset += 1
                 phys += size
@@ -343,7 +343,7 @@ class CommitLog:
                 topic = topic_b.decode()
                 cq = queues.get((topic, queue_id)) or open_queue(topic, queue_id)
                 if cq.skip_to(queue_offset):
-                    cq.append(phys, size, entry_tags_code(topic, props, ts, delay_levels))
+                    cq.append(phys, size, tail_tags_code(topic, props, ts, delay_levels))
                     grown[(topic, queue_id)] = queue_offset + 1
             if nxt == pos:
                 break  # an incomplete record: the next chunk completes it

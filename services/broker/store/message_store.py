@@ -34,6 +34,7 @@ from rocketmesh.broker.store.consume_queue import BLANK_SIZE, LiveConsumeQueue
 from rocketmesh.broker.store.dispatch_link import DispatchLink
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
 from rocketmesh.broker.store.index_file import IndexService
+from rocketmesh.broker.store.queue_entry import UNRESOLVED_TAGS_CODE, record_tags_code
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.replication import ReplicaTracker
 from rocketmesh.broker.store.results import (
@@ -326,9 +327,15 @@ class MessageStore:
         sync); PUT_OK at once when neither applies. ``done`` runs on whichever thread settles it
         (the flusher, the one that took the slave's acknowledgement): it must be quick."""
         cfg = self.config
+        if cfg.broker_role is not BrokerRole.SYNC_MASTER:
+            if self.group_commit is not None:
+                self.group_commit.when_flushed(offset, done)
+            else:
+                done(PutMessageStatus.PUT_OK)
+            return
 
         def flushed(status: PutMessageStatus) -> None:
-            if status is not PutMessageStatus.PUT_OK or cfg.broker_role is not BrokerRole.SYNC_MASTER:
+            if status is not PutMessageStatus.PUT_OK:
                 done(status)
             elif not self.replicas.in_sync(offset):
                 done(PutMessageStatus.SLAVE_NOT_AVAILABLE)
@@ -342,11 +349,13 @@ class MessageStore:
 
     def wait_durable(self, offset: int) -> PutMessageStatus:
         """:meth:`when_durable`, waited for on this thread."""
-        settled = threading.Event()
+        # A held lock as the latch: released by the callback (cheaper than an Event on this path).
+        settled = threading.Lock()
+        settled.acquire()
         box: list[PutMessageStatus] = []
-        self.when_durable(offset, lambda status: (box.append(status), settled.set()))
+        self.when_durable(offset, lambda status: (box.append(status), settled.release()))
         # Each stage calls back by its own timeout; this bound only guards against a stage that never does.
-        if not settled.wait(2 * self.config.sync_flush_timeout / 1000 + 1):
+        if not settled.acquire(timeout=2 * self.config.sync_flush_timeout / 1000 + 1):
             return PutMessageStatus.FLUSH_DISK_TIMEOUT
         return box[0]
 
@@ -587,12 +596,27 @@ class MessageStore:
                        message_filter: Optional[MessageFilter]) -> Optional[bytes]:
         """The record at ``phys`` if ``message_filter`` takes it (tag code first, then the record), None
         if it does not, b"" if the record is gone."""
-        if message_filter is not None and not message_filter.is_matched_by_consume_queue(tags_code):
-            return None
-        rec = self.commitlog.read(phys, size)
-        if rec and message_filter is not None and not message_filter.is_matched_by_commit_log(rec):
+        if message_filter is None:
+            return self.commitlog.read(phys, size)
+        if tags_code != UNRESOLVED_TAGS_CODE:
+            if not message_filter.is_matched_by_consume_queue(tags_code):
+                return None
+            rec = self.commitlog.read(phys, size)
+        else:  # a tail entry: the tag is in the record
+            rec = self.commitlog.read(phys, size)
+            if rec and not message_filter.is_matched_by_consume_queue(record_tags_code(rec)):
+                return None
+        if rec and not message_filter.is_matched_by_commit_log(rec):
             return None
         return rec
+
+    def entry_tags_code(self, phys: int, size: int, tags_code: int) -> int:
+        """The tag field of a consume-queue entry as the queue's files hold it (a tail entry's read from
+        its record; 0 when the record is gone)."""
+        if tags_code != UNRESOLVED_TAGS_CODE:
+            return tags_code
+        rec = self.commitlog.read(phys, size)
+        return record_tags_code(rec) if rec else 0
 
     def _count(self, result: GetMessageResult) -> GetMessageResult:
         if result.status is GetMessageStatus.FOUND:

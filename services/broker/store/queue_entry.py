@@ -1,10 +1,15 @@
-"""The tag field of a consume-queue entry, computed alike at put time (the queue's in-memory tail)
-and by the dispatch worker (the queue's files).
+"""The tag field of a consume-queue entry.
 
 For an ordinary topic it is the hash code of the message's tag. For the topics
 whose entries wait for a time (SCHEDULE_TOPIC_XXXX's delay levels, the timer
 topic) it is the delivery time in ms: the store time plus the level's delay, or
 the message's TIMER_DELIVER_MS.
+
+The dispatch worker writes the real field into the queue's files. A put writes
+the queue's in-memory tail, and there an ordinary topic's field is
+:data:`UNRESOLVED_TAGS_CODE`: most reads take every tag, so the hash is worked
+out from the record (:func:`record_tags_code`) only by a read that filters on it.
+Due times are worked out at put time, since the scheduler reads them from the tail.
 """
 
 from __future__ import annotations
@@ -12,11 +17,15 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from rocketmesh.model.codec import tags_hash_code
+from rocketmesh.model.codec import RECORD_HEADER, RECORD_HEADER_SIZE, tags_hash_code
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 #: Topics whose entries' tag field is a delivery time, not a tag's hash code.
 DUE_TIME_TOPICS = frozenset((SCHEDULE_TOPIC, TIMER_TOPIC))
+
+#: A tail entry's tag field for an ordinary topic: "read the tag from the record". No tag hash
+#: (a Java int) or due time (ms since the epoch) takes this value.
+UNRESOLVED_TAGS_CODE = -(1 << 63)
 
 #: The properties dispatch needs, picked out of the raw ``name\x01value\x02`` string in one C call.
 find_props = re.compile(rb"(?:^|\x02)(TAGS|KEYS|UNIQ_KEY|DELAY|TIMER_DELIVER_MS)\x01([^\x02]*)").findall
@@ -57,12 +66,26 @@ def _int_or(value: bytes | None, default: int) -> int:
         return default
 
 
-def entry_tags_code(topic: str, properties: bytes, store_timestamp: int, delay_levels: list[int]) -> int:
-    """The tag field of the entry for a message of ``topic`` stored at ``store_timestamp``."""
+def tail_tags_code(topic: str, properties: bytes, store_timestamp: int, delay_levels: list[int]) -> int:
+    """The tag field of the tail entry a put writes: a due time, or :data:`UNRESOLVED_TAGS_CODE`."""
     if topic not in DUE_TIME_TOPICS:
-        return tags_code_of(properties)
+        return UNRESOLVED_TAGS_CODE
+    return due_time(topic, properties, store_timestamp, delay_levels)
+
+
+def due_time(topic: str, properties: bytes, store_timestamp: int, delay_levels: list[int]) -> int:
+    """When the entry of a message of SCHEDULE_TOPIC_XXXX or the timer topic is due."""
     if topic == SCHEDULE_TOPIC:
         found = _find_delay(properties)
         return schedule_due_time(found.group(1) if found else None, store_timestamp, delay_levels)
     found = _find_deliver_at(properties)
     return timer_due_time(found.group(1) if found else None, store_timestamp)
+
+
+def record_tags_code(record: bytes) -> int:
+    """The tag hash code of the stored message ``record`` (an ordinary topic's entry field)."""
+    body_len = RECORD_HEADER.unpack_from(record)[-1]
+    pos = RECORD_HEADER_SIZE + body_len
+    pos += 1 + record[pos]
+    props_len = int.from_bytes(record[pos:pos + 2], "big")
+    return tags_code_of(record[pos + 2:pos + 2 + props_len])
