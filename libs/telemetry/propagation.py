@@ -1,0 +1,55 @@
+"""The W3C trace context (``traceparent``) in a request header and in a message's properties.
+
+A producer's send writes the context of its span into the message's
+``traceparent`` property (as RocketMQ 5 carries it) and into the request
+header; whoever handles the message later (the broker, the scheduler, the
+txn-checker, a consumer, hours later through a delay or a retry) takes it from
+there as the parent or a link of its own span.
+
+With no OpenTelemetry SDK configured every span is invalid and nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.trace import Span
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+#: The property and header field that carry the context.
+TRACEPARENT = "traceparent"
+
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def tracer() -> trace.Tracer:
+    """rocketmesh's tracer from the global tracer provider (a no-op until an SDK is configured)."""
+    return _TRACER
+
+
+def traceparent_of(span: Optional[Span] = None) -> Optional[str]:
+    """The ``traceparent`` of ``span`` (the current span by default); None when it is invalid (no SDK,
+    or outside any trace)."""
+    ctx = (span if span is not None else trace.get_current_span()).get_span_context()
+    if not ctx.is_valid:
+        return None
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+
+
+def context_of(traceparent: Optional[str]) -> Optional[Context]:
+    """The context a ``traceparent`` names, to parent a span with; None when absent or malformed."""
+    if not traceparent:
+        return None
+    ctx = _PROPAGATOR.extract({TRACEPARENT: traceparent})
+    return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
+
+
+def span_context_of(traceparent: Optional[str]) -> Optional[trace.SpanContext]:
+    """The remote span context a ``traceparent`` names, to link a span to; None when absent or malformed."""
+    ctx = context_of(traceparent)
+    return trace.get_current_span(ctx).get_span_context() if ctx is not None else None
+
+
+_TRACER = trace.get_tracer("rocketmesh")

@@ -1,0 +1,53 @@
+"""OpenTelemetry's messaging semantic conventions as rocketmesh's spans use them.
+
+Span names are ``send <topic>``, ``receive <topic>`` and ``process <topic>``
+(:func:`span_name`); every span carries ``messaging.system = rocketmq``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+SYSTEM = "rocketmq"
+
+MESSAGING_SYSTEM = "messaging.system"
+OPERATION_TYPE = "messaging.operation.type"
+OPERATION_NAME = "messaging.operation.name"
+DESTINATION_NAME = "messaging.destination.name"
+DESTINATION_PARTITION_ID = "messaging.destination.partition.id"
+MESSAGE_ID = "messaging.message.id"
+MESSAGE_BODY_SIZE = "messaging.message.body.size"
+BATCH_MESSAGE_COUNT = "messaging.batch.message_count"
+CONSUMER_GROUP_NAME = "messaging.consumer.group.name"
+ROCKETMQ_MESSAGE_TAG = "messaging.rocketmq.message.tag"
+ROCKETMQ_MESSAGE_KEYS = "messaging.rocketmq.message.keys"
+ROCKETMQ_MESSAGE_TYPE = "messaging.rocketmq.message.type"
+ROCKETMQ_DELAY_TIME_LEVEL = "messaging.rocketmq.message.delay_time_level"
+ROCKETMQ_CLIENT_GROUP = "messaging.rocketmq.client_group"
+ROCKETMQ_NAMESPACE = "messaging.rocketmq.namespace"
+SERVER_ADDRESS = "server.address"
+SERVER_PORT = "server.port"
+ERROR_TYPE = "error.type"
+
+
+class OperationType(str, Enum):
+    """``messaging.operation.type`` values."""
+
+    SEND = "send"
+    RECEIVE = "receive"
+    PROCESS = "process"
+    SETTLE = "settle"
+
+
+class MessageType(str, Enum):
+    """``messaging.rocketmq.message.type`` values."""
+
+    NORMAL = "normal"
+    FIFO = "fifo"
+    DELAY = "delay"
+    TRANSACTION = "transaction"
+
+
+def span_name(operation: str, topic: str) -> str:
+    """``send <topic>``, ``receive <topic>``, ``process <topic>`` ..."""
+    return f"{operation} {topic}"
