@@ -132,6 +132,9 @@ class RequestContext:
         req = self.request
         if req.flag & ONEWAY_FLAG:
             return False
+        observe = self.server.response_observer
+        if observe is not None:
+            observe(req.code, response.code, self.enqueued_at)
         response.opaque = req.opaque
         response.flag |= RESPONSE_FLAG
         self.server._send_response(self.route, response)
@@ -217,6 +220,8 @@ class RemotingServer:
         #: When the I/O thread last began reading without having found the socket empty since (None: it
         #: found it empty at its last read).
         self._backlog_since: Optional[float] = None
+        #: ``(request code, response code, enqueued_at)`` for each response, on the responding thread (metrics).
+        self.response_observer: Optional[Callable[[int, int, float], None]] = None
 
     # -- set-up ---------------------------------------------------------
 

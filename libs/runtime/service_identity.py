@@ -10,12 +10,13 @@ from typing import Any, Callable
 
 import orjson
 
+from rocketmesh.telemetry.metrics import MetricsConfig
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
 
 @dataclass
-class ServiceConfig:
-    """Settings every such service has; a service's config extends this."""
+class ServiceConfig(MetricsConfig):
+    """Settings every such service has (its metrics exporter's among them); a service's config extends this."""
 
     #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
     namesrv_addr: str = ""

@@ -9,13 +9,14 @@ from typing import Any, Optional
 from rocketmesh.runtime.config import ConfigError, load_config, snake_case
 from rocketmesh.model.route import PERM_READ_WRITE
 from rocketmesh.broker.store import BrokerRole, MessageStoreConfig
+from rocketmesh.telemetry.metrics import MetricsConfig
 
 #: A longer spin only burns CPU: a peer that has not sent within 10 ms is not in a request-response loop.
 MAX_BUSY_POLL_US = 10_000
 
 
 @dataclass
-class BrokerConfig:
+class BrokerConfig(MetricsConfig):
     """Broker settings; a broker.conf may mix these with MessageStoreConfig keys, as RocketMQ's does."""
 
     broker_cluster_name: str = "DefaultCluster"

@@ -6,10 +6,11 @@ import os
 from dataclasses import dataclass
 
 from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
+from rocketmesh.telemetry.metrics import MetricsConfig
 
 
 @dataclass
-class NamesrvConfig:
+class NamesrvConfig(MetricsConfig):
     """Settings of one name server. Intervals and times are milliseconds.
 
     Loaded with ``rocketmesh.runtime.config.load_config``: a properties file
@@ -18,6 +19,7 @@ class NamesrvConfig:
     """
 
     listen_port: int = 9876
+    metrics_prom_exporter_port: int = 5556
     #: The interface to bind; 0.0.0.0 so that containers are reachable.
     #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
     listen_address: str = "127.0.0.1"

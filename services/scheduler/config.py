@@ -19,6 +19,7 @@ class SchedulerConfig(SystemGroupConfig):
     """
 
     listen_port: int = 10950
+    metrics_prom_exporter_port: int = 5558
     consumer_group: str = SCHEDULER_GROUP
     #: A timer still this far from due after waiting this long is parked again at its queue's tail, so
     #: the queue's committed offset (and the brokers' memory of what was delivered) never lags more.

@@ -18,6 +18,7 @@ class TxnCheckerConfig(SystemGroupConfig):
     """
 
     listen_port: int = 10960
+    metrics_prom_exporter_port: int = 5559
     #: The brokers keep this group's offsets of the half and op queues.
     consumer_group: str = TRANS_CHECK_GROUP
     #: A half message is first checked this long after it was born (RocketMQ's transactionTimeOut); its
