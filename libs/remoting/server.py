@@ -97,6 +97,8 @@ class RequestContext:
     enqueued_at: float
     #: The identity of the connection the request came on; the response goes there.
     route: bytes = b""
+    #: Told the response once it is sent (a traced request's span ends there).
+    on_respond: Optional[Callable[[RemotingCommand], object]] = None
     # One token; whoever pops it sends the response. list.pop is atomic, so a
     # response races safely between, say, a long-poll waker and its timeout.
     _token: list = field(default_factory=lambda: [True])
@@ -138,6 +140,8 @@ class RequestContext:
         response.opaque = req.opaque
         response.flag |= RESPONSE_FLAG
         self.server._send_response(self.route, response)
+        if self.on_respond is not None:
+            self.on_respond(response)
         return True
 
 

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.runtime.config import ConfigError, load_config
 from rocketmesh.runtime.log import configure_service
+from rocketmesh.telemetry.sdk import TelemetryConfigError, configure_tracing
 
 T = TypeVar("T")
 
@@ -48,13 +49,27 @@ def load_service_config(name: str, cls: type[T], path: Optional[str], flags: Map
         return None
 
 
-def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[], None]) -> int:
+def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[], None], service: str) -> int:
     """``start()`` (returns the address it serves), print the ready line, wait for SIGTERM/SIGINT, ``stop()``.
 
     A start that raises is reported on stderr, stopped, and exits 1. The process logs as a service
-    does from here on (JSON lines on stderr).
+    does from here on (JSON lines on stderr), and traces as the ``OTEL_*`` environment says, as
+    ``rocketmesh-<service>`` unless that names it otherwise.
     """
     configure_service()
+    try:
+        provider = configure_tracing(service)
+    except TelemetryConfigError as exc:
+        print(f"{label} failed to start: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return _serve(label, start, stop)
+    finally:
+        if provider is not None:
+            provider.shutdown()  # sends the spans still queued
+
+
+def _serve(label: str, start: Callable[[], str], stop: Callable[[], None]) -> int:
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
@@ -99,4 +114,4 @@ def run_system_service(name: str, description: str, config_cls: type, service_cl
     def start() -> str:
         service.start()
         return service.address
-    return run_until_signalled(f"{name} {service.instance_name}", start, service.shutdown)
+    return run_until_signalled(f"{name} {service.instance_name}", start, service.shutdown, name)

@@ -29,6 +29,15 @@ def tracer() -> trace.Tracer:
     return _TRACER
 
 
+def tracing_enabled() -> bool:
+    """True once an OpenTelemetry SDK's tracer provider is installed (by the application, or by a
+    service from its environment): until then span work can be skipped altogether."""
+    global _enabled
+    if not _enabled:
+        _enabled = not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    return _enabled
+
+
 def traceparent_of(span: Optional[Span] = None) -> Optional[str]:
     """The ``traceparent`` of ``span`` (the current span by default); None when it is invalid (no SDK,
     or outside any trace)."""
@@ -53,3 +62,4 @@ def span_context_of(traceparent: Optional[str]) -> Optional[trace.SpanContext]:
 
 
 _TRACER = trace.get_tracer("rocketmesh")
+_enabled = False

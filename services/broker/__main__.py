@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     def start() -> str:
         broker.start()
         return broker.broker_addr
-    return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown)
+    return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown, "broker")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ from rocketmesh.broker.processor.send import SendMessageProcessor
 from rocketmesh.broker.processor.send_back import SendBackProcessor
 from rocketmesh.broker.transaction import TransactionProcessor
 from rocketmesh.broker.stats import RateSampler
+from rocketmesh.broker.tracing import traced
 from rocketmesh.broker.slave_sync import SlaveSynchronize
 from rocketmesh.broker.store import BrokerRole, MessageStore, MessageStoreConfig
 from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupManager
@@ -123,12 +124,11 @@ class BrokerController:
         self.store.start()
         self.send = SendMessageProcessor(self)
         self.send.start()
-        self.server.register(RequestCode.SEND_MESSAGE, self.send.enqueue)
-        self.server.register(RequestCode.SEND_MESSAGE_V2, self.send.enqueue)
-        self.server.register(RequestCode.SEND_BATCH_MESSAGE, self.send.enqueue)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            self.server.register(code, traced(code, self.send.enqueue))
         self.pull = PullMessageProcessor(self)
         self.pull.start()
-        self.server.register(RequestCode.PULL_MESSAGE, guarded(self.pull.handle))
+        self.server.register(RequestCode.PULL_MESSAGE, traced(RequestCode.PULL_MESSAGE, guarded(self.pull.handle)))
         AdminProcessor(self).register(self.server, self.executor)
         ConsumerManageProcessor(self).register(self.server, self.executor)
         self.send_back = SendBackProcessor(self)

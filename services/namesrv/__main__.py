@@ -60,7 +60,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         log.info("namesrv stopping")
         service.stop()
         log.info("namesrv stopped")
-    return run_until_signalled("namesrv", start, stop)
+    return run_until_signalled("namesrv", start, stop, "namesrv")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ import orjson
 
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import HeaderError
+from rocketmesh.broker.tracing import traced
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
 
@@ -37,6 +38,7 @@ def guarded(fn: Handler, errors: tuple[type[Exception], ...] = (HeaderError,)) -
 
 def register_all(server: RemotingServer, handlers: dict[int, tuple[Handler, Optional[Executor]]],
                  errors: tuple[type[Exception], ...] = (HeaderError,)) -> None:
-    """Register each ``code: (handler, executor)`` guarded against ``errors`` (None: on the I/O thread)."""
+    """Register each ``code: (handler, executor)`` guarded against ``errors`` (None: on the I/O thread),
+    in a span when it is a request the broker traces."""
     for code, (fn, executor) in handlers.items():
-        server.register(code, guarded(fn, errors), executor)
+        server.register(code, traced(code, guarded(fn, errors)), executor)

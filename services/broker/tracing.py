@@ -1,0 +1,85 @@
+"""The broker's SERVER spans: its handling of sends, pulls, end-transactions and send-backs.
+
+Each is a child of the caller's span when the request header carries a
+``traceparent`` (the producer's ``send <topic>``, a consumer's pull or
+retry), and ends when the answer goes out, which for a durable send or a held
+pull is later than the handler's return. With no SDK configured the handlers
+run unwrapped but for one check.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, Status, StatusCode
+
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode
+from rocketmesh.remoting.command import ONEWAY_FLAG
+from rocketmesh.telemetry import semconv
+from rocketmesh.telemetry.propagation import context_of, tracer, tracing_enabled
+
+Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
+
+#: (operation type, operation name, the ext field naming the topic, the ext field naming the group).
+_TRACED: dict[int, tuple[str, str, str, Optional[str]]] = {
+    RequestCode.SEND_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
+    RequestCode.SEND_MESSAGE_V2: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
+    RequestCode.SEND_BATCH_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
+    RequestCode.PULL_MESSAGE: (semconv.OperationType.RECEIVE, "receive", "topic", "consumerGroup"),
+    RequestCode.CONSUMER_SEND_MSG_BACK: (semconv.OperationType.SETTLE, "send_back", "originTopic", "group"),
+    RequestCode.END_TRANSACTION: (semconv.OperationType.SETTLE, "end_transaction", "", "producerGroup"),
+}
+
+#: Answers that are not failures of the request (a pull that found nothing yet, and the like).
+_NOT_ERRORS = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
+                         ResponseCode.PULL_OFFSET_MOVED})
+
+
+def traced(code: int, fn: Handler) -> Handler:
+    """``fn`` inside a SERVER span when ``code`` is one the broker traces (else ``fn`` itself)."""
+    what = _TRACED.get(code)
+    if what is None:
+        return fn
+    op_type, op_name, topic_key, group_key = what
+    spans = tracer()
+
+    def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+        if not tracing_enabled():
+            return fn(req, ctx)
+        ext: Any = req.ext if isinstance(req.ext, dict) else {}
+        topic = ext.get(topic_key, "") if topic_key else ""
+        span = spans.start_span(semconv.span_name(op_type.value, topic) if topic else op_name,
+                                context=context_of(req.traceparent), kind=SpanKind.SERVER)
+        if span.is_recording():
+            attrs = {semconv.MESSAGING_SYSTEM: semconv.SYSTEM, semconv.OPERATION_TYPE: op_type.value,
+                     semconv.OPERATION_NAME: op_name, semconv.SERVER_ADDRESS: ctx.server.address}
+            if topic:
+                attrs[semconv.DESTINATION_NAME] = str(topic)
+            group = ext.get(group_key) if group_key else None
+            if group:
+                attrs[semconv.CONSUMER_GROUP_NAME if op_type is not semconv.OperationType.SEND
+                      else semconv.ROCKETMQ_CLIENT_GROUP] = str(group)
+            if "queueId" in ext:
+                attrs[semconv.DESTINATION_PARTITION_ID] = str(ext["queueId"])
+            span.set_attributes(attrs)
+        ctx.on_respond = lambda resp: _end(span, resp)
+        try:
+            with trace.use_span(span, end_on_exit=False, record_exception=True, set_status_on_exception=True):
+                resp = fn(req, ctx)
+        except BaseException:
+            span.end()
+            raise
+        if req.flag & ONEWAY_FLAG:
+            span.end()
+        return resp
+
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
+def _end(span: trace.Span, resp: RemotingCommand) -> None:
+    if resp.code not in _NOT_ERRORS and span.is_recording():
+        span.set_status(Status(StatusCode.ERROR, resp.remark or None))
+        span.set_attribute(semconv.ERROR_TYPE, str(resp.code))
+    span.end()

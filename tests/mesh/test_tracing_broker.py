@@ -1,0 +1,90 @@
+"""The broker's SERVER spans, exported over OTLP/HTTP to a real receiver: a send and a pull are
+children of the span named in their request header, and a bad request's span says it failed."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+
+from otlp_receiver import OtlpReceiver
+from rocketmesh import Admin
+from rocketmesh.model.codec import encode_properties
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
+
+TOPIC = "TracedTopic"
+TRACE_ID = "0af7651916cd43dd8448eb211c80319c"
+CALLER = "b7ad6b7169203331"
+SERVER_KIND = 2  # opentelemetry.proto.trace.v1.Span.SPAN_KIND_SERVER
+ERROR = 2  # Status.STATUS_CODE_ERROR
+
+
+@pytest.fixture
+def receiver(monkeypatch) -> Iterator[OtlpReceiver]:
+    rx = OtlpReceiver().start()
+    for key, value in rx.env().items():
+        monkeypatch.setenv(key, value)  # the processes started from here on export to it
+    yield rx
+    rx.stop()
+
+
+def test_send_and_pull_spans_are_children_of_the_callers_span(receiver, start_namesrv, start_broker):
+    namesrv = start_namesrv()
+    broker = start_broker(namesrv.addr)
+    with Admin(namesrv.addr) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route(TOPIC)
+    traceparent = f"00-{TRACE_ID}-{CALLER}-01"
+    with RemotingClient() as client:
+        header = SendMessageRequestHeader("traced-producer", TOPIC, 0, 0,
+                                          properties=encode_properties({"traceparent": traceparent}).decode())
+        sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"hello",
+                                                       traceparent=traceparent), 5000)
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        pull = PullMessageRequestHeader("traced-group", TOPIC, 0, 0, 32, suspend_timeout_millis=0)
+        got = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(pull), traceparent=traceparent),
+                                 5000)
+        assert got.code == ResponseCode.SUCCESS
+        bad = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(
+            PullMessageRequestHeader("traced-group", "NoSuchTopic", 0, 0, 32)), traceparent=traceparent), 5000)
+        assert bad.code == ResponseCode.TOPIC_NOT_EXIST
+
+    [send] = receiver.wait_for(lambda s: s.name == f"send {TOPIC}")
+    assert (send.service, send.kind, send.trace_id, send.parent_span_id) == (
+        "rocketmesh-broker", SERVER_KIND, TRACE_ID, CALLER)
+    assert send.attributes["messaging.system"] == "rocketmq"
+    assert send.attributes["messaging.operation.type"] == "send"
+    assert send.attributes["messaging.destination.name"] == TOPIC
+    assert send.attributes["messaging.rocketmq.client_group"] == "traced-producer"
+    assert send.attributes["server.address"] == broker.addr
+
+    [receive] = receiver.wait_for(lambda s: s.name == f"receive {TOPIC}")
+    assert (receive.kind, receive.trace_id, receive.parent_span_id) == (SERVER_KIND, TRACE_ID, CALLER)
+    assert receive.attributes["messaging.consumer.group.name"] == "traced-group"
+    assert receive.status_code != ERROR
+
+    [refused] = receiver.wait_for(lambda s: s.name == "receive NoSuchTopic")
+    assert refused.status_code == ERROR and refused.attributes["error.type"] == str(int(ResponseCode.TOPIC_NOT_EXIST))
+
+
+def test_with_no_exporter_configured_the_broker_serves_as_before(start_namesrv, start_broker, monkeypatch):
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
+    namesrv = start_namesrv()
+    broker = start_broker(namesrv.addr)
+    with RemotingClient() as client:
+        header = SendMessageRequestHeader("p", "AutoTopic", 0, 0)
+        resp = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"x",
+                                                       traceparent=f"00-{TRACE_ID}-{CALLER}-01"), 5000)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+
+def test_a_service_refuses_to_start_with_an_exporter_it_cannot_use(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("OTEL_TRACES_EXPORTER", "zipkin")
+    out = subprocess.run([sys.executable, "-m", "rocketmesh.namesrv", "--listen-port", "0"], capture_output=True,
+                         text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert out.returncode == 2
+    assert "OTEL_TRACES_EXPORTER='zipkin' is not one of otlp, console, none" in out.stderr
