@@ -33,6 +33,11 @@ class ServiceStartError(RuntimeError):
     """A child did not come up; the message carries the tail of its log."""
 
 
+def otel_service_name(module: str) -> str:
+    """``rocketmesh-<service>`` for a service's module (``rocketmesh.txn_checker``: rocketmesh-txn-checker)."""
+    return "rocketmesh-" + module.rsplit(".", 1)[-1].replace("_", "-")
+
+
 @dataclass
 class ChildSpec:
     """How to run one service."""
@@ -94,7 +99,8 @@ class Supervisor:
         """Start the process; returns it and the log's size before it wrote anything."""
         os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
         log = open(spec.log_path, "ab")
-        env = {**os.environ, **spec.env}
+        # Every OTEL_* setting reaches every service; each traces under its own name.
+        env = {**os.environ, "OTEL_SERVICE_NAME": otel_service_name(spec.module), **spec.env}
         try:
             offset = log.seek(0, os.SEEK_END)
             proc = subprocess.Popen(python_module_argv(spec.module, *spec.args), stdout=log,

@@ -24,6 +24,7 @@ import sys
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
 #: The LogRecord attribute that carries structlog's event dict to our handlers.
 _EVENT_ATTR = "rocketmesh_event"
@@ -44,10 +45,20 @@ def _to_logging(_logger: Any, _method: str, event: dict[str, Any]) -> tuple[tupl
     return (text,), {"extra": {_EVENT_ATTR: event}}
 
 
+def _add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """trace_id and span_id of the span in progress, when there is one (an OpenTelemetry SDK configured)."""
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        event["trace_id"] = f"{ctx.trace_id:032x}"
+        event["span_id"] = f"{ctx.span_id:016x}"
+    return event
+
+
 structlog.configure(
     processors=[
         structlog.stdlib.filter_by_level,  # first: a disabled level costs one isEnabledFor
         structlog.contextvars.merge_contextvars,
+        _add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
         structlog.processors.format_exc_info,

@@ -9,6 +9,7 @@ import subprocess
 import time
 
 import orjson
+from otlp_receiver import OtlpReceiver
 from procs import cli_command, free_port, run_cli, wait_for
 from rocketmesh import Message, Producer
 from rocketmesh.remoting import RemotingClient, RequestCode, request
@@ -18,11 +19,13 @@ run = run_cli
 
 def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
     ns_port, broker_port, sched_port, checker_port = free_port(), free_port(), free_port(), free_port()
+    receiver = OtlpReceiver().start()  # OTEL_* given to `up` reach every service it starts
+    env = {**os.environ, **receiver.env(), "OTEL_SERVICE_NAME": "one-name-for-all"}
     up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
                            "--broker-port", str(broker_port), "--scheduler-port", str(sched_port),
                            "--txn-checker-port", str(checker_port), "--set", "mappedFileSizeCommitLog=4194304",
                            "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     namesrv = f"127.0.0.1:{ns_port}"
     try:
         lines = []
@@ -40,6 +43,9 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
         produced = run("produce", "-n", namesrv, "-t", "CliTopic", "-c", "5")
         assert produced.returncode == 0, produced.stderr
         assert produced.stdout.count("sendStatus=SEND_OK") == 5
+        # ... each under its own service name.
+        spans = receiver.wait_for(lambda s: s.name == "send CliTopic", count=5)
+        assert {s.service for s in spans} == {"rocketmesh-broker"}
 
         status = run("admin", "topic-status", "-n", namesrv, "-t", "CliTopic")
         assert status.returncode == 0, status.stderr
@@ -80,6 +86,7 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
     finally:
         up.send_signal(signal.SIGTERM)
         rest, _ = up.communicate(timeout=60)
+        receiver.stop()
     assert up.returncode == 0, rest
     assert "stopped." in rest
     # The children are gone: nothing listens on the ports any more.
