@@ -145,6 +145,22 @@ def broker_status(a: argparse.Namespace, admin: Admin) -> None:
         print(f"{k:<36}: {v}")
 
 
+def stats(a: argparse.Namespace, admin: Admin) -> None:
+    """Each broker's metrics, one Prometheus-style line a sample (the numbers its /metrics serves)."""
+    addrs = [a.broker_addr] if a.broker_addr else [b.addr for b in admin.cluster_list(a.cluster)]
+    for addr in addrs:
+        url, samples = admin.broker_metrics(addr)
+        print(f"# broker {addr}  prometheus: {url or '(metricsExporterType=DISABLE)'}")
+        for s in samples:
+            if a.metric and a.metric not in s["name"]:
+                continue
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s["labels"].items())
+                              if k not in ("cluster", "node_type", "node_id"))
+            value = s["value"]
+            shown = int(value) if float(value).is_integer() else round(value, 3)
+            print(f"{s['name']}{{{labels}}} {shown}" if labels else f"{s['name']} {shown}")
+
+
 def query_msg_by_id(a: argparse.Namespace, admin: Admin) -> None:
     _print_message(admin.query_msg_by_id(a.msg_id, a.topic))
 
@@ -330,6 +346,14 @@ def _(p):
 @_command("broker-status", "a broker's runtime info")
 def _(p):
     p.add_argument("-b", "--broker-addr", required=True)
+
+
+@_command("stats", "brokers' metrics (rocketmq_messages_in_total, rocketmq_consumer_lag_messages, ...) "
+                   "without Prometheus")
+def _(p):
+    p.add_argument("-b", "--broker-addr", help="one broker (default: every broker of the cluster list)")
+    p.add_argument("-c", "--cluster")
+    p.add_argument("-m", "--metric", help="only metrics whose name contains this")
 
 
 @_command("query-msg-by-id", "a message by offset id (or by unique key with -t)")

@@ -221,6 +221,13 @@ class Admin:
                                            timeout_ms=self.timeout_ms)
         return dict(self._json(resp).get("table") or {})
 
+    def broker_metrics(self, broker_addr: str) -> tuple[str, list[dict[str, Any]]]:
+        """A broker's metrics as its Prometheus endpoint serves them: (that endpoint's URL, empty when
+        metricsExporterType=DISABLE; samples ``{"name", "labels", "value"}``)."""
+        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_BROKER_METRICS, timeout_ms=self.timeout_ms)
+        body = self._json(resp)
+        return str(body.get("url") or ""), list(body.get("metrics") or [])
+
     # -- offsets ---------------------------------------------------------------
 
     def max_offset(self, mq: MessageQueue) -> int:

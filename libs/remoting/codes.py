@@ -126,6 +126,9 @@ class RequestCode(IntEnum):
     #: The ha service hands a slave commitlog bytes its master wrote (an empty body asks where the
     #: slave's commitlog ends).
     HA_APPEND = 921
+    #: Admin: the broker's metrics, the samples its Prometheus endpoint serves, as JSON (whatever
+    #: metricsExporterType says); RocketMQ 5 has them only in its exporters.
+    GET_BROKER_METRICS = 930
 
 
 class ResponseCode(IntEnum):

@@ -143,6 +143,10 @@ class ServiceMetrics:
                                              description=description)
         return tally
 
+    def counter_of(self, name: str, description: str, read: Callable[[], Readings]) -> None:
+        """A counter whose running totals ``read()`` gives when scraped (totals the service keeps anyway)."""
+        self.meter.create_observable_counter(name, [_callback(read, self.node_labels)], description=description)
+
     def gauge(self, name: str, description: str, read: Callable[[], Readings]) -> None:
         """A gauge whose values ``read()`` gives when scraped (a failing read is logged, not raised)."""
         self.meter.create_observable_gauge(name, [_callback(read, self.node_labels)], description=description)

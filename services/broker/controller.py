@@ -39,6 +39,7 @@ from rocketmesh.broker.processor.send import SendMessageProcessor
 from rocketmesh.broker.processor.send_back import SendBackProcessor
 from rocketmesh.broker.transaction import TransactionProcessor
 from rocketmesh.broker.stats import RateSampler
+from rocketmesh.broker.metrics import BrokerMetrics
 from rocketmesh.broker.tracing import traced
 from rocketmesh.broker.slave_sync import SlaveSynchronize
 from rocketmesh.broker.store import BrokerRole, MessageStore, MessageStoreConfig
@@ -87,6 +88,7 @@ class BrokerController:
         self.started_at = time.time()
         self._stopped = threading.Event()
         self.cpu_latency: Optional[CpuLatencyRequest] = None
+        self.metrics: Optional[BrokerMetrics] = None
 
     @property
     def broker_addr(self) -> str:
@@ -121,6 +123,7 @@ class BrokerController:
         self.subscription_groups.load()
         self.clients.on_consumer_ids_changed = self._notify_consumer_ids_changed
         self.server.on_disconnect(self.clients.channel_closed)
+        self.metrics = BrokerMetrics(self)
         self.store.start()
         self.send = SendMessageProcessor(self)
         self.send.start()
@@ -147,6 +150,7 @@ class BrokerController:
         self.sampler = RateSampler(self._counters)
         self.sampler.start()
         self.scanner.start()
+        metrics_url = self.metrics.metrics.start()
         self.registration = NamesrvRegistration(
             self.client, self.namesrvs, cfg.register_name_server_period, cfg.register_broker_timeout_mills,
             self._registration_ext, self.topics.snapshot)
@@ -163,7 +167,7 @@ class BrokerController:
         self.log.info("broker_started", address=self.broker_addr, namesrv=self.namesrvs,
                       store=self.store_config.store_path_root_dir, broker_id=cfg.broker_id,
                       broker_role=self.store_config.broker_role.value,
-                      flush_disk_type=self.store_config.flush_disk_type.value)
+                      flush_disk_type=self.store_config.flush_disk_type.value, metrics_url=metrics_url)
 
     @property
     def is_slave(self) -> bool:
@@ -267,6 +271,8 @@ class BrokerController:
             if svc is not None:
                 svc.stop(2)
         self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.metrics is not None:
+            self.metrics.metrics.shutdown()
         if self.offsets is not None:
             self.offsets.persist()
         if self.store is not None:

@@ -55,6 +55,7 @@ class AdminProcessor:
             RequestCode.GET_TOPIC_STATS_INFO: (self.get_topic_stats_info, None),
             RequestCode.GET_BROKER_RUNTIME_INFO: (self.get_broker_runtime_info, None),
             RequestCode.GET_BROKER_CONFIG: (self.get_broker_config, None),
+            RequestCode.GET_BROKER_METRICS: (self.get_broker_metrics, executor),
             RequestCode.HEARTBEAT: (self.heartbeat, None),
             RequestCode.UNREGISTER_CLIENT: (self.unregister_client, None),
         }
@@ -172,6 +173,11 @@ class AdminProcessor:
 
     def get_broker_runtime_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return ok(req, body=orjson.dumps({"table": self.broker.runtime_info()}))
+
+    def get_broker_metrics(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """Every metric sample as ``{"name", "labels", "value"}``, and where Prometheus scrapes them."""
+        m = self.broker.metrics.metrics
+        return ok(req, body=orjson.dumps({"url": m.url, "metrics": m.snapshot()}))
 
     def get_broker_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """The broker's and its store's settings, RocketMQ's ``key=value`` lines."""

@@ -184,7 +184,10 @@ class PullMessageProcessor:
         ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset,
                                                suggest))
         if code == ResponseCode.SUCCESS:
-            return response_to(req, code, None, ext, b"".join(result.records))
+            body = b"".join(result.records)
+            broker.metrics.pulled(h.consumer_group, h.topic, h.queue_id, result.next_begin_offset,
+                                  len(result.records), len(body))
+            return response_to(req, code, None, ext, body)
         return response_to(req, code, status.value, ext)
 
     # --- long polling ---

@@ -36,6 +36,7 @@ from rocketmesh.model.topics import (
     validate_topic_name,
 )
 from rocketmesh.model.route import Perm
+from rocketmesh.broker.metrics import message_type_of
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import (
     MessageExtBatch,
@@ -86,6 +87,7 @@ class SendMessageProcessor:
         self.topics = broker.topics
         self.config = broker.config
         self.store_config = broker.store_config
+        self.metrics = broker.metrics
         self.rewriter = ScheduleRewriter(len(self.store.delay_levels), broker.config.timer_max_delay_sec * 1000,
                                          broker.config.timer_queue_nums)
         self._queue: collections.deque[tuple[RemotingCommand, RequestContext]] = collections.deque()
@@ -171,6 +173,9 @@ class SendMessageProcessor:
             else:
                 result = self.store.put_messages(msgs, wait_flush=False)
             if result.status.stored:
+                stored_topic = msgs.topic if type(msgs) is MessageExtBatch else msgs[0].topic
+                self.metrics.sent(cmd.ext["topic"], message_type_of(cmd.ext["topic"], stored_topic),
+                                  len(result.appended), len(cmd.body))
                 last = result.appended[-1]
                 max_end = max(max_end, last.wrote_offset + last.wrote_bytes)
                 stored.append((cmd, ctx, result))

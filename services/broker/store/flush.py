@@ -43,6 +43,8 @@ class GroupCommitService:
         self._running = False
         self._thread: threading.Thread | None = None
         self.flush_count = 0
+        #: Told how long each flush round that found something to flush took (ms), for metrics.
+        self.flush_observer: Optional[Callable[[float], None]] = None
 
     def start(self) -> None:
         self._running = True
@@ -70,10 +72,13 @@ class GroupCommitService:
                 while self._running and self._requested <= self.queue.flushed_where:
                     self._cond.wait(0.01)
                 target = self._requested
+            started = time.monotonic()
             while self.queue.flushed_where < target:
                 if not self.queue.flush(0):
                     break
             self.flush_count += 1
+            if self.flush_observer is not None:
+                self.flush_observer((time.monotonic() - started) * 1000.0)
             self._settle()
             now = time.monotonic()
             if self.on_flushed is not None and now - self._last_report >= 1.0:
@@ -116,6 +121,8 @@ class FlushRealTimeService(ServiceThread):
         self.thorough_s = thorough_ms / 1000
         self.on_flushed = on_flushed
         self._last_thorough = time.monotonic()
+        #: Told how long each flush round that found something to flush took (ms), for metrics.
+        self.flush_observer: Optional[Callable[[float], None]] = None
 
     def run_once(self) -> None:
         least = self.least_pages
@@ -123,8 +130,12 @@ class FlushRealTimeService(ServiceThread):
         if now - self._last_thorough >= self.thorough_s:
             least = 0
             self._last_thorough = now
+        flushed = False
         while self.queue.flush(least):
             least = 0  # once started, flush everything written up to now
+            flushed = True
+        if flushed and self.flush_observer is not None:
+            self.flush_observer((time.monotonic() - now) * 1000.0)
         self.on_flushed(self.queue.flushed_where)
 
     def on_stop(self) -> None:

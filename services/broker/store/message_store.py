@@ -121,6 +121,8 @@ class MessageStore:
         self.dispatched_offset = 0
         self._dispatched_cond = threading.Condition()
         self.group_commit: Optional[GroupCommitService] = None
+        #: Told the duration of each commitlog flush round (ms); set before ``start()``.
+        self.flush_observer: Optional[Callable[[float], None]] = None
         self.flush_commitlog: Optional[FlushRealTimeService] = None
         self.cleaner = CleanService(self)
         #: A master's slaves and how far each has the commitlog.
@@ -178,11 +180,13 @@ class MessageStore:
         if cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH:
             self.group_commit = GroupCommitService(self.commitlog.queue, cfg.sync_flush_timeout,
                                                    self._on_commitlog_flushed)
+            self.group_commit.flush_observer = self.flush_observer
             self.group_commit.start()
         else:
             self.flush_commitlog = FlushRealTimeService(
                 self.commitlog.queue, cfg.flush_interval_commit_log, cfg.flush_commit_log_least_pages,
                 cfg.flush_commit_log_thorough_interval, self._on_commitlog_flushed)
+            self.flush_commitlog.flush_observer = self.flush_observer
             self.flush_commitlog.start()
         if self.put_waits:
             self.commitlog.after_append = self.wait_durable

@@ -1,0 +1,141 @@
+"""The broker's metrics, named as RocketMQ 5's (BrokerMetricsConstant, DefaultStoreMetricsConstant).
+
+Sends and pulls add to plain tallies (no OpenTelemetry call on the request path); every gauge reads
+the state the broker keeps anyway (store, consumer offsets, client tables, replicas) when scraped.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import TYPE_CHECKING, Any, Iterator
+
+from rocketmesh.broker.metadata.consumer_offsets import TOPIC_GROUP_SEPARATOR
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_CHECK_GROUP, TRANS_HALF_TOPIC
+from rocketmesh.telemetry.metrics import ServiceMetrics, observe_rpc_latency
+
+if TYPE_CHECKING:
+    from rocketmesh.broker.controller import BrokerController
+
+#: Bucket bounds of rocketmq_storage_flush_latency (ms).
+FLUSH_LATENCY_BOUNDS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000)
+
+
+def message_type_of(topic: str, stored_topic: str) -> str:
+    """RocketMQ 5's message_type label from where a send was stored: Transaction, Delay or Normal."""
+    if stored_topic == topic:
+        return "Normal"
+    if stored_topic == TRANS_HALF_TOPIC:
+        return "Transaction"
+    if stored_topic in (SCHEDULE_TOPIC, TIMER_TOPIC):
+        return "Delay"
+    return "Normal"
+
+
+class BrokerMetrics:
+    """Declares the broker's instruments on its ServiceMetrics; the processors call ``sent`` and ``pulled``."""
+
+    def __init__(self, broker: "BrokerController") -> None:
+        cfg = broker.config
+        self.broker = broker
+        self.metrics = ServiceMetrics("broker", cfg, cfg.listen_address, meter_name="broker-meter",
+                                      node_labels={"cluster": cfg.broker_cluster_name, "node_type": "broker",
+                                                   "node_id": f"{cfg.broker_name}-{cfg.broker_id}"})
+        m = self.metrics
+        self.messages_in = m.counter("rocketmq_messages_in_total", "Messages produced", ("topic", "message_type"))
+        self.throughput_in = m.counter("rocketmq_throughput_in_total", "Bytes produced (bodies)",
+                                       ("topic", "message_type"))
+        self.messages_out = m.counter("rocketmq_messages_out_total", "Messages pulled by consumers",
+                                      ("topic", "consumer_group"))
+        self.throughput_out = m.counter("rocketmq_throughput_out_total", "Bytes pulled by consumers",
+                                        ("topic", "consumer_group"))
+        self.flush_latency = m.histogram("rocketmq_storage_flush_latency", "Duration of a commitlog flush (ms)",
+                                         (), FLUSH_LATENCY_BOUNDS_MS)
+        observe_rpc_latency(m, broker.server)
+        m.gauge("rocketmq_producer_connections", "Producers connected", lambda: [(broker.clients.counts()[0], {})])
+        m.gauge("rocketmq_consumer_connections", "Consumers connected", lambda: [(broker.clients.counts()[1], {})])
+        m.gauge("rocketmq_consumer_lag_messages", "Messages not yet committed by a group (max - committed offset)",
+                self._lag)
+        m.gauge("rocketmq_consumer_inflight_messages", "Messages pulled by a group but not yet committed",
+                self._inflight)
+        m.gauge("rocketmq_half_messages", "Half (prepared) messages not yet settled", self._half)
+        m.gauge("rocketmq_storage_size", "Bytes of the store's files on disk", self._storage_size)
+        m.gauge("rocketmq_storage_dispatch_behind_bytes", "Commitlog bytes not yet dispatched to queues",
+                lambda: [(broker.store.dispatch_behind_bytes, {})])
+        m.gauge("rocketmq_storage_flush_behind_bytes", "Commitlog bytes not yet flushed",
+                lambda: [(max(0, broker.store.commitlog.max_offset - broker.store.commitlog.queue.flushed_where), {})])
+        m.gauge("rocketmq_replication_lag_bytes", "Commitlog bytes a slave has not acknowledged", self._replication)
+        m.counter_of("rocketmq_commit_messages_total", "Transactions committed",
+                lambda: [(broker.transactions.committed, {})] if broker.transactions else [])
+        m.counter_of("rocketmq_rollback_messages_total", "Transactions rolled back",
+                lambda: [(broker.transactions.rolled_back, {})] if broker.transactions else [])
+        m.counter_of("rocketmq_send_to_dlq_messages_total", "Messages moved to a dead-letter queue",
+                lambda: [(broker.send_back.dead_lettered_total, {})] if broker.send_back else [])
+        #: (group, topic, queue) -> the next offset the group's latest pull asked for, for inflight.
+        self._pulled_to: dict[tuple[str, str, int], int] = {}
+        self._lock = threading.Lock()
+        broker.store.flush_observer = lambda ms: self.flush_latency.record((), ms)
+
+    # --- hot path ---
+
+    def sent(self, topic: str, message_type: str, count: int, body_bytes: int) -> None:
+        """A send stored ``count`` messages of ``body_bytes``."""
+        key = (topic, message_type)
+        self.messages_in.add(key, count)
+        self.throughput_in.add(key, body_bytes)
+
+    def pulled(self, group: str, topic: str, queue_id: int, next_offset: int, count: int, size: int) -> None:
+        """A pull of ``group`` returned ``count`` messages (``size`` bytes); the next starts at ``next_offset``."""
+        key = (topic, group)
+        self.messages_out.add(key, count)
+        self.throughput_out.add(key, size)
+        with self._lock:
+            self._pulled_to[(group, topic, queue_id)] = next_offset
+
+    # --- gauges ---
+
+    def _group_offsets(self) -> Iterator[tuple[str, str, int, int, int]]:
+        """(group, topic, queue, committed offset, max offset) of every committed offset."""
+        store = self.broker.store
+        for key, queues in self.broker.offsets.table_snapshot().items():
+            topic, _, group = key.partition(TOPIC_GROUP_SEPARATOR)
+            for queue_id, committed in queues.items():
+                yield group, topic, queue_id, committed, store.get_max_offset_in_queue(topic, queue_id)
+
+    def _lag(self) -> list[tuple[float, dict[str, Any]]]:
+        lag: dict[tuple[str, str], int] = {}
+        for group, topic, _q, committed, max_offset in self._group_offsets():
+            lag[(topic, group)] = lag.get((topic, group), 0) + max(0, max_offset - committed)
+        return [(v, {"topic": t, "consumer_group": g}) for (t, g), v in lag.items()]
+
+    def _inflight(self) -> list[tuple[float, dict[str, Any]]]:
+        with self._lock:
+            pulled = dict(self._pulled_to)
+        offsets = self.broker.offsets
+        inflight: dict[tuple[str, str], int] = {}
+        for (group, topic, queue_id), next_offset in pulled.items():
+            committed = offsets.query_offset(group, topic, queue_id)
+            inflight[(topic, group)] = inflight.get((topic, group), 0) + max(0, next_offset - max(committed, 0))
+        return [(v, {"topic": t, "consumer_group": g}) for (t, g), v in inflight.items()]
+
+    def _half(self) -> list[tuple[float, dict[str, Any]]]:
+        store, offsets = self.broker.store, self.broker.offsets
+        max_offset = store.get_max_offset_in_queue(TRANS_HALF_TOPIC, 0)
+        checked = max(0, offsets.query_offset(TRANS_CHECK_GROUP, TRANS_HALF_TOPIC, 0))
+        return [(max(0, max_offset - checked), {})]
+
+    def _storage_size(self) -> list[tuple[float, dict[str, Any]]]:
+        total = 0
+        for root, _dirs, files in os.walk(self.broker.store_config.store_path_root_dir):
+            for name in files:
+                try:
+                    total += os.path.getsize(os.path.join(root, name))
+                except OSError:
+                    pass  # a file expired while we walked
+        return [(total, {"storage_type": "local", "storage_medium": "disk"})]
+
+    def _replication(self) -> list[tuple[float, dict[str, Any]]]:
+        if self.broker.is_slave:
+            return []
+        end = self.broker.store.max_physical_offset
+        return [(max(0, end - p.acked_offset), {"slave": p.address}) for p in self.broker.store.replicas.progress()]

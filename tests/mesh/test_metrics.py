@@ -1,0 +1,100 @@
+"""Metrics, black-box: a broker with metricsExporterType=PROM serves RocketMQ 5's metrics over HTTP,
+the counters move with sends and pulls, a group's lag with what it commits, and ``rocketmesh admin stats``
+prints the same numbers without Prometheus; the scheduler and ha services serve their own endpoints."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+
+from procs import free_port, wait_for
+from rocketmesh import Message
+from rocketmesh.client.consumer import PullConsumer
+from rocketmesh.model.message import MessageExt
+
+TOPIC = "MetricsTopic"
+GROUP = "metrics-group"
+FAST_CLIENT = {"heartbeat_broker_interval_ms": 1000, "poll_name_server_interval_ms": 1000}
+
+
+def scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of ``name`` whose labels include ``labels`` (summed over the others); 0 when absent."""
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(3))
+    return total
+
+
+def poll_until(consumer: PullConsumer, n: int) -> list[MessageExt]:
+    got: list[MessageExt] = []
+    wait_for(lambda: got.extend(consumer.poll(timeout_ms=500)) or len(got) >= n, timeout_s=20, what=f"{n} polled")
+    assert len(got) == n
+    return got
+
+
+@pytest.fixture
+def prom_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
+def broker(namesrv, start_broker, prom_port):
+    return start_broker(namesrv.addr, metricsExporterType="PROM", metricsPromExporterPort=prom_port)
+
+
+def admin_stats(namesrv_addr: str, *args: str) -> str:
+    out = subprocess.run([sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())", "admin", "stats", "-n", namesrv_addr, *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, producer, prom_port):
+    url = f"http://127.0.0.1:{prom_port}/metrics"
+    admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
+    admin.wait_topic_route(TOPIC)
+    for i in range(10):
+        producer.send(Message(TOPIC, f"body-{i}"))
+    text = scrape(url)
+    assert sample(text, "rocketmq_messages_in_total", topic=TOPIC, message_type="Normal") == 10
+    assert sample(text, "rocketmq_throughput_in_total", topic=TOPIC) == sum(len(f"body-{i}") for i in range(10))
+    assert "rocketmq_rpc_latency_count" in text and 'request_code="send_message"' in text
+
+    consumer = PullConsumer(GROUP, namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", auto_commit=False,
+                            pull_batch_size=1, **FAST_CLIENT)
+    consumer.subscribe(TOPIC)
+    consumer.start()
+    try:
+        got = poll_until(consumer, 4)
+        consumer.commit()
+        wait_for(lambda: sample(scrape(url), "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 6,
+                 what="lag 6 after 4 of 10 committed")
+        got += poll_until(consumer, 6)
+        consumer.commit()
+        wait_for(lambda: sample(scrape(url), "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 0,
+                 what="lag 0 after all 10 committed")
+    finally:
+        consumer.shutdown()
+    text = scrape(url)
+    assert sample(text, "rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == 10
+    assert sample(text, "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 0
+    assert sample(text, "rocketmq_storage_size") > 0
+
+    stats = admin_stats(namesrv.addr, "-b", broker.addr)
+    assert url in stats
+    assert f'rocketmq_messages_in_total{{message_type="Normal",topic="{TOPIC}"}} 10' in stats
+    assert f'rocketmq_consumer_lag_messages{{consumer_group="{GROUP}",topic="{TOPIC}"}} 0' in stats
