@@ -226,3 +226,12 @@ def observe_rpc_latency(metrics: ServiceMetrics, server: Any) -> LatencyHistogra
         hist.record(key, (time.monotonic() - enqueued_at) * 1000.0)
     server.response_observer = observe
     return hist
+
+
+def service_metrics(service: str, config: Any, server: Any, node_id: str) -> ServiceMetrics:
+    """The metrics of a service beside the broker (``config`` a MetricsConfig with a listen_address),
+    with rocketmq_rpc_latency of its ``server``; labelled node_type ``service`` and ``node_id``."""
+    metrics = ServiceMetrics(service, config, config.listen_address,
+                             node_labels={"node_type": service, "node_id": node_id})
+    observe_rpc_latency(metrics, server)
+    return metrics

@@ -30,6 +30,7 @@ from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, 
 from rocketmesh.remoting.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_identity import instance_name_of, status_server
+from rocketmesh.telemetry.metrics import service_metrics
 from rocketmesh.ha.config import HaConfig
 
 log = get_logger("ha")
@@ -67,6 +68,11 @@ class HaService:
         self.resyncs = 0
         self.errors = 0
         self.last_error = ""
+        self.metrics = service_metrics("ha", config, self.server, self.instance_name)
+        self.metrics.gauge("rocketmq_replication_lag_bytes", "Commitlog bytes of the master the slave does not have",
+                           self._lag)
+        self.metrics.counter_of("rocketmq_replication_transferred_bytes_total", "Commitlog bytes copied to the slave",
+                                lambda: [(self.transferred_bytes, {"broker_name": self.config.broker_name})])
 
     @property
     def address(self) -> str:
@@ -74,6 +80,7 @@ class HaService:
 
     def start(self) -> None:
         self.server.start()
+        self.metrics.start()
         self._thread.start()
         log.info("ha_started", broker_name=self.config.broker_name, slave_broker_id=self.config.slave_broker_id,
                  master=self.config.master_address or "(from the name servers)",
@@ -85,8 +92,15 @@ class HaService:
         self._thread.join(self.config.ha_transfer_suspend_millis / 1000 + self.config.request_timeout_millis / 1000 + 1)
         self.client.close()
         self.server.stop(grace_s=0.5)
+        self.metrics.shutdown()
         if self.admin is not None:
             self.admin.close()
+
+    def _lag(self) -> list[tuple[float, dict[str, Any]]]:
+        if self.slave_offset < 0 or self.master_max_offset < 0:
+            return []
+        return [(max(0, self.master_max_offset - self.slave_offset),
+                 {"broker_name": self.config.broker_name, "slave": self.slave or ""})]
 
     def status(self) -> dict[str, Any]:
         """What the status port answers: where replication stands."""

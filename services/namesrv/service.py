@@ -18,6 +18,7 @@ from rocketmesh.namesrv.processor import NamesrvProcessor
 from rocketmesh.namesrv.route_info import RouteInfoManager
 from rocketmesh.remoting import RemotingServer, SocketOptions
 from rocketmesh.remoting.addr import join_addr
+from rocketmesh.telemetry.metrics import service_metrics
 
 
 class NamesrvService:
@@ -42,6 +43,10 @@ class NamesrvService:
         self._stop = threading.Event()
         self._scanner = threading.Thread(target=self._scan_loop, name="namesrv-scan", daemon=True)
         self._log = get_logger("namesrv")
+        self.metrics = service_metrics("namesrv", config, self.server, join_addr(config.listen_address,
+                                                                                   config.listen_port))
+        self.metrics.gauge("rocketmq_namesrv_topics", "Topics the name server routes",
+                           lambda: [(len(self.routes.all_topics()), {})])
 
     @property
     def address(self) -> str:
@@ -54,6 +59,7 @@ class NamesrvService:
         self.processor.register_with(self.server, self._writer)
         self.server.on_disconnect(self._channel_closed)
         self.server.start()
+        self.metrics.start()
         self._scanner.start()
         return self
 
@@ -61,6 +67,7 @@ class NamesrvService:
         """Stop the scan, the server and the writer pool."""
         self._stop.set()
         self.server.stop()
+        self.metrics.shutdown()
         self._writer.shutdown(wait=True, cancel_futures=True)
         if self._scanner.is_alive():
             self._scanner.join(5)

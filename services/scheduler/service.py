@@ -41,6 +41,10 @@ from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, to_ext
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue
+from rocketmesh.telemetry.metrics import service_metrics
+
+#: Bucket bounds of rocketmq_delay_message_latency: how late a delivery was (ms after due).
+LATENESS_BOUNDS_MS = (10, 50, 100, 500, 1000, 5000, 10_000, 60_000)
 
 log = get_logger("scheduler")
 
@@ -90,6 +94,14 @@ class ScheduleService:
         self.failures = 0
         #: Lateness of the latest deliveries (ms after due), for the status answer.
         self._lateness: list[int] = []
+        self.metrics = service_metrics("scheduler", config, self.server, self.instance_name)
+        self.metrics.gauge("rocketmq_timing_messages", "Delayed and timer messages held until due, by delay level",
+                           self._pending_by_level)
+        self.metrics.counter_of("rocketmq_timer_dequeue_total", "Messages delivered to their real topic",
+                                lambda: [(self.delivered, {})])
+        self._lateness_hist = self.metrics.histogram(
+            "rocketmq_delay_message_latency", "How late a message was delivered after it was due (ms)", (),
+            LATENESS_BOUNDS_MS)
 
     # --- life cycle ---
 
@@ -99,6 +111,7 @@ class ScheduleService:
 
     def start(self) -> None:
         self.server.start()
+        self.metrics.start()
         self._running = True
         self._thread = threading.Thread(target=self._deliver_loop, name="scheduler-deliver", daemon=True)
         self._thread.start()
@@ -118,6 +131,7 @@ class ScheduleService:
             self._thread.join(10)
         self.core.finish_shutdown()
         self.server.stop(grace_s=1.0)
+        self.metrics.shutdown()
         log.info("scheduler_stopped", delivered=self.delivered)
 
     # --- pulled entries ---
@@ -255,6 +269,7 @@ class ScheduleService:
             settled.append(e.held)
             if e.due <= now:
                 self._lateness.append(now - e.due)
+                self._lateness_hist.record((), now - e.due)
         for offset in answer.get("missing", ()):
             due, e = by_offset.pop(offset)
             settled.append(e.held)
@@ -287,6 +302,15 @@ class ScheduleService:
             self._cond.notify()
 
     # --- status ---
+
+    def _pending_by_level(self) -> list[tuple[float, dict[str, Any]]]:
+        """Pending entries per SCHEDULE_TOPIC_XXXX queue (queue id = level - 1), and the timer queues' as "timer"."""
+        pending: dict[str, int] = {}
+        for mq, pq in list(self.core.rebalance.process_queues.items()) if self.core.rebalance else ():
+            level = str(mq.queue_id + 1) if mq.topic == SCHEDULE_TOPIC else "timer"
+            pending[level] = pending.get(level, 0) + pq.msg_count
+        return [(n, {"topic": SCHEDULE_TOPIC if level != "timer" else TIMER_TOPIC, "delay_level": level})
+                for level, n in pending.items()]
 
     def status(self) -> dict[str, Any]:
         """What this replica holds and has done."""

@@ -32,6 +32,7 @@ from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.system_group import system_group_core
 from rocketmesh.runtime.service_identity import instance_name_of, status_server
+from rocketmesh.telemetry.metrics import service_metrics
 from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
 from rocketmesh.runtime.log import get_logger
@@ -70,6 +71,11 @@ class TxnCheckerService:
         self.counts = {"passes": 0, "checked": 0, "decidedByOp": 0, "decidedByBroker": 0, "discarded": 0,
                        "noProducer": 0, "missing": 0, "failures": 0}
         self.last_pass_ms = 0
+        self.metrics = service_metrics("txn-checker", config, self.server, self.instance_name)
+        self.metrics.gauge("rocketmq_half_messages", "Half messages of this replica's queues not yet decided",
+                           self._pending_halves)
+        self.metrics.counter_of("rocketmq_transaction_checks_total", "Half messages checked back, by outcome",
+                                lambda: [(v, {"outcome": k}) for k, v in self.counts.items() if k != "passes"])
 
     # --- life cycle ---
 
@@ -79,6 +85,7 @@ class TxnCheckerService:
 
     def start(self) -> None:
         self.server.start()
+        self.metrics.start()
         self._running = True
         self.core.start()
         self._thread = threading.Thread(target=self._check_loop, name="txn-check", daemon=True)
@@ -104,6 +111,7 @@ class TxnCheckerService:
             self._commit_op_offset(hq)
         self.core.finish_shutdown()
         self.server.stop(grace_s=1.0)
+        self.metrics.shutdown()
         log.info("txn_checker_stopped", **self.counts)
 
     # --- pulled half messages (client callback thread) ---
@@ -256,6 +264,11 @@ class TxnCheckerService:
         hq.op_committed = offset
 
     # --- status ---
+
+    def _pending_halves(self) -> list[tuple[float, dict[str, Any]]]:
+        with self._lock:
+            queues = list(self._queues.values())
+        return [(sum(hq.pending_count for hq in queues), {"topic": TRANS_HALF_TOPIC})]
 
     def status(self) -> dict[str, Any]:
         """What this replica owns and has done (the answer to GET_CONSUMER_RUNNING_INFO)."""

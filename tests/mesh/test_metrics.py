@@ -12,7 +12,7 @@ import urllib.request
 import pytest
 
 from procs import free_port, wait_for
-from rocketmesh import Message
+from rocketmesh import Message, Producer
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.message import MessageExt
 
@@ -98,3 +98,37 @@ def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, pro
     assert url in stats
     assert f'rocketmq_messages_in_total{{message_type="Normal",topic="{TOPIC}"}} 10' in stats
     assert f'rocketmq_consumer_lag_messages{{consumer_group="{GROUP}",topic="{TOPIC}"}} 0' in stats
+
+
+FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
+
+
+def test_scheduler_serves_pending_per_level_and_lateness(namesrv, broker, admin, producer, start_scheduler):
+    port = free_port()
+    start_scheduler(namesrv.addr, metricsExporterType="PROM", metricsPromExporterPort=port, **FAST_SCHEDULER)
+    url = f"http://127.0.0.1:{port}/metrics"
+    admin.create_topic("MetricsDelayT", read_queue_nums=1, write_queue_nums=1)
+    admin.wait_topic_route("MetricsDelayT")
+    producer.send(Message("MetricsDelayT", "later", delay_level=2))  # 5 s
+    wait_for(lambda: sample(scrape(url), "rocketmq_timing_messages", delay_level="2") == 1, timeout_s=5,
+             what="the delayed message pending at level 2")
+    wait_for(lambda: sample(scrape(url), "rocketmq_timer_dequeue_total") == 1, timeout_s=20,
+             what="the delayed message delivered")
+    text = scrape(url)
+    assert sample(text, "rocketmq_timing_messages", delay_level="2") == 0
+    assert sample(text, "rocketmq_delay_message_latency_count") == 1
+
+
+def test_ha_serves_replication_lag(namesrv, start_broker, start_ha):
+    start_broker(namesrv.addr, name="broker-a")
+    start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMills=500)
+    port = free_port()
+    start_ha(namesrv.addr, brokerName="broker-a", metricsExporterType="PROM", metricsPromExporterPort=port)
+    url = f"http://127.0.0.1:{port}/metrics"
+    with Producer("metrics-ha-producer", namesrv.addr) as producer:
+        for i in range(5):
+            producer.send(Message("MetricsHaT", f"replicated-{i}"))
+    wait_for(lambda: "rocketmq_replication_lag_bytes{" in (text := scrape(url))
+             and sample(text, "rocketmq_replication_lag_bytes") == 0
+             and sample(text, "rocketmq_replication_transferred_bytes_total") > 0, timeout_s=20,
+             what="the slave caught up")
