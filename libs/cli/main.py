@@ -39,6 +39,8 @@ SERVICE_HELP = {
 }
 #: Keys that make a broker what it is in its group: ``up --ha`` gives the slave its own.
 _ROLE_KEYS = ("brokerrole", "brokerid")
+#: Where each service's Prometheus port is, from the broker's (--metrics-port): RocketMQ's 5557 for it.
+_METRICS_PORT_OFFSETS = {"namesrv": -1, "broker-a": 0, "scheduler": 1, "txn-checker": 2, "ha": 3, "broker-a-s": 4}
 
 
 def _exec_service(module: str, argv: list[str]) -> int:
@@ -61,6 +63,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     host = args.host
     env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO")}
 
+    # Each service serves its own /metrics (metricsExporterType=PROM), the broker on --metrics-port.
+    metrics_ports = {name: args.metrics_port + offset for name, offset in _METRICS_PORT_OFFSETS.items()}
+
+    def metrics(name: str) -> list[str]:
+        if args.no_metrics:
+            return []
+        return ["--set", "metricsExporterType=PROM", "--set", f"metricsPromExporterPort={metrics_ports[name]}"]
+
     def stop(*_: object) -> None:
         sup._stopping.set()
 
@@ -69,12 +79,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         ns = sup.start(ChildSpec("namesrv", SERVICES["namesrv"],
                                  ["-p", str(args.namesrv_port), "--listen-address", host,
-                                  "--kv-config-path", os.path.join(data, "namesrv", "kvConfig.json")],
+                                  "--kv-config-path", os.path.join(data, "namesrv", "kvConfig.json"),
+                                  *metrics("namesrv")],
                                  os.path.join(logs, "namesrv.log"), env))
         namesrv = f"127.0.0.1:{ns.address.rsplit(':', 1)[1]}" if host in ("0.0.0.0", "*") else ns.address
         broker_args = ["-n", namesrv, "--listen-port", str(args.broker_port),
                        "--store-dir", os.path.join(data, "broker-a", "store"), "--broker-name", "broker-a",
-                       "--set", f"listenAddress={host}"]
+                       "--set", f"listenAddress={host}", *metrics("broker-a")]
         if args.broker_config:
             broker_args += ["-c", os.path.abspath(args.broker_config)]
         for item in args.set:
@@ -85,7 +96,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         if args.ha:
             slave_args = ["-n", namesrv, "--listen-port", str(args.slave_port),
                           "--store-dir", os.path.join(data, "broker-a-s", "store"), "--broker-name", "broker-a",
-                          "--set", f"listenAddress={host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE"]
+                          "--set", f"listenAddress={host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
+                          *metrics("broker-a-s")]
             if args.broker_config:
                 slave_args += ["-c", os.path.abspath(args.broker_config)]
             for item in args.set:
@@ -96,15 +108,17 @@ def cmd_up(args: argparse.Namespace) -> int:
             ha = sup.start(ChildSpec("ha", SERVICES["ha"],
                                      ["-n", namesrv, "--listen-port", str(args.ha_port),
                                       "--set", f"listenAddress={host}", "--set", "instanceName=ha",
-                                      "--set", "brokerName=broker-a"],
+                                      "--set", "brokerName=broker-a", *metrics("ha")],
                                      os.path.join(logs, "ha.log"), env))
         sched = sup.start(ChildSpec("scheduler", SERVICES["scheduler"],
                                     ["-n", namesrv, "--listen-port", str(args.scheduler_port),
-                                     "--set", f"listenAddress={host}", "--set", "instanceName=scheduler"],
+                                     "--set", f"listenAddress={host}", "--set", "instanceName=scheduler",
+                                     *metrics("scheduler")],
                                     os.path.join(logs, "scheduler.log"), env))
         checker = sup.start(ChildSpec("txn-checker", SERVICES["txn-checker"],
                                       ["-n", namesrv, "--listen-port", str(args.txn_checker_port),
-                                       "--set", f"listenAddress={host}", "--set", "instanceName=txn-checker"],
+                                       "--set", f"listenAddress={host}", "--set", "instanceName=txn-checker",
+                                       *metrics("txn-checker")],
                                       os.path.join(logs, "txn-checker.log"), env))
     except ServiceStartError as exc:
         print(f"rocketmesh up: {exc}", file=sys.stderr)
@@ -117,6 +131,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"  broker-a  {slave.address}  (slave, replicated by the ha service on {ha.address})")
     print(f"  scheduler {sched.address}")
     print(f"  txn-checker {checker.address}")
+    if not args.no_metrics:
+        shown = "127.0.0.1" if host in ("0.0.0.0", "*") else host
+        started = ["namesrv", "broker-a", *(["broker-a-s", "ha"] if args.ha else []), "scheduler", "txn-checker"]
+        print("Prometheus metrics (rocketmesh admin stats shows the broker's without it):")
+        for name in started:
+            print(f"  {name:<11} http://{shown}:{metrics_ports[name]}/metrics")
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
     print("Stop with Ctrl-C.", flush=True)
     sup.watch()
@@ -162,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "(--set brokerRole=SYNC_MASTER makes the master wait for the slave)")
     up.add_argument("--slave-port", type=int, default=10921, help="the slave's port, with --ha")
     up.add_argument("--ha-port", type=int, default=10970, help="the ha service's status port, with --ha")
+    up.add_argument("--metrics-port", type=int, default=5557,
+                    help="the broker's Prometheus port (metricsPromExporterPort); the name server serves on the "
+                         "port below it, the scheduler, txn-checker, ha and slave on the ports above")
+    up.add_argument("--no-metrics", action="store_true", help="serve no Prometheus endpoints")
     up.add_argument("--broker-config", help="a broker.conf for the broker (RocketMQ key=value properties)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker or store config key, RocketMQ's names (repeatable)")

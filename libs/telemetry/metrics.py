@@ -173,8 +173,14 @@ class ServiceMetrics:
     def start(self) -> str:
         """Serve ``/metrics`` when the exporter type is PROM; returns its URL (empty when not served)."""
         if self.enabled and self._http is None:
-            self._http, _thread = start_http_server(self.config.metrics_prom_exporter_port, self.host,
-                                                    registry=self.registry)
+            try:
+                self._http, _thread = start_http_server(self.config.metrics_prom_exporter_port, self.host,
+                                                        registry=self.registry)
+            except OSError as exc:
+                # The service itself still serves: losing the endpoint is no reason to stop a broker.
+                log.warning("metrics_not_served", service=self.service, host=self.host,
+                            port=self.config.metrics_prom_exporter_port, error=str(exc))
+                return ""
             self.port = self._http.server_port
             log.info("metrics_served", service=self.service, url=self.url)
         return self.url

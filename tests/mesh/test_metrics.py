@@ -5,13 +5,14 @@ prints the same numbers without Prometheus; the scheduler and ha services serve 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import urllib.request
 
 import pytest
 
-from procs import free_port, wait_for
+from procs import cli_command, free_port, wait_for
 from rocketmesh import Message, Producer
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.message import MessageExt
@@ -132,3 +133,26 @@ def test_ha_serves_replication_lag(namesrv, start_broker, start_ha):
              and sample(text, "rocketmq_replication_lag_bytes") == 0
              and sample(text, "rocketmq_replication_transferred_bytes_total") > 0, timeout_s=20,
              what="the slave caught up")
+
+
+def test_up_serves_the_broker_s_metrics_and_prints_the_urls(tmp_path):
+    ns_port, broker_port, metrics_port = free_port(), free_port(), free_port()
+    up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
+                           "--broker-port", str(broker_port), "--scheduler-port", str(free_port()),
+                           "--txn-checker-port", str(free_port()), "--metrics-port", str(metrics_port),
+                           "--set", "mappedFileSizeCommitLog=4194304"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines: list[str] = []
+        while not lines or "Stop with Ctrl-C" not in lines[-1]:
+            line = up.stdout.readline()
+            assert line, "rocketmesh up exited early:\n" + "".join(lines)
+            lines.append(line)
+        url = f"http://127.0.0.1:{metrics_port}/metrics"
+        assert url in "".join(lines)
+        with Producer("metrics-up-producer", f"127.0.0.1:{ns_port}") as producer:
+            producer.send(Message("MetricsUpT", "hello"))
+        assert sample(scrape(url), "rocketmq_messages_in_total", topic="MetricsUpT") == 1
+    finally:
+        up.send_signal(signal.SIGINT)
+        up.communicate(timeout=60)
