@@ -30,8 +30,9 @@ from typing import Callable, Optional
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.results import SendResult
 
-#: ``send(topic, body, ids, timeout_ms)``: send an encoded batch, a Future of the batch's SendResult.
-BatchSender = Callable[[str, bytes, str, int], "Future[SendResult]"]
+#: ``send(topic, body, ids, timeout_ms, traceparent)``: send an encoded batch, a Future of the batch's SendResult;
+#: the request carries ``traceparent`` (the first traced message's send span), when not None.
+BatchSender = Callable[[str, bytes, str, int, Optional[str]], "Future[SendResult]"]
 
 _monotonic = time.monotonic
 _TOPICS_KEPT = 1024
@@ -49,6 +50,7 @@ class _Topic:
     timeout_ms: int = 0
     since: float = 0.0
     inflight: int = 0
+    traceparent: Optional[str] = None
 
 
 @dataclass(slots=True)
@@ -61,6 +63,7 @@ class _Batch:
     futures: list["Future[SendResult]"]
     size: int
     timeout_ms: int
+    traceparent: Optional[str]
 
 
 class ProduceAccumulator:
@@ -95,8 +98,10 @@ class ProduceAccumulator:
         """The largest encoded message that is batched; larger ones should be sent alone."""
         return self._max_bytes
 
-    def add(self, topic: str, item: bytes, uniq: str, timeout_ms: int) -> "Future[SendResult]":
-        """Queue one encoded message (``encode_batch_item(msg)``, unique id ``uniq``); its SendResult's Future.
+    def add(self, topic: str, item: bytes, uniq: str, timeout_ms: int,
+            traceparent: Optional[str] = None) -> "Future[SendResult]":
+        """Queue one encoded message (``encode_batch_item(msg)``, unique id ``uniq``, the context of its send
+        span ``traceparent``); its SendResult's Future.
 
         Waits for room under ``total_batch_max_bytes`` at most ``timeout_ms``,
         then raises MQClientError; raises MQClientError once closed.
@@ -122,6 +127,8 @@ class ProduceAccumulator:
                     self._timer_cv.notify()
             elif timeout_ms < st.timeout_ms:
                 st.timeout_ms = timeout_ms
+            if st.traceparent is None:
+                st.traceparent = traceparent
             st.items.append(item)
             st.ids.append(uniq)
             st.futures.append(fut)
@@ -176,14 +183,14 @@ class ProduceAccumulator:
 
     def _take(self, st: _Topic) -> _Batch:
         """Lock held: take ``st``'s pending list out as a batch in flight."""
-        b = _Batch(st, st.items, st.ids, st.futures, st.size, st.timeout_ms)
-        st.items, st.ids, st.futures, st.size = [], [], [], 0
+        b = _Batch(st, st.items, st.ids, st.futures, st.size, st.timeout_ms, st.traceparent)
+        st.items, st.ids, st.futures, st.size, st.traceparent = [], [], [], 0, None
         st.inflight += 1
         return b
 
     def _send(self, b: _Batch) -> None:
         try:
-            fut = self._send_batch(b.topic.topic, b"".join(b.items), ",".join(b.ids), b.timeout_ms)
+            fut = self._send_batch(b.topic.topic, b"".join(b.items), ",".join(b.ids), b.timeout_ms, b.traceparent)
         except Exception as exc:  # noqa: BLE001 - no route, no broker ...: every message's Future gets it
             self._complete(b, None, exc)
             return

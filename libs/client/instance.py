@@ -516,11 +516,14 @@ class ClientInstance:
         *,
         accept: Iterable[int] = (ResponseCode.SUCCESS,),
         timeout_ms: Optional[int] = None,
+        traceparent: Optional[str] = None,
     ) -> RemotingCommand:
-        """One request to a broker; raises MQBrokerError for a code not in ``accept``, else typed remoting errors."""
+        """One request to a broker (its header carrying ``traceparent``, when given); raises MQBrokerError for a
+        code not in ``accept``, else typed remoting errors."""
         remoting = self._remoting()
         try:
-            resp = remoting.invoke_sync(addr, request(code, ext, body), self.timeout_ms if timeout_ms is None else timeout_ms)
+            resp = remoting.invoke_sync(addr, request(code, ext, body, traceparent=traceparent),
+                                        self.timeout_ms if timeout_ms is None else timeout_ms)
         except RemotingError as exc:
             raise from_remoting(exc, addr) from exc
         if resp.code not in accept:

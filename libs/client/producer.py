@@ -52,6 +52,7 @@ from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.client.selector import MessageQueueSelector
+from rocketmesh.client.tracing import SendTrace, start_send
 from rocketmesh.client.unique_id import set_unique_id, set_unique_ids
 from rocketmesh.client.validators import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -219,7 +220,9 @@ class Producer:
             self._instance = instance
             if self.auto_batch:
                 self._accumulator = ProduceAccumulator(
-                    self._send_encoded_batch, self._route_cached, batch_max_delay_ms=self.batch_max_delay_ms,
+                    lambda topic, body, ids, timeout, traceparent: self._send_encoded_batch(
+                        topic, body, ids, timeout, traceparent=traceparent),
+                    self._route_cached, batch_max_delay_ms=self.batch_max_delay_ms,
                     batch_max_bytes=min(self.batch_max_bytes, self.max_message_size),
                     total_batch_max_bytes=self.total_batch_max_bytes, name=self.group)
             self._running = True
@@ -303,9 +306,10 @@ class Producer:
         async send is. The wait for its answer is bounded by ``timeout_ms``
         (then RequestTimeoutError); it is not retried on another broker.
         """
+        st = None
         if self.auto_batch and queue is None and selector is None:
             timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-            fut = self._auto_batched(msg, timeout)
+            fut, st = self._auto_batched(msg, timeout)
             if fut is not None:
                 try:
                     return fut.result(timeout / 1000.0)
@@ -313,12 +317,22 @@ class Producer:
                     raise RequestTimeoutError(
                         f"send to topic {msg.topic!r} timed out: no answer to its batch within {timeout} ms"
                     ) from None
-        timeout, uniq, ext = self._prepare(msg, timeout_ms)
+        ordered = queue is not None or selector is not None
+        timeout, uniq, ext, st = self._prepare(msg, timeout_ms, ordered, st)
         topic = msg.topic
-        if queue is None and selector is None:
-            return self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout)
-        mq = self._pinned_queue(msg, queue, selector, arg)
-        return self._send_sync_once(topic, mq, ext, msg.body, uniq, _SEND_MESSAGE, timeout)
+        try:
+            if not ordered:
+                result = self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
+            else:
+                mq = self._pinned_queue(msg, queue, selector, arg)
+                result = self._send_sync_once(topic, mq, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
+        except BaseException as exc:
+            if st is not None:
+                st.finish(exc)
+            raise
+        if st is not None:
+            st.finish()
+        return result
 
     def send_async(
         self,
@@ -346,15 +360,21 @@ class Producer:
         ``total_batch_max_bytes`` are pending or in flight, this waits for
         room, at most ``timeout_ms``, then raises MQClientError.
         """
+        st = None
         if self.auto_batch and queue is None and selector is None:
-            fut = self._auto_batched(msg, self.send_msg_timeout_ms if timeout_ms is None else timeout_ms)
+            fut, st = self._auto_batched(msg, self.send_msg_timeout_ms if timeout_ms is None else timeout_ms)
             if fut is not None:
                 if callback is not None:
                     fut.add_done_callback(self._callback_thread().wrap(callback))
                 return fut
-        timeout, uniq, ext = self._prepare(msg, timeout_ms)
-        mq = self._choose_queue(msg, queue, selector, arg)
-        return self._start_async(mq, ext, _SEND_MESSAGE, msg.body, uniq, timeout, callback)
+        timeout, uniq, ext, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None, st)
+        try:
+            mq = self._choose_queue(msg, queue, selector, arg)
+            return self._start_async(mq, ext, _SEND_MESSAGE, msg.body, uniq, timeout, callback, st)
+        except BaseException as exc:
+            if st is not None:
+                st.finish(exc)
+            raise
 
     def send_oneway(
         self,
@@ -366,16 +386,26 @@ class Producer:
         timeout_ms: Optional[int] = None,
     ) -> None:
         """Send and forget: no answer, no retry; the broker may or may not have stored it."""
-        timeout, _uniq, ext = self._prepare(msg, timeout_ms)
-        mq = self._choose_queue(msg, queue, selector, arg)
-        addr = self._instance.find_master_addr(mq)
-        ext["queueId"] = mq.queue_id
+        timeout, _uniq, ext, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None)
         try:
-            self._instance.remoting.invoke_oneway(
-                addr, RemotingCommand(_SEND_MESSAGE, 0, 0, None, ext, msg.body), timeout
-            )
-        except RemotingError as exc:
-            raise from_remoting(exc, addr) from exc
+            mq = self._choose_queue(msg, queue, selector, arg)
+            addr = self._instance.find_master_addr(mq)
+            ext["queueId"] = mq.queue_id
+            if st is not None:
+                st.attempt(addr, mq)
+            try:
+                self._instance.remoting.invoke_oneway(
+                    addr, RemotingCommand(_SEND_MESSAGE, 0, 0, None, ext, msg.body,
+                                          None if st is None else st.traceparent), timeout
+                )
+            except RemotingError as exc:
+                raise from_remoting(exc, addr) from exc
+        except BaseException as exc:
+            if st is not None:
+                st.finish(exc)
+            raise
+        if st is not None:
+            st.finish()
 
     def send_batch(
         self,
@@ -391,17 +421,27 @@ class Producer:
         ``msg_id`` and ``offset_msg_id`` list one id per message, comma
         separated; ``queue_offset`` is the first message's.
         """
-        topic, body, ids = self._encode_batch(msgs)
+        topic, body, ids, st = self._encode_batch(msgs, queue is not None)
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        if not self._running:
-            self.start()
-        ext = self._ext(None, topic)
-        ext["batch"] = True
-        if queue is None:
-            return self._send_sync(topic, ext, body, ids, _SEND_BATCH_MESSAGE, timeout)
-        if queue.topic != topic:
-            raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
-        return self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout)
+        try:
+            if not self._running:
+                self.start()
+            ext = self._ext(None, topic)
+            ext["batch"] = True
+            if queue is None:
+                result = self._send_sync(topic, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
+            else:
+                if queue.topic != topic:
+                    raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}",
+                                        ResponseCode.MESSAGE_ILLEGAL)
+                result = self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
+        except BaseException as exc:
+            if st is not None:
+                st.finish(exc)
+            raise
+        if st is not None:
+            st.finish()
+        return result
 
     def send_batch_async(
         self,
@@ -415,27 +455,40 @@ class Producer:
 
         Keeping several batches in flight is how a producer fills a broker's pipe.
         """
-        topic, body, ids = self._encode_batch(msgs)
-        if not self._running:
-            self.start()
-        timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        if queue is not None and queue.topic != topic:
-            raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}", ResponseCode.MESSAGE_ILLEGAL)
-        return self._send_encoded_batch(topic, body, ids, timeout, queue, callback)
+        topic, body, ids, st = self._encode_batch(msgs, queue is not None)
+        try:
+            if not self._running:
+                self.start()
+            timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+            if queue is not None and queue.topic != topic:
+                raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}",
+                                    ResponseCode.MESSAGE_ILLEGAL)
+            return self._send_encoded_batch(topic, body, ids, timeout, queue, callback, st)
+        except BaseException as exc:
+            if st is not None:
+                st.finish(exc)
+            raise
 
     # -- internals -------------------------------------------------------------
 
     def _send_encoded_batch(self, topic: str, body: bytes, ids: str, timeout: int,
                             queue: Optional[MessageQueue] = None,
-                            callback: Optional[SendCallback] = None) -> "Future[SendResult]":
-        """Send an encoded batch without waiting: to ``queue``, else to the next queue by fault-aware round robin."""
+                            callback: Optional[SendCallback] = None,
+                            st: Optional[SendTrace] = None, traceparent: Optional[str] = None,
+                            ) -> "Future[SendResult]":
+        """Send an encoded batch without waiting: to ``queue``, else to the next queue by fault-aware round robin.
+
+        ``st`` is the batch's send span; an auto batch has none of its own (each message's send has one) and
+        its request carries ``traceparent``, the first of them."""
         ext = self._ext(None, topic)
         ext["batch"] = True
         mq = self._fault.select_one_message_queue(self._publish_info(topic), None) if queue is None else queue
-        return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback)
+        return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback, st, traceparent)
 
-    def _auto_batched(self, msg: Message, timeout: int) -> "Optional[Future[SendResult]]":
-        """Check ``msg`` and queue it for an auto batch: its Future, or None when it must go alone."""
+    def _auto_batched(self, msg: Message, timeout: int
+                      ) -> "tuple[Optional[Future[SendResult]], Optional[SendTrace]]":
+        """Check ``msg`` and queue it for an auto batch: its Future (None when it must go alone) and its send
+        span (None when tracing is off or nothing was started; one that goes alone keeps it)."""
         self._check(msg)
         if not self._running:
             self.start()
@@ -443,27 +496,41 @@ class Producer:
         topic = msg.topic
         if (accumulator is None or not _UNBATCHABLE.isdisjoint(msg.properties)
                 or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
-            return None
+            return None, None
         uniq = set_unique_id(msg)
+        st = start_send(self.group, topic, (msg,))
         item = encode_batch_item(msg)
         if len(item) > accumulator.max_item_bytes:
-            return None
-        if not self._route_cached(topic):
-            self._publish_info(topic)  # no route: raised to the caller, as without auto batch
-        return accumulator.add(topic, item, uniq, timeout)
+            return None, st
+        try:
+            if not self._route_cached(topic):
+                self._publish_info(topic)  # no route: raised to the caller, as without auto batch
+            fut = accumulator.add(topic, item, uniq, timeout, None if st is None else st.traceparent)
+        except BaseException as exc:
+            if st is not None:
+                st.finish(exc)
+            raise
+        if st is not None:
+            fut.add_done_callback(st.finish_future)
+        return fut, None
 
     def _route_cached(self, topic: str) -> bool:
         """True when ``topic``'s route is cached with a queue to write to (a send needs no name server call)."""
         tp = self._instance.cached_publish_info(topic)
         return tp is not None and tp.ok()
 
-    def _prepare(self, msg: Message, timeout_ms: Optional[int]) -> tuple[int, str, dict[str, Any]]:
-        """Check ``msg``, start if needed, give it its unique id: (timeout, unique id, request header)."""
+    def _prepare(self, msg: Message, timeout_ms: Optional[int], ordered: bool = False,
+                 st: Optional[SendTrace] = None) -> tuple[int, str, dict[str, Any], Optional[SendTrace]]:
+        """Check ``msg``, start if needed, give it its unique id and start its send span (unless ``st`` is the
+        one it has): (timeout, unique id, request header, send span or None)."""
         self._check(msg)
         if not self._running:
             self.start()
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        return timeout, set_unique_id(msg), self._ext(msg, msg.topic)
+        uniq = set_unique_id(msg)
+        if st is None:
+            st = start_send(self.group, msg.topic, (msg,), ordered=ordered)  # before _ext encodes the properties
+        return timeout, uniq, self._ext(msg, msg.topic), st
 
     def _choose_queue(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike],
                       arg: Any) -> MessageQueue:
@@ -473,29 +540,41 @@ class Producer:
         return self._pinned_queue(msg, queue, selector, arg)
 
     def _start_async(self, mq: MessageQueue, ext: dict[str, Any], code: int, body: bytes, ids: str,
-                     timeout: int, callback: Optional[SendCallback]) -> "Future[SendResult]":
-        """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker)."""
+                     timeout: int, callback: Optional[SendCallback], st: Optional[SendTrace] = None,
+                     traceparent: Optional[str] = None) -> "Future[SendResult]":
+        """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker) and
+        ends ``st``, the send's span, whose context the request carries (else ``traceparent``)."""
         addr = self._instance.find_master_addr(mq)
         ext["queueId"] = mq.queue_id
-        op = _AsyncSend(self, ids, mq, addr, RemotingCommand(code, 0, 0, None, ext, body),
+        if st is not None:
+            st.attempt(addr, mq)
+            traceparent = st.traceparent
+        op = _AsyncSend(self, ids, mq, addr, RemotingCommand(code, 0, 0, None, ext, body, traceparent),
                         timeout, self.retry_times_when_send_async_failed)
+        if st is not None:
+            op.future.add_done_callback(st.finish_future)
         if callback is not None:
             op.future.add_done_callback(self._callback_thread().wrap(callback))
         op.invoke()
         return op.future
 
-    def _encode_batch(self, msgs: Sequence[Message]) -> tuple[str, bytes, str]:
-        """Check and encode a batch: (topic, body, comma-separated unique ids)."""
+    def _encode_batch(self, msgs: Sequence[Message], ordered: bool = False
+                      ) -> tuple[str, bytes, str, Optional[SendTrace]]:
+        """Check and encode a batch: (topic, body, comma-separated unique ids, the batch's send span or None)."""
         topic = check_batch(msgs, self.max_message_size)
         ids = ",".join(set_unique_ids(msgs))
+        st = start_send(self.group, topic, msgs, ordered=ordered, batch=True)  # before the messages are encoded
         body = encode_batch(msgs)
         if len(body) > self.max_message_size:
-            raise MQClientError(
+            err = MQClientError(
                 f"the batch of {len(msgs)} messages encodes to {len(body)} bytes, over the maximum of "
                 f"{self.max_message_size} bytes (max_message_size); send it in smaller batches",
                 ResponseCode.MESSAGE_ILLEGAL,
             )
-        return topic, body, ids
+            if st is not None:
+                st.finish(err)
+            raise err
+        return topic, body, ids, st
 
     def _check(self, msg: Message) -> None:
         if type(msg) is not Message and not isinstance(msg, Message):
@@ -557,8 +636,10 @@ class Producer:
         return mq
 
     def _send_sync(self, topic: str, ext: dict[str, Any], body: bytes, uniq: str, code: int,
-                   timeout_ms: int) -> SendResult:
-        """RocketMQ's sendDefaultImpl for sync sends: retries on another broker, bounded by ``timeout_ms``."""
+                   timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
+        """RocketMQ's sendDefaultImpl for sync sends: retries on another broker, bounded by ``timeout_ms``.
+        Every attempt carries ``st``'s context (the send's span, which the caller ends)."""
+        traceparent = None if st is None else st.traceparent
         instance = self._instance
         tp = self._publish_info(topic)
         fault = self._fault
@@ -589,7 +670,9 @@ class Producer:
                     fault.update_fault_item(broker, 0, True)
                     continue
             ext["queueId"] = mq.queue_id
-            cmd = RemotingCommand(code, 0, 0, None, ext, body)
+            cmd = RemotingCommand(code, 0, 0, None, ext, body, traceparent)
+            if st is not None:
+                st.attempt(addr, mq)
             # With another broker to retry on, each attempt gets an equal share of
             # what is left: over ZeroMQ a dead broker shows only as a timeout, and
             # must not eat the retries' time. With one broker, all of it (RocketMQ's way).
@@ -605,6 +688,8 @@ class Producer:
                     raise MQClientError("the producer is shut down") from exc
                 last_error = from_remoting(exc, addr)
                 last_error.__cause__ = exc
+                if st is not None:
+                    st.attempt_failed(addr, last_error)
                 continue
             status = _STORED.get(resp.code)
             if status is None:
@@ -613,6 +698,8 @@ class Producer:
                 if resp.code in RETRY_RESPONSE_CODES:
                     last_error = err
                     instance.request_route_refresh(topic)
+                    if st is not None:
+                        st.attempt_failed(addr, err)
                     continue
                 raise err
             if fault_on:
@@ -635,14 +722,19 @@ class Producer:
         raise last_error
 
     def _send_sync_once(self, topic: str, mq: MessageQueue, ext: dict[str, Any], body: bytes, uniq: str,
-                        code: int, timeout_ms: int) -> SendResult:
-        """One attempt to a given queue (a pinned queue or a selector's choice): no retry."""
+                        code: int, timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
+        """One attempt to a given queue (a pinned queue or a selector's choice): no retry. The request carries
+        ``st``'s context (the send's span, which the caller ends)."""
         addr = self._instance.find_master_addr(mq)
         ext["queueId"] = mq.queue_id
+        traceparent = None
+        if st is not None:
+            st.attempt(addr, mq)
+            traceparent = st.traceparent
         start = _monotonic()
         try:
             resp = self._instance.remoting.invoke_sync(
-                addr, RemotingCommand(code, 0, 0, None, ext, body), timeout_ms
+                addr, RemotingCommand(code, 0, 0, None, ext, body, traceparent), timeout_ms
             )
         except RemotingError as exc:
             self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True)

@@ -43,6 +43,7 @@ from rocketmesh.client.errors import MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.producer import Producer
 from rocketmesh.client.results import SendResult, SendStatus
+from rocketmesh.client.tracing import start_settle
 
 _ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
 
@@ -177,9 +178,16 @@ class TransactionProducer(Producer):
             msg.properties[MessageConst.PRODUCER_GROUP] = self.group
         result = self.send(msg, timeout_ms=timeout_ms)
         state = LocalTransactionState.ROLLBACK_MESSAGE
-        if result.send_status is SendStatus.SEND_OK:
-            state = self._run_local(lambda: listener.execute_local_transaction(msg, arg), result.msg_id)
-        self._end_transaction(result, state)
+        # The local transaction runs in a span parented to the half message's send span (user spans nest in
+        # it); the END_TRANSACTION request carries it, so the broker's handling joins the message's trace.
+        settle = start_settle(self.group, msg)
+        try:
+            if result.send_status is SendStatus.SEND_OK:
+                state = self._run_local(lambda: listener.execute_local_transaction(msg, arg), result.msg_id)
+            self._end_transaction(result, state, None if settle is None else settle.traceparent)
+        finally:
+            if settle is not None:
+                settle.finish(state.value)
         return TransactionSendResult(result.send_status, result.msg_id, result.offset_msg_id, result.message_queue,
                                      result.queue_offset, result.msg_id, result.region_id, state)
 
@@ -196,8 +204,10 @@ class TransactionProducer(Producer):
             return LocalTransactionState.UNKNOW
         return state
 
-    def _end_transaction(self, result: SendResult, state: LocalTransactionState) -> None:
-        """Oneway END_TRANSACTION to the broker holding the half message; failures are logged."""
+    def _end_transaction(self, result: SendResult, state: LocalTransactionState,
+                         traceparent: Optional[str] = None) -> None:
+        """Oneway END_TRANSACTION to the broker holding the half message (the request carrying ``traceparent``);
+        failures are logged."""
         try:
             _ip, _port, commitlog_offset = decode_message_id(result.offset_msg_id)
             addr = self._instance.find_master_addr(result.message_queue)
@@ -207,12 +217,13 @@ class TransactionProducer(Producer):
             return
         header = EndTransactionRequestHeader(self.group, result.queue_offset, commitlog_offset, _END_FLAG[state],
                                              False, result.msg_id, result.msg_id)
-        self._send_end(addr, header)
+        self._send_end(addr, header, traceparent)
 
-    def _send_end(self, addr: str, header: EndTransactionRequestHeader) -> None:
+    def _send_end(self, addr: str, header: EndTransactionRequestHeader, traceparent: Optional[str] = None) -> None:
         try:
-            self._instance.remoting.invoke_oneway(addr, request(RequestCode.END_TRANSACTION, to_ext(header)),
-                                                  self.send_msg_timeout_ms)
+            self._instance.remoting.invoke_oneway(
+                addr, request(RequestCode.END_TRANSACTION, to_ext(header), traceparent=traceparent),
+                self.send_msg_timeout_ms)
         except (RemotingError, MQError) as exc:
             self._log.warning("end transaction failed; a check will decide", transaction_id=header.transaction_id,
                               broker=addr, error=str(exc))
@@ -231,24 +242,33 @@ class TransactionProducer(Producer):
                                    f"{self._checks_waiting} transaction checks are waiting already")
             self._checks_waiting += 1
         try:
-            checks.submit(self._run_check, addr, header, msg)
+            checks.submit(self._run_check, addr, header, msg, cmd.traceparent)
         except RuntimeError:  # shut down meanwhile
             with self._checks_lock:
                 self._checks_waiting -= 1
             return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"the producer of group {self.group} is shutting down")
         return response_to(cmd, ResponseCode.SUCCESS)
 
-    def _run_check(self, addr: str, header: CheckTransactionStateRequestHeader, msg: MessageExt) -> None:
+    def _run_check(self, addr: str, header: CheckTransactionStateRequestHeader, msg: MessageExt,
+                   caller: Optional[str] = None) -> None:
+        """Run a pushed check in a span parented to the half message's send (linked to the pusher's span,
+        ``caller``) and answer it with END_TRANSACTION."""
         with self._checks_lock:
             self._checks_waiting -= 1
         listener = self.listener
         tid = header.transaction_id or msg.unique_key or ""
         if listener is None:
             return
-        state = self._run_local(lambda: listener.check_local_transaction(msg), tid)
-        end = EndTransactionRequestHeader(self.group, header.tran_state_table_offset, header.commit_log_offset,
-                                          _END_FLAG[state], True, msg.unique_key, tid)
-        self._send_end(addr, end)
+        span = start_settle(self.group, msg, check=True, caller=caller)
+        state = LocalTransactionState.UNKNOW
+        try:
+            state = self._run_local(lambda: listener.check_local_transaction(msg), tid)
+            end = EndTransactionRequestHeader(self.group, header.tran_state_table_offset, header.commit_log_offset,
+                                              _END_FLAG[state], True, msg.unique_key, tid)
+            self._send_end(addr, end, None if span is None else span.traceparent)
+        finally:
+            if span is not None:
+                span.finish(state.value)
 
     def __repr__(self) -> str:
         return (f"TransactionProducer(group={self.group!r}, namesrv={';'.join(self.namesrv_addrs)!r}, "

@@ -22,6 +22,7 @@ from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
+from rocketmesh.client.tracing import ProcessTrace, current_traceparent, start_process
 
 if TYPE_CHECKING:
     from rocketmesh.client.consumer.core import ConsumerCore, PullRequest
@@ -114,18 +115,23 @@ def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, d
         origin_topic=msg.topic, max_reconsume_times=max_reconsume_times)
     try:
         addr = core.instance.find_master_addr(mq)
-        core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000)
+        # Sent inside the message's process span (when traced): the broker's handling is its child.
+        core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000,
+                                    traceparent=current_traceparent())
         return True
     except MQError as exc:
         log.info("send_back_failed", group=core.group, msg_id=msg.msg_id, mq=str(mq), error=str(exc))
         return False
 
 
-def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str) -> Any:
+def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str,
+                   trace: Optional[ProcessTrace] = None) -> Any:
     try:
         return listener(msgs)
-    except Exception:  # noqa: BLE001 - a throwing listener means "retry later"
+    except Exception as exc:  # noqa: BLE001 - a throwing listener means "retry later"
         log.exception("listener_raised", group=group, msg_ids=[m.msg_id for m in msgs][:8])
+        if trace is not None:
+            trace.raised(exc)
         return failed
 
 
@@ -188,10 +194,24 @@ class ConcurrentConsumeService:
         now_ms = int(time.time() * 1000)
         for m in msgs:
             m.consume_start_time = now_ms
-        status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group)
-        if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
-            log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
-            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        # The process span stays current through the send-back of what failed.
+        trace = start_process(core.group, mq, msgs)
+        try:
+            status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group, trace)
+            if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
+                log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
+                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+            if trace is not None and status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+                trace.failed(status)
+            return self._settle(core, mq, pq, msgs, status, remove)
+        finally:
+            if trace is not None:
+                trace.finish()
+
+    def _settle(self, core: "ConsumerCore", mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt],
+                status: Any, remove: bool) -> list[MessageExt]:
+        """After a listener call: send back what failed; returns the messages settled (removed from ``pq``
+        unless not ``remove``)."""
         if pq.dropped:
             # The queue went to another client while we consumed: it will redeliver from the last commit.
             return []
@@ -329,17 +349,25 @@ class OrderlyConsumeService:
             with pq.consume_lock:
                 if pq.dropped:
                     return False
-                status = _call_listener(self.listener, msgs, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
-                                        core.group)
-                if status is None or not isinstance(status, (str, ConsumeOrderlyStatus)):
-                    log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
-                    status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
-                if status == ConsumeOrderlyStatus.SUCCESS:
-                    # Committed even if the queue was taken away meanwhile: its release waits for
-                    # this lock and persists this offset before the next owner may lock the queue.
-                    pq.commit()
-                    continue
-                again = self._retry_or_dead_letter(mq, msgs)
+                # The process span stays current through the dead-lettering of what used up its retries.
+                trace = start_process(core.group, mq, msgs)
+                try:
+                    status = _call_listener(self.listener, msgs, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
+                                            core.group, trace)
+                    if status is None or not isinstance(status, (str, ConsumeOrderlyStatus)):
+                        log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
+                        status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+                    if status == ConsumeOrderlyStatus.SUCCESS:
+                        # Committed even if the queue was taken away meanwhile: its release waits for
+                        # this lock and persists this offset before the next owner may lock the queue.
+                        pq.commit()
+                        continue
+                    if trace is not None:
+                        trace.failed(status)
+                    again = self._retry_or_dead_letter(mq, msgs)
+                finally:
+                    if trace is not None:
+                        trace.finish()
                 if not again:
                     # Every message of the batch is in the dead-letter queue now: the queue moves on.
                     pq.commit()

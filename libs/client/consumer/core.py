@@ -30,6 +30,7 @@ from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, valid
 from rocketmesh.client.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.tracing import start_receive
 from rocketmesh.client.validators import check_group, check_topic
 from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.offset_store import (
@@ -174,9 +175,13 @@ class ConsumerCore:
     """
 
     def __init__(self, group: str, namesrv: Any, options: ConsumerOptions, hooks: ConsumerHooks, *,
-                 orderly: bool = False, consume_type: str = "CONSUME_PASSIVELY", auto_commit: bool = True) -> None:
+                 orderly: bool = False, consume_type: str = "CONSUME_PASSIVELY", auto_commit: bool = True,
+                 receive_spans: bool = False) -> None:
         check_group(group)
         self.group = group
+        #: Trace each pull as a ``receive <topic>`` span (a PullConsumer's; a push consumer's messages have
+        #: their process spans, and its long polls would only add noise).
+        self.receive_spans = receive_spans
         #: ``%RETRY%<group>``: where the broker puts the group's failed messages for another try.
         self.retry_topic = retry_topic(group)
         self.options = options
@@ -471,13 +476,21 @@ class ConsumerCore:
         def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
             self._on_pulled(req, offset, result, error, early[0])
 
+        receive = start_receive(self.group, req.mq) if self.receive_spans else None
+        if receive is not None:
+            def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
+                receive.finish(None if result is None else result.messages, error)
+                self._on_pulled(req, offset, result, error, early[0])
+
         try:
             self.pull_api.pull_async(req.mq, sub, offset, self.pull_batch_size, sys_flag=sys_flag,
                                      commit_offset=max(commit_offset, 0),
                                      suspend_timeout_ms=self.broker_suspend_max_time_ms,
                                      timeout_ms=self.consumer_timeout_ms_when_suspend, callback=on_result,
-                                     on_found=on_found)
+                                     on_found=on_found, traceparent=None if receive is None else receive.traceparent)
         except Exception as exc:  # noqa: BLE001 - e.g. a route look-up refused on the I/O thread: retry later
+            if receive is not None:
+                receive.finish(None, exc)
             log.warning("pull_failed", mq=str(req.mq), error=str(exc))
             self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
 

@@ -70,19 +70,20 @@ class PullAPI:
             self._from_which[mq] = result.suggest_which_broker_id
 
     def _request(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, sys_flag: int,
-                 commit_offset: int, suspend_timeout_ms: int) -> RemotingCommand:
+                 commit_offset: int, suspend_timeout_ms: int, traceparent: Optional[str] = None) -> RemotingCommand:
         header = PullMessageRequestHeader(
             consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
             suspend_timeout_millis=suspend_timeout_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
             expression_type=sub.expression_type.value)
-        return request(RequestCode.PULL_MESSAGE, to_ext(header))
+        return request(RequestCode.PULL_MESSAGE, to_ext(header), traceparent=traceparent)
 
     def pull_async(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                    sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0, timeout_ms: int = 30_000,
                    callback: Callable[[Optional[PullResult], Optional[BaseException]], None],
-                   on_found: Optional[Callable[[int], None]] = None) -> None:
-        """Pull and call ``callback(result, None)`` or ``callback(None, error)``.
+                   on_found: Optional[Callable[[int], None]] = None, traceparent: Optional[str] = None) -> None:
+        """Pull and call ``callback(result, None)`` or ``callback(None, error)``; the request's header carries
+        ``traceparent`` (the pull's span), when given.
 
         Both callbacks run on the remoting I/O thread, as soon as the answer is read: they must be short
         and never block (queue work elsewhere; a pull they send is queued, not waited for).
@@ -91,7 +92,7 @@ class PullAPI:
         reaches the queue's end is decoded and handed on first: the next pull would only wait.
         """
         addr = self._addr(mq)
-        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
+        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms, traceparent)
 
         def done(resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
             if error is not None:
@@ -117,9 +118,10 @@ class PullAPI:
 
     def pull_sync(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                   sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0,
-                  timeout_ms: int = 10_000) -> PullResult:
+                  timeout_ms: int = 10_000, traceparent: Optional[str] = None) -> PullResult:
+        """Pull and wait for the answer; the request's header carries ``traceparent``, when given."""
         addr = self._addr(mq)
-        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
+        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms, traceparent)
         try:
             resp = self.instance.remoting.invoke_sync(addr, cmd, timeout_ms)
         except RemotingError as exc:

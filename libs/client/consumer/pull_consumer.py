@@ -59,7 +59,7 @@ class PullConsumer:
         self._core = ConsumerCore(
             group, namesrv, core_options,
             ConsumerHooks(deliver=self._deliver, can_pull=self._flow_control, on_queue_removed=self._on_queue_removed),
-            consume_type="CONSUME_ACTIVELY", auto_commit=False)
+            consume_type="CONSUME_ACTIVELY", auto_commit=False, receive_spans=True)
         self._cache: queue_mod.SimpleQueue[_Batch] = queue_mod.SimpleQueue()
         self._cached = 0
         self._assigned: Optional[list[MessageQueue]] = None

@@ -1,0 +1,369 @@
+"""The client SDK's spans: a producer's send, a transaction's settling and check, a consumer's processing
+of a message and a PullConsumer's receiving.
+
+Only the OpenTelemetry API and the global tracer provider are used: the
+application decides whether anything is recorded (it installs an SDK, or runs
+under ``opentelemetry-instrument``). Until a tracer provider is installed
+:func:`active` is False and every ``start_*`` here returns None, so the hot
+paths pay one cheap check per call and nothing else: no span, no attribute,
+no ``traceparent`` written. Attributes are built only for recording spans; a
+span that is sampled out still hands its context on, so the decision travels
+with the message (W3C).
+
+A send's context goes into each message's ``traceparent`` property (stored
+with the message: a consumer joins the trace hours later) and into the
+request header (the broker's span is its child).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Future
+from typing import Any, Optional, Sequence
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+
+from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQueue
+from rocketmesh.telemetry import semconv as sc
+from rocketmesh.telemetry.propagation import TRACEPARENT, context_of, span_context_of, traceparent_of, tracer
+
+#: Not an OpenTelemetry name: the outcome a transaction was settled with (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW).
+ROCKETMQ_TRANSACTION_STATE = "messaging.rocketmq.transaction.state"
+#: Span event of a send attempt that failed and was retried within the same send.
+ATTEMPT_FAILED_EVENT = "send_attempt_failed"
+
+_TAGS = MessageConst.TAGS
+_KEYS = MessageConst.KEYS
+_DELAY = MessageConst.DELAY_TIME_LEVEL
+_DELAYED = (MessageConst.DELAY_TIME_LEVEL, MessageConst.TIMER_DELIVER_MS, MessageConst.TIMER_DELAY_MS)
+_TRAN_PREPARED = MessageConst.TRANSACTION_PREPARED
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+_SEND = sc.OperationType.SEND.value
+_RECEIVE = sc.OperationType.RECEIVE.value
+_PROCESS = sc.OperationType.PROCESS.value
+_SETTLE = sc.OperationType.SETTLE.value
+
+# -- is anyone listening? ------------------------------------------------------------------------------
+
+# The API gives no cheap public way to ask whether a tracer provider is installed:
+# get_tracer_provider() reads os.environ on every call while none is, which costs
+# as much as the rest of a no-op span. So the global is read directly (falling
+# back to the public call should a future API version rename it), and True is
+# kept: a provider, once set, cannot be unset.
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_active = False
+
+
+def active() -> bool:
+    """True once the application installed a tracer provider (an OpenTelemetry SDK, or any other)."""
+    global _active
+    if _active:
+        return True
+    if _PROVIDER_FROM_ENV or not hasattr(trace, "_TRACER_PROVIDER"):
+        _active = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    else:
+        _active = trace._TRACER_PROVIDER is not None
+    return _active
+
+
+# -- common attributes ---------------------------------------------------------------------------------
+
+
+def _server(addr: str) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of a ``host:port`` broker address."""
+    host, sep, port = addr.rpartition(":")
+    if sep and port.isdigit():
+        return {sc.SERVER_ADDRESS: host, sc.SERVER_PORT: int(port)}
+    return {sc.SERVER_ADDRESS: addr}
+
+
+def _message_attrs(attrs: dict[str, Any], props: dict[str, str]) -> None:
+    tag = props.get(_TAGS)
+    if tag:
+        attrs[sc.ROCKETMQ_MESSAGE_TAG] = tag
+    keys = props.get(_KEYS)
+    if keys:
+        attrs[sc.ROCKETMQ_MESSAGE_KEYS] = keys.split(MessageConst.KEY_SEPARATOR)
+
+
+def message_type(props: dict[str, str], ordered: bool) -> sc.MessageType:
+    """``messaging.rocketmq.message.type`` of a message with ``props``, sent to a chosen queue when ``ordered``."""
+    if props.get(_TRAN_PREPARED) == "true":
+        return sc.MessageType.TRANSACTION
+    for name in _DELAYED:
+        if name in props:
+            return sc.MessageType.DELAY
+    return sc.MessageType.FIFO if ordered else sc.MessageType.NORMAL
+
+
+def _fail(span: Span, exc: BaseException) -> None:
+    span.record_exception(exc)
+    span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
+    span.set_status(StatusCode.ERROR, str(exc))
+
+
+# -- producer --------------------------------------------------------------------------------------------
+
+
+class SendTrace:
+    """The span of one send call (one message, or one batch), from before the message is encoded until its
+    answer; retries inside the call stay in it (each failed attempt is an event)."""
+
+    __slots__ = ("span", "traceparent", "recording")
+
+    def __init__(self, span: Span, traceparent: Optional[str]) -> None:
+        self.span = span
+        #: The span's context as the messages and the request header carry it (None when invalid).
+        self.traceparent = traceparent
+        self.recording = span.is_recording()
+
+    def attempt(self, addr: str, mq: MessageQueue) -> None:
+        """An attempt goes to ``mq`` on the broker at ``addr``."""
+        if self.recording:
+            attrs = _server(addr)
+            attrs[sc.DESTINATION_PARTITION_ID] = str(mq.queue_id)
+            self.span.set_attributes(attrs)
+
+    def attempt_failed(self, addr: str, exc: BaseException) -> None:
+        """An attempt failed and the send goes on (another attempt, another broker)."""
+        if self.recording:
+            attrs = _server(addr)
+            attrs[sc.ERROR_TYPE] = type(exc).__qualname__
+            attrs["exception.message"] = str(exc)
+            self.span.add_event(ATTEMPT_FAILED_EVENT, attrs)
+
+    def finish(self, exc: Optional[BaseException] = None) -> None:
+        """End the span: sent, or failed with ``exc``."""
+        if exc is not None and self.recording:
+            _fail(self.span, exc)
+        self.span.end()
+
+    def finish_future(self, fut: "Future[Any]") -> None:
+        """End the span as ``fut`` (a send's Future) completed (a done-callback)."""
+        exc = None if fut.cancelled() else fut.exception()
+        self.finish(exc)
+
+
+def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool = False,
+               batch: bool = False) -> Optional[SendTrace]:
+    """Start the ``send <topic>`` span (PRODUCER, a child of the current span) of one send call and write its
+    context into each message's ``traceparent`` property; call before the messages are encoded. None when
+    tracing is off."""
+    if not active():
+        return None
+    span = tracer().start_span(sc.span_name(_SEND, topic), kind=SpanKind.PRODUCER)
+    tp = traceparent_of(span)
+    if tp is not None:
+        for m in msgs:
+            m.properties[TRACEPARENT] = tp
+    st = SendTrace(span, tp)
+    if st.recording:
+        attrs: dict[str, Any] = {
+            sc.MESSAGING_SYSTEM: sc.SYSTEM,
+            sc.OPERATION_TYPE: _SEND,
+            sc.OPERATION_NAME: _SEND,
+            sc.DESTINATION_NAME: topic,
+            sc.ROCKETMQ_CLIENT_GROUP: group,
+        }
+        if batch:
+            attrs[sc.BATCH_MESSAGE_COUNT] = len(msgs)
+        elif msgs:
+            msg = msgs[0]
+            props = msg.properties
+            attrs[sc.ROCKETMQ_MESSAGE_TYPE] = message_type(props, ordered).value
+            uniq = props.get(_UNIQ_KEY)
+            if uniq:
+                attrs[sc.MESSAGE_ID] = uniq
+            attrs[sc.MESSAGE_BODY_SIZE] = len(msg.body)
+            _message_attrs(attrs, props)
+            delay = props.get(_DELAY)
+            if delay:
+                attrs[sc.ROCKETMQ_DELAY_TIME_LEVEL] = int(delay)
+        span.set_attributes(attrs)
+    return st
+
+
+# -- transactions ----------------------------------------------------------------------------------------
+
+
+class SettleTrace:
+    """The span around settling a transaction: the local transaction (or the check) runs with it current,
+    and the END_TRANSACTION request carries it."""
+
+    __slots__ = ("span", "traceparent", "_token")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.traceparent = traceparent_of(span)
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+
+    def finish(self, state: Optional[str], exc: Optional[BaseException] = None) -> None:
+        """End the span with the transaction's outcome (``state``), or the error that kept it from being sent."""
+        span = self.span
+        if span.is_recording():
+            if state is not None:
+                span.set_attribute(ROCKETMQ_TRANSACTION_STATE, state)
+            if exc is not None:
+                _fail(span, exc)
+        otel_context.detach(self._token)
+        span.end()
+
+
+def start_settle(group: str, msg: Message | MessageExt, *, check: bool = False,
+                 caller: Optional[str] = None) -> Optional[SettleTrace]:
+    """Start and make current the span of settling ``msg``'s transaction, parented to the message's
+    ``traceparent`` (its send span): ``settle <topic>`` (CLIENT) after the send, or ``check <topic>``
+    (CONSUMER) for a check the broker pushed, linked to the pusher's span (``caller``, a traceparent).
+    None when tracing is off."""
+    if not active():
+        return None
+    props = msg.properties
+    links = None
+    if caller:
+        sctx = span_context_of(caller)
+        if sctx is not None:
+            links = [Link(sctx)]
+    name = "check" if check else _SETTLE
+    span = tracer().start_span(sc.span_name(name, msg.topic), context=context_of(props.get(TRACEPARENT)),
+                               kind=SpanKind.CONSUMER if check else SpanKind.CLIENT, links=links)
+    if span.is_recording():
+        attrs: dict[str, Any] = {
+            sc.MESSAGING_SYSTEM: sc.SYSTEM,
+            sc.OPERATION_TYPE: _SETTLE,
+            sc.OPERATION_NAME: name,
+            sc.DESTINATION_NAME: msg.topic,
+            sc.ROCKETMQ_CLIENT_GROUP: group,
+            sc.ROCKETMQ_MESSAGE_TYPE: sc.MessageType.TRANSACTION.value,
+        }
+        uniq = props.get(_UNIQ_KEY)
+        if uniq:
+            attrs[sc.MESSAGE_ID] = uniq
+        span.set_attributes(attrs)
+    return SettleTrace(span)
+
+
+# -- consumers -------------------------------------------------------------------------------------------
+
+
+class ProcessTrace:
+    """The ``process <topic>`` span of one listener call, current while it runs (user spans nest under it)
+    and while failed messages are sent back."""
+
+    __slots__ = ("span", "_token", "recording")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.recording = span.is_recording()
+        self._token = otel_context.attach(trace.set_span_in_context(span))
+
+    def raised(self, exc: BaseException) -> None:
+        """The listener raised ``exc`` (it counts as a failure)."""
+        if self.recording:
+            _fail(self.span, exc)
+
+    def failed(self, status: Any) -> None:
+        """The listener returned ``status``, which is not a success (the messages will be consumed again)."""
+        if self.recording and self.span.status.status_code is not StatusCode.ERROR:
+            self.span.set_attribute(sc.ERROR_TYPE, str(getattr(status, "value", status)))
+            self.span.set_status(StatusCode.ERROR, f"the listener returned {getattr(status, 'value', status)}")
+
+    def finish(self) -> None:
+        """End the span and restore the context the consume thread had."""
+        otel_context.detach(self._token)
+        self.span.end()
+
+
+def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ProcessTrace]:
+    """Start and make current the ``process <topic>`` span (CONSUMER) of a listener call on ``msgs`` (pulled
+    from ``mq``; their topic is the one the listener sees). One message: the span is a child of its
+    ``traceparent`` (it joins the producer's trace). Several: a new trace with a link to each. None when
+    tracing is off."""
+    if not active() or not msgs:
+        return None
+    first = msgs[0]
+    topic = first.topic
+    if len(msgs) == 1:
+        span = tracer().start_span(sc.span_name(_PROCESS, topic), context=context_of(
+            first.properties.get(TRACEPARENT)), kind=SpanKind.CONSUMER)
+    else:
+        links = []
+        for m in msgs:
+            sctx = span_context_of(m.properties.get(TRACEPARENT))
+            if sctx is not None:
+                links.append(Link(sctx))
+        # A batch has many parents, so it starts a trace of its own (not the consume thread's context).
+        span = tracer().start_span(sc.span_name(_PROCESS, topic), context=otel_context.Context(),
+                                   kind=SpanKind.CONSUMER, links=links)
+    if span.is_recording():
+        attrs: dict[str, Any] = {
+            sc.MESSAGING_SYSTEM: sc.SYSTEM,
+            sc.OPERATION_TYPE: _PROCESS,
+            sc.OPERATION_NAME: _PROCESS,
+            sc.DESTINATION_NAME: topic,
+            sc.DESTINATION_PARTITION_ID: str(mq.queue_id),
+            sc.CONSUMER_GROUP_NAME: group,
+            sc.ROCKETMQ_CLIENT_GROUP: group,
+        }
+        if len(msgs) == 1:
+            props = first.properties
+            attrs[sc.MESSAGE_ID] = first.unique_key or first.msg_id
+            attrs[sc.MESSAGE_BODY_SIZE] = len(first.body)
+            _message_attrs(attrs, props)
+        else:
+            attrs[sc.BATCH_MESSAGE_COUNT] = len(msgs)
+        span.set_attributes(attrs)
+    return ProcessTrace(span)
+
+
+class ReceiveTrace:
+    """The ``receive <topic>`` span of one pull: from the request until its answer (which may be held by the
+    broker's long polling)."""
+
+    __slots__ = ("span", "traceparent")
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        #: What the PULL_MESSAGE request header carries.
+        self.traceparent = traceparent_of(span)
+
+    def finish(self, msgs: Optional[Sequence[MessageExt]], exc: Optional[BaseException] = None) -> None:
+        """End the span with what the pull brought (a link to each message's send), or its error."""
+        span = self.span
+        if span.is_recording():
+            if exc is not None:
+                _fail(span, exc)
+            n = len(msgs) if msgs else 0
+            span.set_attribute(sc.BATCH_MESSAGE_COUNT, n)
+            for m in msgs or ():
+                sctx = span_context_of(m.properties.get(TRACEPARENT))
+                if sctx is not None:
+                    span.add_link(sctx, {sc.MESSAGE_ID: m.unique_key or m.msg_id})
+        span.end()
+
+
+def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> Optional[ReceiveTrace]:
+    """Start the ``receive <topic>`` span (CLIENT) of a pull from ``mq``; None when tracing is off."""
+    if not active():
+        return None
+    span = tracer().start_span(sc.span_name(_RECEIVE, mq.topic), kind=SpanKind.CLIENT)
+    if span.is_recording():
+        attrs: dict[str, Any] = {
+            sc.MESSAGING_SYSTEM: sc.SYSTEM,
+            sc.OPERATION_TYPE: _RECEIVE,
+            sc.OPERATION_NAME: "pull",
+            sc.DESTINATION_NAME: mq.topic,
+            sc.DESTINATION_PARTITION_ID: str(mq.queue_id),
+            sc.CONSUMER_GROUP_NAME: group,
+            sc.ROCKETMQ_CLIENT_GROUP: group,
+        }
+        if addr:
+            attrs.update(_server(addr))
+        span.set_attributes(attrs)
+    return ReceiveTrace(span)
+
+
+def current_traceparent() -> Optional[str]:
+    """The current span's ``traceparent`` for a request header; None when tracing is off or no span is current."""
+    return traceparent_of() if active() else None
