@@ -52,7 +52,7 @@ from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.client.selector import MessageQueueSelector
-from rocketmesh.client.tracing import SendTrace, start_send
+from rocketmesh.client.tracing import UNTRACED, SendTrace, start_send
 from rocketmesh.client.unique_id import set_unique_id, set_unique_ids
 from rocketmesh.client.validators import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -320,19 +320,11 @@ class Producer:
         ordered = queue is not None or selector is not None
         timeout, uniq, ext, st = self._prepare(msg, timeout_ms, ordered, st)
         topic = msg.topic
-        try:
+        with st or UNTRACED:  # the send's span ends with the send
             if not ordered:
-                result = self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
-            else:
-                mq = self._pinned_queue(msg, queue, selector, arg)
-                result = self._send_sync_once(topic, mq, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
-        except BaseException as exc:
-            if st is not None:
-                st.finish(exc)
-            raise
-        if st is not None:
-            st.finish()
-        return result
+                return self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
+            mq = self._pinned_queue(msg, queue, selector, arg)
+            return self._send_sync_once(topic, mq, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
 
     def send_async(
         self,
@@ -387,7 +379,7 @@ class Producer:
     ) -> None:
         """Send and forget: no answer, no retry; the broker may or may not have stored it."""
         timeout, _uniq, ext, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None)
-        try:
+        with st or UNTRACED:  # the send's span ends once the request is out
             mq = self._choose_queue(msg, queue, selector, arg)
             addr = self._instance.find_master_addr(mq)
             ext["queueId"] = mq.queue_id
@@ -400,12 +392,6 @@ class Producer:
                 )
             except RemotingError as exc:
                 raise from_remoting(exc, addr) from exc
-        except BaseException as exc:
-            if st is not None:
-                st.finish(exc)
-            raise
-        if st is not None:
-            st.finish()
 
     def send_batch(
         self,
@@ -423,25 +409,17 @@ class Producer:
         """
         topic, body, ids, st = self._encode_batch(msgs, queue is not None)
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
-        try:
+        with st or UNTRACED:  # the batch's span ends with the send
             if not self._running:
                 self.start()
             ext = self._ext(None, topic)
             ext["batch"] = True
             if queue is None:
-                result = self._send_sync(topic, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
-            else:
-                if queue.topic != topic:
-                    raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}",
-                                        ResponseCode.MESSAGE_ILLEGAL)
-                result = self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
-        except BaseException as exc:
-            if st is not None:
-                st.finish(exc)
-            raise
-        if st is not None:
-            st.finish()
-        return result
+                return self._send_sync(topic, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
+            if queue.topic != topic:
+                raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}",
+                                    ResponseCode.MESSAGE_ILLEGAL)
+            return self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
 
     def send_batch_async(
         self,

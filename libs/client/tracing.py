@@ -145,6 +145,28 @@ class SendTrace:
         exc = None if fut.cancelled() else fut.exception()
         self.finish(exc)
 
+    def __enter__(self) -> "SendTrace":
+        return self
+
+    def __exit__(self, exc_type: object, exc: Optional[BaseException], tb: object) -> None:
+        """Around a sync send: the span ends with the block, failed when it raised."""
+        self.finish(exc)
+
+
+class _Untraced:
+    """Stands in for a SendTrace around a sync send when tracing is off (``with st or UNTRACED:``)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        return None
+
+
+UNTRACED = _Untraced()
+
 
 def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool = False,
                batch: bool = False) -> Optional[SendTrace]:
