@@ -72,7 +72,7 @@ class OtlpReceiver:
                 self.wfile.write(out)
 
             def log_message(self, *_: Any) -> None:
-                pass
+                """Quiet: the tests read the spans, not an access line per export."""
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self._server.serve_forever, daemon=True).start()

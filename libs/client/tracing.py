@@ -4,8 +4,8 @@ of a message and a PullConsumer's receiving.
 Only the OpenTelemetry API and the global tracer provider are used: the
 application decides whether anything is recorded (it installs an SDK, or runs
 under ``opentelemetry-instrument``). Until a tracer provider is installed
-:func:`active` is False and every ``start_*`` here returns None, so the hot
-paths pay one cheap check per call and nothing else: no span, no attribute,
+:func:`~rocketmesh.telemetry.propagation.tracing_enabled` is False and every
+``start_*`` here returns None, so the hot paths pay one cheap check per call and nothing else: no span, no attribute,
 no ``traceparent`` written. Attributes are built only for recording spans; a
 span that is sampled out still hands its context on, so the decision travels
 with the message (W3C).
@@ -17,7 +17,6 @@ request header (the broker's span is its child).
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import Future
 from typing import Any, Optional, Sequence
 
@@ -27,7 +26,14 @@ from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
-from rocketmesh.telemetry.propagation import TRACEPARENT, context_of, span_context_of, traceparent_of, tracer
+from rocketmesh.telemetry.propagation import (
+    TRACEPARENT,
+    context_of,
+    span_context_of,
+    traceparent_of,
+    tracer,
+    tracing_enabled,
+)
 
 #: Not an OpenTelemetry name: the outcome a transaction was settled with (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW).
 ROCKETMQ_TRANSACTION_STATE = "messaging.rocketmq.transaction.state"
@@ -44,29 +50,6 @@ _SEND = sc.OperationType.SEND.value
 _RECEIVE = sc.OperationType.RECEIVE.value
 _PROCESS = sc.OperationType.PROCESS.value
 _SETTLE = sc.OperationType.SETTLE.value
-
-# -- is anyone listening? ------------------------------------------------------------------------------
-
-# The API gives no cheap public way to ask whether a tracer provider is installed:
-# get_tracer_provider() reads os.environ on every call while none is, which costs
-# as much as the rest of a no-op span. So the global is read directly (falling
-# back to the public call should a future API version rename it), and True is
-# kept: a provider, once set, cannot be unset.
-_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
-_active = False
-
-
-def active() -> bool:
-    """True once the application installed a tracer provider (an OpenTelemetry SDK, or any other)."""
-    global _active
-    if _active:
-        return True
-    if _PROVIDER_FROM_ENV or not hasattr(trace, "_TRACER_PROVIDER"):
-        _active = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-    else:
-        _active = trace._TRACER_PROVIDER is not None
-    return _active
-
 
 # -- common attributes ---------------------------------------------------------------------------------
 
@@ -173,7 +156,7 @@ def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool
     """Start the ``send <topic>`` span (PRODUCER, a child of the current span) of one send call and write its
     context into each message's ``traceparent`` property; call before the messages are encoded. None when
     tracing is off."""
-    if not active():
+    if not tracing_enabled():
         return None
     span = tracer().start_span(sc.span_name(_SEND, topic), kind=SpanKind.PRODUCER)
     tp = traceparent_of(span)
@@ -239,7 +222,7 @@ def start_settle(group: str, msg: Message | MessageExt, *, check: bool = False,
     ``traceparent`` (its send span): ``settle <topic>`` (CLIENT) after the send, or ``check <topic>``
     (CONSUMER) for a check the broker pushed, linked to the pusher's span (``caller``, a traceparent).
     None when tracing is off."""
-    if not active():
+    if not tracing_enabled():
         return None
     props = msg.properties
     links = None
@@ -302,7 +285,7 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     from ``mq``; their topic is the one the listener sees). One message: the span is a child of its
     ``traceparent`` (it joins the producer's trace). Several: a new trace with a link to each. None when
     tracing is off."""
-    if not active() or not msgs:
+    if not tracing_enabled() or not msgs:
         return None
     first = msgs[0]
     topic = first.topic
@@ -367,7 +350,7 @@ class ReceiveTrace:
 
 def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> Optional[ReceiveTrace]:
     """Start the ``receive <topic>`` span (CLIENT) of a pull from ``mq``; None when tracing is off."""
-    if not active():
+    if not tracing_enabled():
         return None
     span = tracer().start_span(sc.span_name(_RECEIVE, mq.topic), kind=SpanKind.CLIENT)
     if span.is_recording():
@@ -388,4 +371,4 @@ def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> O
 
 def current_traceparent() -> Optional[str]:
     """The current span's ``traceparent`` for a request header; None when tracing is off or no span is current."""
-    return traceparent_of() if active() else None
+    return traceparent_of() if tracing_enabled() else None

@@ -11,6 +11,7 @@ With no OpenTelemetry SDK configured every span is invalid and nothing is writte
 
 from __future__ import annotations
 
+import os
 from typing import Optional
 
 from opentelemetry import trace
@@ -30,11 +31,18 @@ def tracer() -> trace.Tracer:
 
 
 def tracing_enabled() -> bool:
-    """True once an OpenTelemetry SDK's tracer provider is installed (by the application, or by a
+    """True once a tracer provider is installed (an OpenTelemetry SDK, by the application or by a
     service from its environment): until then span work can be skipped altogether."""
     global _enabled
-    if not _enabled:
-        _enabled = not isinstance(trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider))
+    if _enabled:
+        return True
+    # get_tracer_provider() reads os.environ on every call while no provider is set, which costs as
+    # much as the rest of a no-op span: the global is read directly (the public call is the fallback,
+    # should a future API rename it). True is kept: a provider, once set, cannot be unset.
+    if _PROVIDER_FROM_ENV or not hasattr(trace, "_TRACER_PROVIDER"):
+        _enabled = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    else:
+        _enabled = trace._TRACER_PROVIDER is not None
     return _enabled
 
 
@@ -62,4 +70,5 @@ def span_context_of(traceparent: Optional[str]) -> Optional[trace.SpanContext]:
 
 
 _TRACER = trace.get_tracer("rocketmesh")
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 _enabled = False

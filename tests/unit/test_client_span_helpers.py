@@ -29,7 +29,7 @@ NO_SDK = """
 from rocketmesh.client import tracing
 from rocketmesh.model.message import Message, MessageExt, MessageQueue
 msg = Message("T", "x")
-assert not tracing.active()
+assert not tracing.tracing_enabled()
 assert tracing.start_send("g", "T", [msg]) is None
 assert tracing.start_settle("g", msg) is None
 assert tracing.start_receive("g", MessageQueue("T", "b", 0)) is None
@@ -38,7 +38,7 @@ assert msg.properties == {}, msg.properties
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 trace.set_tracer_provider(TracerProvider())
-assert tracing.active()
+assert tracing.tracing_enabled()
 st = tracing.start_send("g", "T", [msg])
 assert msg.properties["traceparent"] == st.traceparent
 st.finish()
