@@ -6,6 +6,7 @@ Run::
     python bench/consumer_bench.py --modes pull --backlog 200000  # a smaller backlog, pull consumer only
     python bench/consumer_bench.py --modes e2e --rate 2000 --duration 10
     python bench/consumer_bench.py --namesrv 127.0.0.1:9876      # use running services instead
+    python bench/consumer_bench.py --modes pull,push --tracing exported   # every span exported (see producer_bench)
 
 Modes:
   pull   PullConsumer polls the whole backlog (msg/s from first to last message)
@@ -32,7 +33,7 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from producer_bench import Services, percentile  # noqa: E402
+from producer_bench import TRACING_MODES, Services, Tracing, percentile  # noqa: E402
 
 from rocketmesh import Admin, Message, Producer  # noqa: E402
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer  # noqa: E402
@@ -190,8 +191,12 @@ def main() -> None:
     ap.add_argument("--wakes", type=int, default=50)
     ap.add_argument("--namesrv")
     ap.add_argument("--set", action="append", default=[], help="broker config key=value")
+    ap.add_argument("--tracing", choices=TRACING_MODES, default="off",
+                    help="no OpenTelemetry SDK (off), an SDK that samples nothing, or every span exported "
+                         "over OTLP/HTTP to a local receiver; this process and the services alike")
     a = ap.parse_args()
     modes = a.modes.split(",")
+    tracing = Tracing(a.tracing, "consumer-bench")
     services = None
     namesrv = a.namesrv
     if namesrv is None:
@@ -218,6 +223,9 @@ def main() -> None:
     finally:
         if services is not None:
             services.stop()
+        spans = tracing.stop()
+        if spans is not None:
+            print(f"tracing {a.tracing}: {spans:,} spans received", flush=True)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@ Run::
     python bench/producer_bench.py --stub              # against a stub that answers at once: the client's ceiling
     python bench/producer_bench.py --modes sync1 --thread-cpu   # CPU per message of each busy thread
     python bench/producer_bench.py --ha --set brokerRole=SYNC_MASTER --modes sync1,sync16,sync64   # with a slave
+    python bench/producer_bench.py --modes sync1,async --tracing exported   # every span exported (OTLP/HTTP)
 
 Modes:
   sync1, sync4, sync16, sync64   send() in a loop on 1, 4, 16, 64 threads
@@ -23,6 +24,14 @@ default config but for --set overrides (commit log files of 256 MiB here,
 so a run does not start by zero-filling a 1 GiB file). ``--stub`` replaces
 name server and broker by one child process that answers every request at
 once without storing anything, which shows what the client side alone costs.
+
+``--tracing`` (also consumer_bench's): ``off`` (the default) configures no
+OpenTelemetry SDK anywhere; ``sampled-off`` gives this process a TracerProvider
+whose sampler is ALWAYS_OFF and starts the services with
+``OTEL_TRACES_EXPORTER=otlp`` and ``OTEL_TRACES_SAMPLER=always_off``;
+``exported`` records every span, in this process and in the services, and
+exports it with a BatchSpanProcessor over OTLP/HTTP to a receiver on loopback
+(a child process, tests/otlp_receiver.py, that decodes and counts them).
 """
 
 from __future__ import annotations
@@ -59,6 +68,77 @@ _topics = itertools.cycle([TOPIC])
 def next_topic() -> str:
     """The topic of the next send: ``--topics`` topics in turn (one topic unless asked)."""
     return next(_topics)
+
+
+TRACING_MODES = ("off", "sampled-off", "exported")
+
+
+class Tracing:
+    """``--tracing``: this process's OpenTelemetry SDK and the ``OTEL_*`` environment of the services it starts
+    (set up before they start). ``stop()`` after the services stopped: it flushes this process's spans,
+    stops the receiver and returns how many spans it got (None when ``off``)."""
+
+    def __init__(self, mode: str, service_name: str) -> None:
+        self.mode = mode
+        self.provider = None
+        self.receiver: Optional[subprocess.Popen] = None
+        if mode == "off":
+            return
+        if mode not in TRACING_MODES:
+            raise SystemExit(f"--tracing {mode!r} is not one of {', '.join(TRACING_MODES)}")
+        self.receiver = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve-otlp"],
+                                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+        endpoint = self.receiver.stdout.readline().split()[-1]
+        env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+               "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
+        if mode == "sampled-off":
+            env["OTEL_TRACES_SAMPLER"] = "always_off"
+        os.environ.update(env)  # the services started from here on, and the SDK below, read them
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
+
+        self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}),
+                                       sampler=ALWAYS_OFF if mode == "sampled-off" else ALWAYS_ON)
+        self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+        trace.set_tracer_provider(self.provider)
+
+    def stop(self) -> Optional[int]:
+        if self.provider is not None:
+            self.provider.shutdown()  # exports what is queued
+        if self.receiver is None:
+            return None
+        self.receiver.terminate()
+        out, _ = self.receiver.communicate(30)
+        words = out.split()
+        return int(words[-1]) if words else None
+
+
+def serve_otlp() -> None:
+    """Child process of --tracing: the tests' OTLP/HTTP receiver, counting the spans it decodes (not keeping
+    them: a run exports millions). Prints its endpoint, then on SIGTERM the number of spans."""
+    import signal
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+    from otlp_receiver import OtlpReceiver
+
+    class Counting(OtlpReceiver):
+        count = 0
+
+        def _add(self, req) -> None:  # noqa: ANN001 - an ExportTraceServiceRequest
+            n = sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
+            with self._lock:
+                self.count += n
+
+    rx = Counting().start()
+    stopping = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+    print("otlp receiver on", rx.endpoint, flush=True)
+    stopping.wait()
+    rx.stop()
+    print("spans received", rx.count, flush=True)
 
 
 def disk_use(path: str) -> int:
@@ -394,11 +474,19 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--stub", action="store_true", help="a stub that answers at once instead of real services")
     ap.add_argument("--ha", action="store_true",
                     help="give the broker a slave and an ha service (--set brokerRole=SYNC_MASTER to wait for it)")
+    ap.add_argument("--tracing", choices=TRACING_MODES, default="off",
+                    help="no OpenTelemetry SDK (off), an SDK that samples nothing, or every span exported "
+                         "over OTLP/HTTP to a local receiver; this process and the services alike")
     ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    ap.add_argument("--serve-otlp", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.serve_stub:
         serve_stub(args.serve_stub)
         return 0
+    if args.serve_otlp:
+        serve_otlp()
+        return 0
+    tracing = Tracing(args.tracing, "producer-bench")
 
     services = None
     if args.namesrv is None:
@@ -463,6 +551,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     finally:
         if services is not None:
             services.stop()
+        spans = tracing.stop()
+        if spans is not None:
+            print(f"tracing {args.tracing}: {spans:,} spans received", flush=True)
     return 0
 
 
