@@ -20,7 +20,8 @@ from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Prod
 from rocketmesh.runtime.config import camel_case
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.remoting import ResponseCode
-from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX
+from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX, TRACE_TOPIC
+from rocketmesh.client.trace_data import TraceMessageType, TraceRecord, TraceType
 
 #: RocketMQ's timestamp format of resetOffsetByTime: yyyy-MM-dd#HH:mm:ss:SSS (local time).
 RESET_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
@@ -172,6 +173,58 @@ def query_msg_by_key(a: argparse.Namespace, admin: Admin) -> None:
         print(f"{m.msg_id:<34}{m.queue_id:>5}{m.queue_offset:>10}  {_ts(m.store_timestamp)}")
     if not msgs:
         print(f"no message with key {a.key!r} in topic {a.topic}")
+
+
+def _trace_status(r: TraceRecord) -> str:
+    if r.type is TraceType.SubAfter and not r.success:
+        return f"failed({r.context_code.name})"
+    return "success" if r.success else "failed"
+
+
+def query_msg_trace_by_id(a: argparse.Namespace, admin: Admin) -> None:
+    records = admin.query_msg_trace(a.msg_id, a.trace_topic, a.max_num, a.begin_timestamp, a.end_timestamp)
+    if not records:
+        print(f"no trace of message {a.msg_id} in topic {a.trace_topic or TRACE_TOPIC}")
+        return
+    row = "{:<15} {:<32} {:<16} {:<24} {:>9}  {}"
+    pubs = [r for r in records if r.type is TraceType.Pub]
+    for r in pubs:
+        print(row.format("#Type", "#ProducerGroup", "#ClientHost", "#SendTime", "#CostTimes", "#Status"))
+        print(row.format("Pub", r.group, r.client_host, _ts(r.timestamp), f"{r.cost_ms}ms", _trace_status(r)))
+        kind = {TraceMessageType.Delay_Msg: "delayed", TraceMessageType.Trans_Msg_Half: "transactional (half)"
+                }.get(r.msg_type, "normal")
+        where = f"broker {r.store_host or '-'}"
+        if r.offset_msg_id:
+            try:
+                where += f", queue {admin.view_message(r.offset_msg_id).queue_id}"
+            except MQError:
+                pass
+        print(f"  topic {r.topic}, tags [{r.tags or ''}], keys [{r.keys or ''}], {kind} message, {where}, "
+              f"offset msg id {r.offset_msg_id or '-'}")
+        print()
+    for r in (r for r in records if r.type is TraceType.EndTransaction):
+        print(row.format("#Type", "#ProducerGroup", "#ClientHost", "#Time", "#FromCheck", "#TransactionState"))
+        print(row.format("EndTransaction", r.group, r.client_host, _ts(r.timestamp), str(r.from_transaction_check),
+                         r.transaction_state))
+        print()
+    # A SubAfter names no group: it is the group of the SubBefore of the same listener call.
+    before = {r.request_id: r for r in records if r.type is TraceType.SubBefore}
+    by_group: dict[str, list[tuple[TraceRecord, TraceRecord]]] = {}
+    for r in records:
+        if r.type is TraceType.SubAfter and r.request_id in before:
+            b = before[r.request_id]
+            by_group.setdefault(b.group, []).append((b, r))
+    for group, calls in by_group.items():
+        print(row.format("#Type", "#ConsumerGroup", "#ClientHost", "#ConsumerTime", "#CostTimes", "#Status")
+              + "  #Retry")
+        for b, r in calls:
+            print(row.format("Sub", group, r.client_host, _ts(b.timestamp), f"{r.cost_ms}ms", _trace_status(r))
+                  + f"  {b.retry_times}")
+        print()
+    waiting = [b for rid, b in before.items() if not any(r.request_id == rid for r in records
+                                                       if r.type is TraceType.SubAfter)]
+    for b in waiting:
+        print(f"SubBefore without an outcome yet: group {b.group}, client {b.client_host}, since {_ts(b.timestamp)}")
 
 
 def send_message(a: argparse.Namespace, admin: Admin) -> None:
@@ -367,6 +420,16 @@ def _(p):
     p.add_argument("-t", "--topic", required=True)
     p.add_argument("-k", "--key", required=True)
     p.add_argument("-m", "--max-num", type=int, default=64)
+
+
+@_command("query-msg-trace-by-id", "the message trace of a message: who sent it, who consumed it, when, "
+                                   "how long, with what outcome")
+def _(p):
+    p.add_argument("-i", "--msg-id", required=True, help="the message's id (or its offset id)")
+    p.add_argument("-t", "--trace-topic", help=f"the trace topic (default {TRACE_TOPIC})")
+    p.add_argument("-b", "--begin-timestamp", type=int, default=0, help="stored from (epoch ms)")
+    p.add_argument("-e", "--end-timestamp", type=int, help="stored until (epoch ms)")
+    p.add_argument("-m", "--max-num", type=int, default=64, help="at most this many trace messages per broker")
 
 
 @_command("send-message", "send one message")

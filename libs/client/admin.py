@@ -48,6 +48,8 @@ from rocketmesh.client.results import (
     TopicOffset,
 )
 from rocketmesh.model.route import Perm, TopicRouteData
+from rocketmesh.model.topics import TRACE_TOPIC
+from rocketmesh.client.trace_data import TraceDecodeError, TraceRecord, decode as decode_trace
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
 
@@ -497,6 +499,30 @@ class Admin:
         out = [m for m in self._query(topic, key, max_num, begin_ms, end_ms)
                if m.keys is not None and key in m.keys.split(sep)]
         out.sort(key=lambda m: (m.store_timestamp, m.store_host, m.commitlog_offset))
+        return out
+
+    def query_msg_trace(
+        self, msg_id: str, trace_topic: Optional[str] = None, max_num: int = 64, begin_ms: int = 0,
+        end_ms: Optional[int] = None,
+    ) -> list[TraceRecord]:
+        """The message trace records of the message ``msg_id`` (its id, or for its Pub its offset id) in
+        ``trace_topic`` (default RMQ_SYS_TRACE_TOPIC), oldest first (RocketMQ's queryMsgTraceById).
+
+        A record's ``client_host`` is, unless it carries one, the host that sent its trace message (the traced
+        client's, as RocketMQ's TraceView takes it). A trace message that is no trace is skipped.
+        """
+        out: list[TraceRecord] = []
+        for m in self.query_msg_by_key(trace_topic or TRACE_TOPIC, msg_id, max_num, begin_ms, end_ms):
+            try:
+                records = decode_trace(m.body.decode("utf-8", errors="replace"))
+            except TraceDecodeError:
+                continue
+            for r in records:
+                if r.msg_id == msg_id or r.offset_msg_id == msg_id:
+                    if not r.client_host:
+                        r.client_host = m.born_host.rpartition(":")[0] or m.born_host
+                    out.append(r)
+        out.sort(key=lambda r: r.timestamp)
         return out
 
     # -- retries and dead letters ---------------------------------------------

@@ -49,6 +49,7 @@ from rocketmesh.client.errors import (
 )
 from rocketmesh.client.fault import MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
+from rocketmesh.client.msg_trace import MsgTracer
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.client.selector import MessageQueueSelector
@@ -114,6 +115,10 @@ class Producer:
     ``batch_max_bytes`` the most encoded bytes per batch, and
     ``total_batch_max_bytes`` the most pending or in flight (RocketMQ 5's
     batchMaxDelayMs, batchMaxBytes, totalBatchMaxBytes, with its defaults).
+
+    ``enable_msg_trace`` (off by default) records a Pub trace of each
+    ``send`` and ``send_async`` into ``trace_topic`` (default
+    RMQ_SYS_TRACE_TOPIC), in the background; see :mod:`rocketmesh.client.msg_trace`.
     """
 
     def __init__(
@@ -137,6 +142,8 @@ class Producer:
         batch_max_delay_ms: int = 10,
         batch_max_bytes: int = 32 * 1024,
         total_batch_max_bytes: int = 32 * 1024 * 1024,
+        enable_msg_trace: bool = False,
+        trace_topic: Optional[str] = None,
     ) -> None:
         check_group(group)
         if group == DEFAULT_PRODUCER_GROUP:
@@ -159,8 +166,11 @@ class Producer:
                 raise MQClientError(f"{name} must be an integer >= {low}, got {value!r}")
             if high is not None and value > high:
                 raise MQClientError(f"{name} must be an integer <= {high}, got {value!r}")
-        if not isinstance(auto_batch, bool):
-            raise MQClientError(f"auto_batch must be True or False, got {auto_batch!r}")
+        for name, flag in (("auto_batch", auto_batch), ("enable_msg_trace", enable_msg_trace)):
+            if not isinstance(flag, bool):
+                raise MQClientError(f"{name} must be True or False, got {flag!r}")
+        if trace_topic is not None:
+            check_topic(trace_topic)
         self.group = group
         self.namesrv_addrs = namesrv_addrs_from(namesrv)
         self.send_msg_timeout_ms = send_msg_timeout_ms
@@ -191,6 +201,12 @@ class Producer:
         self._running = False
         self._closed = False
         self._checked_topics: set[str] = set()
+        self.enable_msg_trace = enable_msg_trace
+        self.trace_topic = trace_topic
+        #: The message trace hooks (RocketMQ's msgTrace); None unless enable_msg_trace. Started by start().
+        self._msg_trace: Optional[MsgTracer] = None
+        if enable_msg_trace:
+            self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, instance_name=instance_name)
         self._ext_template: dict[str, Any] = {
             "producerGroup": group,
             "topic": "",
@@ -225,6 +241,8 @@ class Producer:
                     self._route_cached, batch_max_delay_ms=self.batch_max_delay_ms,
                     batch_max_bytes=min(self.batch_max_bytes, self.max_message_size),
                     total_batch_max_bytes=self.total_batch_max_bytes, name=self.group)
+            if self._msg_trace is not None:
+                self._msg_trace.start()
             self._running = True
         exit_hooks.started(self)
         return self
@@ -245,6 +263,10 @@ class Producer:
             begin = _monotonic()
             if not self._accumulator.close(timeout_s):
                 self._log.warning("auto batch: sends still unanswered at shutdown", timeout_s=timeout_s)
+            timeout_s = max(0.1, timeout_s - (_monotonic() - begin))
+        if self._msg_trace is not None:
+            begin = _monotonic()
+            self._msg_trace.close(timeout_s)
             timeout_s = max(0.1, timeout_s - (_monotonic() - begin))
         if was_running and self._instance is not None:
             self._instance.unregister_producer(self.group, timeout_s=min(1.0, timeout_s))
@@ -306,6 +328,13 @@ class Producer:
         async send is. The wait for its answer is bounded by ``timeout_ms``
         (then RequestTimeoutError); it is not retried on another broker.
         """
+        if self._msg_trace is not None:
+            return self._msg_trace.traced_send(msg, self._send, msg, queue, selector, arg, timeout_ms)
+        return self._send(msg, queue, selector, arg, timeout_ms)
+
+    def _send(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any,
+              timeout_ms: Optional[int]) -> SendResult:
+        """:meth:`send` without its message trace."""
         st = None
         if self.auto_batch and queue is None and selector is None:
             timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
@@ -352,6 +381,13 @@ class Producer:
         ``total_batch_max_bytes`` are pending or in flight, this waits for
         room, at most ``timeout_ms``, then raises MQClientError.
         """
+        if self._msg_trace is not None:
+            return self._msg_trace.traced_async(msg, self._send_async, msg, queue, selector, arg, timeout_ms, callback)
+        return self._send_async(msg, queue, selector, arg, timeout_ms, callback)
+
+    def _send_async(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any,
+                    timeout_ms: Optional[int], callback: Optional[SendCallback]) -> "Future[SendResult]":
+        """:meth:`send_async` without its message trace."""
         st = None
         if self.auto_batch and queue is None and selector is None:
             fut, st = self._auto_batched(msg, self.send_msg_timeout_ms if timeout_ms is None else timeout_ms)

@@ -41,6 +41,7 @@ from rocketmesh.remoting.headers import (
 )
 from rocketmesh.client.errors import MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.msg_trace import store_host_of
 from rocketmesh.client.producer import Producer
 from rocketmesh.client.results import SendResult, SendStatus
 from rocketmesh.client.tracing import start_settle
@@ -185,6 +186,9 @@ class TransactionProducer(Producer):
             if result.send_status is SendStatus.SEND_OK:
                 state = self._run_local(lambda: listener.execute_local_transaction(msg, arg), result.msg_id)
             self._end_transaction(result, state, None if settle is None else settle.traceparent)
+            if self._msg_trace is not None:
+                self._msg_trace.end_transaction(msg, result.msg_id, store_host_of(result.offset_msg_id), state.value,
+                                                False)
         finally:
             if settle is not None:
                 settle.finish(state.value)
@@ -266,6 +270,8 @@ class TransactionProducer(Producer):
             end = EndTransactionRequestHeader(self.group, header.tran_state_table_offset, header.commit_log_offset,
                                               _END_FLAG[state], True, msg.unique_key, tid)
             self._send_end(addr, end, None if span is None else span.traceparent)
+            if self._msg_trace is not None:
+                self._msg_trace.end_transaction(msg, msg.unique_key or tid, msg.store_host, state.value, True)
         finally:
             if span is not None:
                 span.finish(state.value)

@@ -18,6 +18,9 @@ TRANS_CHECK_GROUP = "CID_RMQ_SYS_TRANS"
 #: Tag of op messages: the half message at the offset in the body is decided (RocketMQ's REMOVETAG).
 TRANS_OP_REMOVE_TAG = "d"
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+#: Where message trace records go by default (RocketMQ's TopicValidator.RMQ_SYS_TRACE_TOPIC). Not in
+#: SYSTEM_TOPICS: clients send to it, as RocketMQ's trace dispatcher does.
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
 RETRY_GROUP_TOPIC_PREFIX = "%RETRY%"
 DLQ_GROUP_TOPIC_PREFIX = "%DLQ%"
 SYSTEM_TOPIC_PREFIX = "rmq_sys_"

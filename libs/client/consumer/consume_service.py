@@ -22,6 +22,7 @@ from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
+from rocketmesh.client.msg_trace import MsgTracer, SubTrace
 from rocketmesh.client.tracing import ProcessTrace, current_traceparent, start_process
 
 if TYPE_CHECKING:
@@ -125,18 +126,23 @@ def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, d
 
 
 def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str,
-                   trace: Optional[ProcessTrace] = None) -> Any:
+                   trace: Optional[ProcessTrace] = None, sub: Optional[SubTrace] = None) -> Any:
     try:
         return listener(msgs)
     except Exception as exc:  # noqa: BLE001 - a throwing listener means "retry later"
         log.exception("listener_raised", group=group, msg_ids=[m.msg_id for m in msgs][:8])
         if trace is not None:
             trace.raised(exc)
+        if sub is not None:
+            sub.raised = True
         return failed
 
 
 class ConcurrentConsumeService:
     """Hands pulled messages to a pool of consume threads, ``batch_max_size`` at a time, in any order."""
+
+    #: The consumer's message trace hooks (set when it has enable_msg_trace).
+    msg_trace: Optional[MsgTracer] = None
 
     def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
                  max_reconsume_times: Optional[int], consume_timeout_ms: float) -> None:
@@ -196,8 +202,14 @@ class ConcurrentConsumeService:
             m.consume_start_time = now_ms
         # The process span stays current through the send-back of what failed.
         trace = start_process(core.group, mq, msgs)
+        tracer = self.msg_trace
+        sub = None if tracer is None else tracer.before(msgs)
         try:
-            status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group, trace)
+            status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group, trace,
+                                    sub)
+            if sub is not None:
+                tracer.after(sub, status, ConsumeConcurrentlyStatus.CONSUME_SUCCESS,  # type: ignore[union-attr]
+                             self.consume_timeout_ms)
             if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
                 log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
                 status = ConsumeConcurrentlyStatus.RECONSUME_LATER
@@ -287,6 +299,9 @@ class ConcurrentConsumeService:
 class OrderlyConsumeService:
     """Consumes each queue on one thread at a time, in offset order, while this client holds its broker lock."""
 
+    #: The consumer's message trace hooks (set when it has enable_msg_trace).
+    msg_trace: Optional[MsgTracer] = None
+
     def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
                  suspend_time_ms: int, max_reconsume_times: int = -1) -> None:
         self.core = core
@@ -351,9 +366,13 @@ class OrderlyConsumeService:
                     return False
                 # The process span stays current through the dead-lettering of what used up its retries.
                 trace = start_process(core.group, mq, msgs)
+                tracer = self.msg_trace
+                sub = None if tracer is None else tracer.before(msgs)
                 try:
                     status = _call_listener(self.listener, msgs, ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT,
-                                            core.group, trace)
+                                            core.group, trace, sub)
+                    if sub is not None:
+                        tracer.after(sub, status, ConsumeOrderlyStatus.SUCCESS)  # type: ignore[union-attr]
                     if status is None or not isinstance(status, (str, ConsumeOrderlyStatus)):
                         log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
                         status = ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT

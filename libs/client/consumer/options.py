@@ -18,6 +18,7 @@ from typing import Any, Optional
 
 from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
 from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.validators import check_topic
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 
 #: CONSUME_FROM_TIMESTAMP without a timestamp starts this long ago (RocketMQ: half an hour).
@@ -67,6 +68,10 @@ class ConsumerOptions:
     instance_name: Optional[str] = None
     heartbeat_broker_interval_ms: int = 30_000
     poll_name_server_interval_ms: int = 30_000
+    #: Record RocketMQ's message trace (SubBefore / SubAfter of each consumed message) into ``trace_topic``
+    #: (None: RMQ_SYS_TRACE_TOPIC); see rocketmesh.client.msg_trace.
+    enable_msg_trace: bool = False
+    trace_topic: Optional[str] = None
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
@@ -87,6 +92,10 @@ class ConsumerOptions:
         _within("broker_suspend_max_time_ms", self.broker_suspend_max_time_ms, 1)
         if self.broker_suspend_max_time_ms >= self.consumer_timeout_ms_when_suspend:
             raise MQClientError("broker_suspend_max_time_ms must be less than consumer_timeout_ms_when_suspend")
+        if not isinstance(self.enable_msg_trace, bool):
+            raise MQClientError(f"enable_msg_trace must be True or False, got {self.enable_msg_trace!r}")
+        if self.trace_topic is not None:
+            check_topic(self.trace_topic)
 
     def instance_options(self) -> dict[str, Any]:
         """The settings of the shared client instance (ClientInstance.acquire's keywords)."""

@@ -48,6 +48,7 @@ from rocketmesh.filter import SubscriptionData
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.msg_trace import MsgTracer
 from rocketmesh.client.validators import check_group
 from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
 from rocketmesh.client.consumer.core import (
@@ -130,11 +131,17 @@ class PushConsumer:
             self._service = ConcurrentConsumeService(
                 core, self._listener, o.consume_thread_nums, o.consume_message_batch_max_size,
                 None if o.max_reconsume_times < 0 else o.max_reconsume_times, o.consume_timeout * 60_000)
+        if o.enable_msg_trace:
+            self._service.msg_trace = MsgTracer(self.group, self.namesrv, o.trace_topic,
+                                                instance_name=o.instance_name)
+            self._service.msg_trace.start()
         self._service.start()
         try:
             core.start()
         except BaseException:
             self._service.stop(1.0)
+            if self._service.msg_trace is not None:
+                self._service.msg_trace.close(1.0)
             raise
         self._core = core
         exit_hooks.started(self)
@@ -166,6 +173,8 @@ class PushConsumer:
             return
         core.shutdown()
         self._service.stop(timeout_s)
+        if self._service.msg_trace is not None:
+            self._service.msg_trace.close(min(3.0, timeout_s))
         core.finish_shutdown()
         self._core = None
         exit_hooks.stopped(self)

@@ -16,6 +16,7 @@ from rocketmesh.model.topics import (
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
     TIMER_TOPIC,
+    TRACE_TOPIC,
     SELF_TEST_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
@@ -70,6 +71,9 @@ class TopicConfigManager:
         # Half messages and their ops: one queue each, read by the txn-checker's system group.
         self._system(TRANS_HALF_TOPIC, 1, 1, rw)
         self._system(TRANS_OP_HALF_TOPIC, 1, 1, rw)
+        # Message trace records (RocketMQ creates it when traceTopicEnable): there from the start, so a traced
+        # client needs no auto-created topic.
+        self._system(TRACE_TOPIC, 1, 1, rw)
 
     def _system(self, name: str, read: int, write: int, perm: int) -> None:
         self.table[name] = TopicConfig(name, read, write, perm)
