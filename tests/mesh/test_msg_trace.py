@@ -1,0 +1,126 @@
+"""RocketMQ's message trace against real processes: a producer and a push consumer with enable_msg_trace write
+Pub / SubBefore / SubAfter records into RMQ_SYS_TRACE_TOPIC (which the broker creates), a transactional message
+adds an EndTransaction, and ``rocketmesh admin query-msg-trace-by-id`` (the real CLI) prints the message's life.
+Without enable_msg_trace nothing is written.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from procs import run_cli, wait_for
+from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketmesh.client.trace_data import ConsumeReturnType, TraceMessageType, TraceRecord, TraceType
+from rocketmesh.model.message import MessageExt
+from rocketmesh.model.topics import TRACE_TOPIC
+
+FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+
+def make_topic(admin: Admin, topic: str) -> None:
+    admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
+    admin.wait_topic_route(topic)
+
+
+def trace_of(admin: Admin, msg_id: str, *types: TraceType, trace_topic: str | None = None) -> list[TraceRecord]:
+    """The message's trace records, once every one of ``types`` is among them."""
+    def found() -> list[TraceRecord]:
+        records = admin.query_msg_trace(msg_id, trace_topic)
+        return records if set(types) <= {r.type for r in records} else []
+    return wait_for(found, 15, f"trace records {[t.value for t in types]} of {msg_id}")  # type: ignore[return-value]
+
+
+def test_send_and_consume_are_traced_and_the_cli_prints_them(namesrv, broker, admin) -> None:
+    make_topic(admin, "TraceOrders")
+    done = threading.Event()
+    seen: list[MessageExt] = []
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        seen.extend(msgs)
+        if msgs[0].keys == "boom":
+            raise RuntimeError("listener failed")
+        done.set()
+        return SUCCESS
+
+    consumer = PushConsumer("trace-consumer", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            enable_msg_trace=True, **FAST_CLIENT)
+    consumer.subscribe("TraceOrders")
+    consumer.register_listener(listener)
+    with Producer("trace-producer", namesrv.addr, enable_msg_trace=True) as producer:
+        result = producer.send(Message("TraceOrders", b"order 1", tags="TagA", keys="order-1"))
+        failing = producer.send_async(Message("TraceOrders", b"order 2", keys="boom")).result(5)
+    with consumer:
+        assert done.wait(15)
+
+        records = trace_of(admin, result.msg_id, TraceType.Pub, TraceType.SubBefore, TraceType.SubAfter)
+        pub = next(r for r in records if r.type is TraceType.Pub)
+        assert (pub.group, pub.topic, pub.tags, pub.keys, pub.success) == (
+            "trace-producer", "TraceOrders", "TagA", "order-1", True)
+        assert (pub.offset_msg_id, pub.msg_type, pub.body_length) == (result.offset_msg_id,
+                                                                      TraceMessageType.Normal_Msg, 7)
+        assert pub.store_host and pub.client_host
+        before = next(r for r in records if r.type is TraceType.SubBefore)
+        after = next(r for r in records if r.type is TraceType.SubAfter)
+        assert (before.group, before.retry_times, after.request_id) == ("trace-consumer", 0, before.request_id)
+        assert (after.success, after.context_code) == (True, ConsumeReturnType.SUCCESS)
+        # The offset id finds the Pub too.
+        assert any(r.type is TraceType.Pub for r in admin.query_msg_trace(result.offset_msg_id))
+
+        # A listener that raised: the async send's Pub, and a SubAfter that failed with EXCEPTION.
+        failed = trace_of(admin, failing.msg_id, TraceType.Pub, TraceType.SubAfter)
+        assert [(r.success, r.context_code) for r in failed if r.type is TraceType.SubAfter][0] == (
+            False, ConsumeReturnType.EXCEPTION)
+
+    cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", result.msg_id, timeout=30)
+    assert cli.returncode == 0, cli.stderr
+    lines = cli.stdout.splitlines()
+    pub_line = next(line for line in lines if line.startswith("Pub "))
+    assert "trace-producer" in pub_line and "success" in pub_line
+    assert "topic TraceOrders" in cli.stdout and "keys [order-1]" in cli.stdout and "queue 0" in cli.stdout
+    sub_line = next(line for line in lines if line.startswith("Sub "))
+    assert "trace-consumer" in sub_line and "success" in sub_line
+
+    cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", failing.msg_id, timeout=30)
+    assert "failed(EXCEPTION)" in next(line for line in cli.stdout.splitlines() if line.startswith("Sub "))
+
+
+class Commit:
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+def test_a_transactional_message_shows_its_end_transaction(namesrv, broker, admin) -> None:
+    make_topic(admin, "TraceTx")
+    with TransactionProducer("trace-tx", namesrv.addr, Commit(), enable_msg_trace=True, trace_topic="MyTrace",
+                             **FAST_CLIENT) as producer:
+        result = producer.send_message_in_transaction(Message("TraceTx", b"pay", keys="pay-1"))
+    # Shut down: what was queued has been flushed.
+    records = trace_of(admin, result.msg_id, TraceType.Pub, TraceType.EndTransaction, trace_topic="MyTrace")
+    pub = next(r for r in records if r.type is TraceType.Pub)
+    end = next(r for r in records if r.type is TraceType.EndTransaction)
+    assert (pub.group, pub.msg_type) == ("trace-tx", TraceMessageType.Trans_Msg_Half)
+    assert (end.group, end.topic, end.transaction_state, end.from_transaction_check, end.transaction_id) == (
+        "trace-tx", "TraceTx", "COMMIT_MESSAGE", False, result.msg_id)
+
+    cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", result.msg_id, "-t", "MyTrace",
+                  timeout=30)
+    assert cli.returncode == 0, cli.stderr
+    end_line = next(line for line in cli.stdout.splitlines() if line.startswith("EndTransaction "))
+    assert "trace-tx" in end_line and "COMMIT_MESSAGE" in end_line
+    assert "transactional (half) message" in cli.stdout
+
+
+def test_without_enable_msg_trace_nothing_is_written(namesrv, broker, admin) -> None:
+    make_topic(admin, "TraceOff")
+    route = admin.wait_topic_route(TRACE_TOPIC)  # the broker creates the trace topic at start
+    assert route.queue_datas
+    with Producer("untraced-producer", namesrv.addr) as producer:
+        result = producer.send(Message("TraceOff", b"quiet"))
+    assert all(o.max_offset == 0 for o in admin.topic_status(TRACE_TOPIC).values())
+    cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", result.msg_id, timeout=30)
+    assert cli.returncode == 0 and "no trace of message" in cli.stdout, cli.stderr
