@@ -12,17 +12,21 @@ With no OpenTelemetry SDK configured every span is invalid and nothing is writte
 from __future__ import annotations
 
 import os
+import re
 from typing import Optional
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Span
+from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 #: The property and header field that carry the context.
 TRACEPARENT = "traceparent"
 
 _PROPAGATOR = TraceContextTextMapPropagator()
+#: A version-00 ``traceparent`` as this mesh writes it; anything else goes through the propagator.
+_TRACEPARENT_00 = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+_EMPTY = Context()
 
 
 def tracer() -> trace.Tracer:
@@ -43,6 +47,10 @@ def tracing_enabled() -> bool:
         _enabled = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     else:
         _enabled = trace._TRACER_PROVIDER is not None
+    if _enabled:
+        # The provider's own tracer from now on, rather than the proxy that looks it up on every span.
+        global _TRACER
+        _TRACER = trace.get_tracer("rocketmesh")
     return _enabled
 
 
@@ -59,14 +67,29 @@ def context_of(traceparent: Optional[str]) -> Optional[Context]:
     """The context a ``traceparent`` names, to parent a span with; None when absent or malformed."""
     if not traceparent:
         return None
+    m = _TRACEPARENT_00.fullmatch(traceparent)
+    if m is not None:  # the W3C propagator's result, without its regex search, getter and checks per call
+        sctx = _remote(m)
+        return None if sctx is None else trace.set_span_in_context(NonRecordingSpan(sctx), _EMPTY)
     ctx = _PROPAGATOR.extract({TRACEPARENT: traceparent})
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
 
 
 def span_context_of(traceparent: Optional[str]) -> Optional[trace.SpanContext]:
     """The remote span context a ``traceparent`` names, to link a span to; None when absent or malformed."""
+    if not traceparent:
+        return None
+    m = _TRACEPARENT_00.fullmatch(traceparent)
+    if m is not None:
+        return _remote(m)
     ctx = context_of(traceparent)
     return trace.get_current_span(ctx).get_span_context() if ctx is not None else None
+
+
+def _remote(m: "re.Match[str]") -> Optional[SpanContext]:
+    trace_id, span_id, flags = m.groups()
+    sctx = SpanContext(int(trace_id, 16), int(span_id, 16), True, TraceFlags(int(flags, 16)))
+    return sctx if sctx.is_valid else None
 
 
 _TRACER = trace.get_tracer("rocketmesh")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
@@ -42,14 +43,13 @@ def traced(code: int, fn: Handler) -> Handler:
     if what is None:
         return fn
     op_type, op_name, topic_key, group_key = what
-    spans = tracer()
 
     def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
         if not tracing_enabled():
             return fn(req, ctx)
         ext: Any = req.ext if isinstance(req.ext, dict) else {}
         topic = ext.get(topic_key, "") if topic_key else ""
-        span = spans.start_span(semconv.span_name(op_type.value, topic) if topic else op_name,
+        span = tracer().start_span(semconv.span_name(op_type.value, topic) if topic else op_name,
                                 context=context_of(req.traceparent), kind=SpanKind.SERVER)
         if span.is_recording():
             attrs = {semconv.MESSAGING_SYSTEM: semconv.SYSTEM, semconv.OPERATION_TYPE: op_type.value,
@@ -64,12 +64,18 @@ def traced(code: int, fn: Handler) -> Handler:
                 attrs[semconv.DESTINATION_PARTITION_ID] = str(ext["queueId"])
             span.set_attributes(attrs)
         ctx.on_respond = lambda resp: _end(span, resp)
+        # What trace.use_span does, without a generator-based context manager per request.
+        token = otel_context.attach(trace.set_span_in_context(span))
         try:
-            with trace.use_span(span, end_on_exit=False, record_exception=True, set_status_on_exception=True):
-                resp = fn(req, ctx)
-        except BaseException:
+            resp = fn(req, ctx)
+        except BaseException as exc:
+            if isinstance(exc, Exception) and span.is_recording():
+                span.record_exception(exc)
+                span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
             span.end()
             raise
+        finally:
+            otel_context.detach(token)
         if req.flag & ONEWAY_FLAG:
             span.end()
         return resp
