@@ -214,29 +214,20 @@ class MsgTracer:
     # -- producers (SendMessageTraceHookImpl, EndTransactionTraceHookImpl) ----
 
     def traced_send(self, msg: Message, send: Callable[..., T], *args: Any) -> T:
-        """``send(*args)``, recording a Pub of ``msg`` (success or failure); the send's outcome is returned or
-        raised unchanged."""
+        """``send(*args)``, recording a Pub of ``msg``: at once for a sync send, when its Future completes for an
+        async one, at once as failed when it raises. The send's outcome is returned or raised unchanged."""
         begin = _ms()
         try:
             result = send(*args)
         except BaseException:
             self.pub(msg, None, begin)
             raise
-        self.pub(msg, result, begin)  # type: ignore[arg-type]
+        if isinstance(result, Future):
+            result.add_done_callback(
+                lambda f: self.pub(msg, None if f.cancelled() or f.exception() else f.result(), begin))
+        else:
+            self.pub(msg, result, begin)  # type: ignore[arg-type]
         return result
-
-    def traced_async(self, msg: Message, send: Callable[..., "Future[SendResult]"], *args: Any
-                     ) -> "Future[SendResult]":
-        """``send(*args)``, an async send of ``msg``, recording a Pub when its Future completes (or at once when
-        it raises); returns the Future."""
-        begin = _ms()
-        try:
-            fut = send(*args)
-        except BaseException:
-            self.pub(msg, None, begin)
-            raise
-        fut.add_done_callback(lambda f: self.pub(msg, None if f.cancelled() or f.exception() else f.result(), begin))
-        return fut
 
     def pub(self, msg: Message, result: Optional[SendResult], begin_ms: int) -> None:
         """Record a Pub of ``msg``; ``result`` None for a failed send."""

@@ -382,7 +382,7 @@ class Producer:
         room, at most ``timeout_ms``, then raises MQClientError.
         """
         if self._msg_trace is not None:
-            return self._msg_trace.traced_async(msg, self._send_async, msg, queue, selector, arg, timeout_ms, callback)
+            return self._msg_trace.traced_send(msg, self._send_async, msg, queue, selector, arg, timeout_ms, callback)
         return self._send_async(msg, queue, selector, arg, timeout_ms, callback)
 
     def _send_async(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any,

@@ -82,3 +82,14 @@ def test_keys_are_the_message_ids_and_user_keys() -> None:
     assert trace_keys(PUB) == [MSG_ID, OFFSET_ID, "order-1"]
     assert trace_keys(SUB_AFTER) == [MSG_ID, "order-1"]
     assert trace_keys(END_TX) == [MSG_ID]
+
+
+def test_a_full_dispatcher_queue_drops_and_counts_never_blocks() -> None:
+    from rocketmesh.client.msg_trace import TraceDispatcher
+
+    d = TraceDispatcher("g", "127.0.0.1:1", queue_size=2)  # not started: nothing drains the queue
+    for _ in range(5):
+        d.put(PUB)
+    assert d.dropped == 3
+    d.close(0.1)  # what is left is counted too, and no producer was ever made
+    assert d.dropped == 5
