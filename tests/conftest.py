@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Callable, Iterator, Optional
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from otlp_receiver import OtlpReceiver
 from procs import BrokerProcess, HaProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
+from tracekit import install_app_exporter
 
 from rocketmesh import Admin, Producer
 from rocketmesh.remoting import RemotingClient
@@ -126,3 +129,27 @@ def remoting_client() -> Iterator[RemotingClient]:
     client = RemotingClient(name="test")
     yield client
     client.close()
+
+
+@pytest.fixture(scope="session")
+def app_span_exporter() -> InMemorySpanExporter:
+    """The test process's own OpenTelemetry SDK, as an application configures one: the client's spans."""
+    return install_app_exporter()
+
+
+@pytest.fixture
+def spans(app_span_exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
+    """The client's spans finished during the test."""
+    app_span_exporter.clear()
+    yield app_span_exporter
+    app_span_exporter.clear()
+
+
+@pytest.fixture
+def otlp_receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
+    """A real OTLP/HTTP receiver; the service processes the test starts from here on export their spans to it."""
+    rx = OtlpReceiver().start()
+    for key, value in rx.env().items():
+        monkeypatch.setenv(key, value)
+    yield rx
+    rx.stop()

@@ -7,6 +7,7 @@ Span names are ``send <topic>``, ``receive <topic>`` and ``process <topic>``
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 SYSTEM = "rocketmq"
 
@@ -51,3 +52,11 @@ class MessageType(str, Enum):
 def span_name(operation: str, topic: str) -> str:
     """``send <topic>``, ``receive <topic>``, ``process <topic>`` ..."""
     return f"{operation} {topic}"
+
+
+def server_attributes(addr: str) -> dict[str, Any]:
+    """``server.address`` and ``server.port`` of a ``host:port`` address."""
+    host, sep, port = addr.rpartition(":")
+    if sep and port.isdigit():
+        return {SERVER_ADDRESS: host, SERVER_PORT: int(port)}
+    return {SERVER_ADDRESS: addr}

@@ -1,4 +1,4 @@
-"""The broker's SERVER spans: its handling of sends, pulls, end-transactions and send-backs.
+"""The broker's SERVER spans: its handling of sends, pulls, end-transactions, send-backs and check-backs.
 
 Each is a child of the caller's span when the request header carries a
 ``traceparent`` (the producer's ``send <topic>``, a consumer's pull or
@@ -30,6 +30,7 @@ _TRACED: dict[int, tuple[str, str, str, Optional[str]]] = {
     RequestCode.PULL_MESSAGE: (semconv.OperationType.RECEIVE, "receive", "topic", "consumerGroup"),
     RequestCode.CONSUMER_SEND_MSG_BACK: (semconv.OperationType.SETTLE, "send_back", "originTopic", "group"),
     RequestCode.END_TRANSACTION: (semconv.OperationType.SETTLE, "end_transaction", "", "producerGroup"),
+    RequestCode.CHECK_HALF_MESSAGE: (semconv.OperationType.SETTLE, "check", "", None),
 }
 
 #: Answers that are not failures of the request (a pull that found nothing yet, and the like).

@@ -58,6 +58,7 @@ from rocketmesh.model.topics import (
     TRANS_OP_REMOVE_TAG,
 )
 from rocketmesh.model.route import PERM_READ_WRITE
+from rocketmesh.telemetry.propagation import traceparent_of
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 
@@ -388,8 +389,8 @@ class TransactionProcessor:
             half.queue_offset, half.commitlog_offset,
             half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id))
         for ch in channels[:CHECK_PRODUCERS_TRIED]:
-            fut = self.broker.server.invoke_client(ch.identity, request(RequestCode.CHECK_TRANSACTION_STATE,
-                                                                        dict(ext), rec), CHECK_ACK_TIMEOUT_MS)
+            fut = self.broker.server.invoke_client(ch.identity, request(
+                RequestCode.CHECK_TRANSACTION_STATE, dict(ext), rec, traceparent=traceparent_of()), CHECK_ACK_TIMEOUT_MS)
             try:
                 resp = fut.result(CHECK_ACK_TIMEOUT_MS / 1000.0 + 1.0)
             except (RemotingError, FutureTimeoutError) as exc:

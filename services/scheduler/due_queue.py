@@ -30,12 +30,15 @@ class DueQueue:
         """The earliest due time, or None when empty."""
         return self._heap[0][0] if self._heap else None
 
-    def discard(self, predicate: Callable[[Any], bool]) -> int:
-        """Drop every item for which ``predicate`` holds (O(n): for rare events such as a queue leaving)."""
-        before = len(self._heap)
-        self._heap = [e for e in self._heap if not predicate(e[2])]
-        heapq.heapify(self._heap)
-        return before - len(self._heap)
+    def discard(self, predicate: Callable[[Any], bool]) -> list[Any]:
+        """Drop every item for which ``predicate`` holds and return them (O(n): for rare events such as a
+        queue leaving)."""
+        kept, dropped = [], []
+        for e in self._heap:
+            (dropped if predicate(e[2]) else kept).append(e)
+        self._heap = kept
+        heapq.heapify(kept)
+        return [e[2] for e in dropped]
 
     def pop_due(self, now_ms: int, limit: int = 1 << 30) -> list[tuple[int, Any]]:
         """Up to ``limit`` (due, item) pairs due at or before ``now_ms``, earliest first."""

@@ -41,6 +41,8 @@ from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, to_ext
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue
+from rocketmesh.scheduler.tracing import DeliverySpan, ParkedTrace, parked_trace, start_delivery
+from rocketmesh.telemetry.propagation import tracing_enabled
 from rocketmesh.telemetry.metrics import service_metrics
 
 #: Bucket bounds of rocketmq_delay_message_latency: how late a delivery was (ms after due).
@@ -60,13 +62,17 @@ def _now_ms() -> int:
 class _Entry:
     """One pending delivery: a parked message of a pulled queue, by offset."""
 
-    __slots__ = ("req", "held", "due", "attempts")
+    __slots__ = ("req", "held", "due", "attempts", "trace", "span")
 
-    def __init__(self, req: PullRequest, held: HeldOffset, due: int) -> None:
+    def __init__(self, req: PullRequest, held: HeldOffset, due: int, trace: Optional[ParkedTrace]) -> None:
         self.req = req
         self.held = held
         self.due = due
         self.attempts = 0
+        #: The message's trace, for its delivery span (None when untraced).
+        self.trace = trace
+        #: The delivery span, from the first attempt until the broker settles the entry.
+        self.span: Optional[DeliverySpan] = None
 
 
 class ScheduleService:
@@ -145,8 +151,11 @@ class ScheduleService:
         """A queue went to another replica: its pending entries are that replica's now."""
         with self._cond:
             dropped = self._due.discard(lambda e: e.req.pq is pq)
+        for e in dropped:
+            if e.span is not None:
+                e.span.end("handed_over: another scheduler replica delivers it")
         if dropped:
-            log.info("queue_handed_over", mq=str(mq), pending_dropped=dropped)
+            log.info("queue_handed_over", mq=str(mq), pending_dropped=len(dropped))
 
     def _on_pulled(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         mq = req.mq
@@ -166,15 +175,16 @@ class ScheduleService:
                     dues.append(int(m.properties[MessageConst.TIMER_DELIVER_MS]))
                 except (KeyError, ValueError):
                     dues.append(m.store_timestamp)  # the broker's entry is the authority; it says when
-        # Only offsets and due times stay; the pulled messages go.
+        traces = [parked_trace(m) for m in msgs] if tracing_enabled() else [None] * len(msgs)
+        # Only offsets, due times (and traces) stay; the pulled messages go.
         held = req.pq.keep_offsets_only(msgs)
         if len(held) != len(msgs):
             return  # the queue was dropped or restarted meanwhile: its new owner pulls these again
         roll_at = _now_ms() + self.config.timer_roll_window_ms
         with self._cond:
             due_queue = self._due
-            for due, h in zip(dues, held):
-                due_queue.push(min(due, roll_at), _Entry(req, h, due))
+            for due, h, trace in zip(dues, held, traces):
+                due_queue.push(min(due, roll_at), _Entry(req, h, due, trace))
             first = due_queue.next_due()
             if self._waiting_until is None or (first is not None and first < self._waiting_until):
                 self._cond.notify()
@@ -243,7 +253,10 @@ class ScheduleService:
                 header = to_ext(DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed, roll))
                 for i in range(0, len(part), step):
                     chunk = part[i:i + step]
-                    body = orjson.dumps([e.held.queue_offset for _, e in chunk])
+                    offsets = [e.held.queue_offset for _, e in chunk]
+                    traceparents = {} if roll else self._traceparents(chunk, addr)
+                    body = orjson.dumps({"offsets": offsets, "traceparents": traceparents} if traceparents
+                                        else offsets)
                     calls.append((addr, request(RequestCode.DELIVER_DUE_MESSAGES, header, body)))
                     chunks.append((req, chunk))
         if not calls:
@@ -256,9 +269,25 @@ class ScheduleService:
                 self.failures += 1
                 why = str(resp) if isinstance(resp, MQError) else f"{resp.code}: {resp.remark}"
                 log.warning("deliver_failed", mq=str(req.mq), entries=len(entries), error=why)
+                for e in entries:
+                    if e.span is not None:
+                        e.span.attempt_failed(why)
                 self._retry(entries)
                 continue
             self._settle(req, chunk, resp, now)
+
+    def _traceparents(self, chunk: list[tuple[int, _Entry]], addr: str) -> dict[str, str]:
+        """The context each traced entry's delivered copy carries: its delivery span's, started at the first
+        attempt (by queue offset, as the DELIVER_DUE_MESSAGES body names them)."""
+        out = {}
+        for _, e in chunk:
+            if e.trace is None:
+                continue
+            if e.span is None:
+                e.span = start_delivery(e.trace, self.config.consumer_group, addr)
+            if e.span.traceparent:
+                out[str(e.held.queue_offset)] = e.span.traceparent
+        return out
 
     def _settle(self, req: PullRequest, chunk: list[tuple[int, _Entry]], resp: RemotingCommand, now: int) -> None:
         answer = orjson.loads(resp.body)
@@ -270,10 +299,14 @@ class ScheduleService:
             if e.due <= now:
                 self._lateness.append(now - e.due)
                 self._lateness_hist.record((), now - e.due)
+            if e.span is not None:
+                e.span.end()
         for offset in answer.get("missing", ()):
             due, e = by_offset.pop(offset)
             settled.append(e.held)
             self.lost += 1
+            if e.span is not None:
+                e.span.end("missing: the parked message is no longer in the store")
         not_due = answer.get("notDue", ())
         if not_due:
             roll_at = _now_ms() + self.config.timer_roll_window_ms

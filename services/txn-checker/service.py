@@ -42,6 +42,7 @@ from rocketmesh.remoting.headers import CheckHalfMessageRequestHeader, HalfCheck
 from rocketmesh.model.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.half_queue import HalfQueue
+from rocketmesh.txn_checker.tracing import end_check, start_check
 
 log = get_logger("txn-checker")
 
@@ -223,22 +224,31 @@ class TxnCheckerService:
     def _check(self, hq: HalfQueue, pq: ProcessQueue, halves: list[MessageExt]) -> None:
         inst = self.core.instance
         addr = inst.find_master_addr(hq.mq)
-        calls = [(addr, request(RequestCode.CHECK_HALF_MESSAGE, to_ext(CheckHalfMessageRequestHeader(
-            hq.mq.queue_id, m.queue_offset, m.commitlog_offset, self.config.transaction_check_max))))
-            for m in halves]
+        group = self.config.consumer_group
+        spans = []
+        calls = []
+        for m in halves:
+            span, traceparent = start_check(m, group, addr)
+            spans.append(span)
+            calls.append((addr, request(RequestCode.CHECK_HALF_MESSAGE, to_ext(CheckHalfMessageRequestHeader(
+                hq.mq.queue_id, m.queue_offset, m.commitlog_offset, self.config.transaction_check_max)),
+                traceparent=traceparent)))
         settled: list[MessageExt] = []
-        for msg, resp in zip(halves, inst.invoke_brokers(calls, self.config.check_timeout_ms)):
+        for msg, span, resp in zip(halves, spans, inst.invoke_brokers(calls, self.config.check_timeout_ms)):
             if isinstance(resp, MQError) or resp.code != ResponseCode.SUCCESS:
                 self.counts["failures"] += 1
-                log.warning("check_failed", mq=str(hq.mq), offset=msg.queue_offset,
-                            error=str(resp) if isinstance(resp, MQError) else f"{resp.code}: {resp.remark}")
+                why = str(resp) if isinstance(resp, MQError) else f"{resp.code}: {resp.remark}"
+                log.warning("check_failed", mq=str(hq.mq), offset=msg.queue_offset, error=why)
+                end_check(span, failure=why)
                 continue
             try:
                 outcome = HalfCheckOutcome((resp.ext or {}).get("outcome"))
             except ValueError:
                 self.counts["failures"] += 1
                 log.warning("check_answer_unknown", mq=str(hq.mq), offset=msg.queue_offset, ext=resp.ext)
+                end_check(span, failure=f"unknown outcome: {resp.ext}")
                 continue
+            end_check(span, outcome.value)
             self.counts[_COUNTER[outcome]] += 1
             if outcome in _SETTLED:
                 settled.append(msg)

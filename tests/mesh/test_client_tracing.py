@@ -9,16 +9,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
 from procs import BrokerProcess, SchedulerProcess, TxnCheckerProcess, wait_for
+from tracekit import named, traceparent, wait_spans
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
@@ -35,28 +33,6 @@ SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 TRACEPARENT = MessageConst.TRACE_CONTEXT
 
 
-@pytest.fixture(scope="module")
-def exporter() -> InMemorySpanExporter:
-    """The application's SDK. The global tracer provider can be set once per process: when another module
-    set an SDK provider already, this exporter joins it."""
-    exporter = InMemorySpanExporter()
-    current = trace.get_tracer_provider()
-    if isinstance(current, TracerProvider):
-        current.add_span_processor(SimpleSpanProcessor(exporter))
-    else:
-        provider = TracerProvider()
-        provider.add_span_processor(SimpleSpanProcessor(exporter))
-        trace.set_tracer_provider(provider)
-    return exporter
-
-
-@pytest.fixture
-def spans(exporter: InMemorySpanExporter) -> Iterator[InMemorySpanExporter]:
-    exporter.clear()
-    yield exporter
-    exporter.clear()
-
-
 @pytest.fixture
 def broker(namesrv, start_broker: Callable[..., BrokerProcess]) -> BrokerProcess:
     return start_broker(namesrv.addr, **FAST_BROKER)
@@ -70,20 +46,6 @@ def scheduler(namesrv, broker, start_scheduler: Callable[..., SchedulerProcess])
 def make_topic(admin: Admin, topic: str) -> None:
     admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
     admin.wait_topic_route(topic)
-
-
-def traceparent(span: ReadableSpan) -> str:
-    ctx = span.context
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
-
-
-def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
-    return [s for s in exporter.get_finished_spans() if s.name == name]
-
-
-def wait_spans(exporter: InMemorySpanExporter, name: str, n: int, timeout_s: float = 20.0) -> list[ReadableSpan]:
-    wait_for(lambda: len(named(exporter, name)) >= n, timeout_s, what=f"{n} span(s) {name!r}")
-    return named(exporter, name)
 
 
 class Recorder:

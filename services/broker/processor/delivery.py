@@ -36,6 +36,7 @@ from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.telemetry.propagation import TRACEPARENT
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
@@ -121,7 +122,10 @@ class DeliveryProcessor:
         """Re-put the named entries that are due.
 
         Request: header topic, queueId, committedOffset (every entry below it is
-        settled, so its memory can go); body a JSON list of queue offsets.
+        settled, so its memory can go); body a JSON list of queue offsets, or
+        ``{"offsets": [...], "traceparents": {"<offset>": traceparent}}`` when
+        the scheduler traces deliveries: a delivered copy carries its delivery
+        span's context as its ``traceparent``.
         With ``roll`` (timer topic), entries not yet due are parked again at the
         queue's tail and count as settled.
         Answer: header delivered, rolled and duplicates (counts); body JSON
@@ -131,11 +135,7 @@ class DeliveryProcessor:
         if h.topic not in PARKED_TOPICS:
             return response_to(req, ResponseCode.NO_PERMISSION,
                                f"only {SCHEDULE_TOPIC} and {TIMER_TOPIC} entries can be delivered, not {h.topic}")
-        offsets = orjson.loads(req.body) if req.body else []
-        if not isinstance(offsets, list) or not all(isinstance(o, int) and o >= 0 for o in offsets):
-            raise ValueError("the body must be a JSON list of queue offsets")
-        if len(offsets) > MAX_OFFSETS_PER_REQUEST:
-            raise ValueError(f"at most {MAX_OFFSETS_PER_REQUEST} offsets per request")
+        offsets, traceparents = _offsets_of(req.body)
         store = self.broker.store
         cq = store.find_consume_queue(h.topic, h.queue_id)
         if cq is None:
@@ -166,7 +166,8 @@ class DeliveryProcessor:
                 if due_ms > now_ms and not roll:
                     not_due.append([offset, due_ms])
                     continue
-                inner = self._restore(phys) if due_ms <= now_ms else self._repark(phys, h.queue_id)
+                inner = self._restore(phys, traceparents.get(offset)) if due_ms <= now_ms \
+                    else self._repark(phys, h.queue_id)
                 rolled += due_ms > now_ms and inner is not None
                 if inner is None:
                     missing.append(offset)
@@ -204,11 +205,13 @@ class DeliveryProcessor:
                                      msg.sys_flag, msg.born_timestamp, encode_host_text(msg.born_host),
                                      msg.reconsume_times)
 
-    def _restore(self, phys: int) -> MessageExtBrokerInner | None:
+    def _restore(self, phys: int, traceparent: str | None = None) -> MessageExtBrokerInner | None:
         msg = self.broker.store.look_message_by_offset(phys)
         if msg is None:
             return None
         props = dict(msg.properties)
+        if traceparent:
+            props[TRACEPARENT] = traceparent
         real_topic = props.get(MessageConst.REAL_TOPIC)
         try:
             real_qid = int(props.get(MessageConst.REAL_QUEUE_ID, ""))
@@ -222,3 +225,20 @@ class DeliveryProcessor:
         return MessageExtBrokerInner(real_topic, msg.body, real_qid, msg.flag, encode_properties(props),
                                      msg.sys_flag, msg.born_timestamp, encode_host_text(msg.born_host),
                                      msg.reconsume_times)
+
+
+def _offsets_of(body: bytes | None) -> tuple[list[int], dict[int, str]]:
+    """The offsets a DELIVER_DUE_MESSAGES body names, and the traceparent given for each traced one."""
+    doc = orjson.loads(body) if body else []
+    traceparents: dict[int, str] = {}
+    if isinstance(doc, dict):
+        given = doc.get("traceparents") or {}
+        if not isinstance(given, dict) or not all(isinstance(v, str) and k.isdigit() for k, v in given.items()):
+            raise ValueError("traceparents must map queue offsets (as strings) to traceparent strings")
+        traceparents = {int(k): v for k, v in given.items()}
+        doc = doc.get("offsets")
+    if not isinstance(doc, list) or not all(type(o) is int and o >= 0 for o in doc):
+        raise ValueError("the body must be a JSON list of queue offsets, or {\"offsets\": [...], \"traceparents\": {...}}")
+    if len(doc) > MAX_OFFSETS_PER_REQUEST:
+        raise ValueError(f"at most {MAX_OFFSETS_PER_REQUEST} offsets per request")
+    return doc, traceparents
