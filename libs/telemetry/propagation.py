@@ -57,10 +57,12 @@ def tracing_enabled() -> bool:
 def traceparent_of(span: Optional[Span] = None) -> Optional[str]:
     """The ``traceparent`` of ``span`` (the current span by default); None when it is invalid (no SDK,
     or outside any trace)."""
+    # SpanContext is a tuple (trace_id, span_id, is_remote, trace_flags, ...): indexes, not its properties.
     ctx = (span if span is not None else trace.get_current_span()).get_span_context()
-    if not ctx.is_valid:
+    trace_id, span_id = ctx[0], ctx[1]
+    if not trace_id or not span_id:  # SpanContext.is_valid
         return None
-    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
+    return "00-%032x-%016x-%02x" % (trace_id, span_id, ctx[3])
 
 
 def context_of(traceparent: Optional[str]) -> Optional[Context]:
