@@ -23,6 +23,8 @@ LEVELS = "1s 2s 3s"
 FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500, messageDelayLevel=LEVELS)
 FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
 FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+#: How far apart the due times of two messages delivered in one round may be (see the timer order test).
+SAME_ROUND_MS = 100
 
 
 @pytest.fixture
@@ -139,10 +141,13 @@ def test_timer_messages_arrive_in_due_order_never_early(namesrv, broker, admin, 
         assert sorted(arrivals.bodies()) == sorted(due)
         for arrived_at, m in arrivals.got:
             assert m.store_timestamp >= due[m.body.decode()] - 5, "delivered before its time"
-        # In due order: by the time each was stored again (one broker clock).
+        # In due order, by the time each was stored again (one broker clock). Messages due in the same delivery
+        # round (a wake-up that comes a few ms late takes every entry due by then) go to their queues in
+        # parallel requests, so only those may trade places.
         by_store = [m.body.decode() for m in sorted((m for _, m in arrivals.got), key=lambda m: m.store_timestamp)]
         dues = [due[b] for b in by_store]
-        assert dues == sorted(dues)
+        stored_before_due = [max(dues[:k]) - dues[k] for k in range(1, len(dues))]
+        assert max(stored_before_due) <= SAME_ROUND_MS, dues
     finally:
         consumer.shutdown()
 
