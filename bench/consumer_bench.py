@@ -14,6 +14,8 @@ Modes:
   e2e    one producer sends --rate msg/s; a PushConsumer measures send-to-listener latency (p50/p99)
   wake   a held long-poll pull: latency from the send to the pull's answer (p50/p99 over --wakes sends)
 
+Drains print the CPU per message they took in this process and in each
+service (microseconds), a figure other work on the machine moves less than msg/s.
 The backlog is filled once (batch sends) into topic ConsumerBench with 8
 queues; each drain mode uses a fresh consumer group starting from the first
 offset, so modes read the same messages.
@@ -27,13 +29,15 @@ import statistics
 import sys
 import threading
 import time
+from typing import Callable
 
 # The bench and the services it starts log warnings only (ROCKETMESH_LOG_LEVEL overrides): figures stay readable.
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from producer_bench import TRACING_MODES, Services, Tracing, percentile  # noqa: E402
+from producer_bench import (  # noqa: E402
+    TRACING_MODES, Services, Tracing, cpu_per_process, percentile, process_times, report_cpu, watched_pids)
 
 from rocketmesh import Admin, Message, Producer  # noqa: E402
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer  # noqa: E402
@@ -205,12 +209,21 @@ def main() -> None:
     try:
         if "pull" in modes or "push" in modes:
             fill(namesrv, a.backlog, a.size, a.queues)
+        watched = watched_pids(services)
+
+        def measured(mode: str, drain: Callable[[], float]) -> list[float]:
+            """``--repeat`` drains; prints the CPU per message they took (this process and the services)."""
+            before = process_times(list(watched))
+            rates = [drain() for _ in range(a.repeat)]
+            report_cpu(mode, cpu_per_process(before, process_times(list(watched)), a.backlog * a.repeat, watched))
+            return rates
+
         if "pull" in modes:
-            rates = [drain_pull(namesrv, a.backlog, a.pull_batch) for _ in range(a.repeat)]
+            rates = measured("pull", lambda: drain_pull(namesrv, a.backlog, a.pull_batch))
             print(f"pull  drain {a.backlog} x {a.size} B: {statistics.median(rates):,.0f} msg/s "
                   f"(runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
         if "push" in modes:
-            rates = [drain_push(namesrv, a.backlog, a.pull_batch, a.consume_batch, a.threads) for _ in range(a.repeat)]
+            rates = measured("push", lambda: drain_push(namesrv, a.backlog, a.pull_batch, a.consume_batch, a.threads))
             print(f"push  drain {a.backlog} x {a.size} B (consume batch {a.consume_batch}): "
                   f"{statistics.median(rates):,.0f} msg/s (runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
         if "e2e" in modes:

@@ -19,7 +19,9 @@ Modes:
   batch-async            send_batch_async() keeping --batch-window batches in flight
   paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
 
-Prints msg/s and p50/p99 latency (ms) per mode. The broker runs with its
+Prints msg/s and p50/p99 latency (ms) per mode, and the CPU each message took
+in this process and in each service (microseconds: a figure that other work on
+the machine moves far less than msg/s). The broker runs with its
 default config but for --set overrides (commit log files of 256 MiB here,
 so a run does not start by zero-filling a 1 GiB file). ``--stub`` replaces
 name server and broker by one child process that answers every request at
@@ -332,6 +334,48 @@ def report_thread_cpu(before: dict, after: dict, messages: int, labels: dict[int
               f"user {du * 1e6 / messages:7.1f} us/msg   system {ds * 1e6 / messages:7.1f} us/msg", flush=True)
 
 
+def process_times(pids: list[int]) -> dict[int, int]:
+    """pid -> user + system clock ticks of the whole process (threads that ended included), from /proc."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        out[pid] = int(fields[11]) + int(fields[12])
+    return out
+
+
+def cpu_per_process(before: dict[int, int], after: dict[int, int], messages: int,
+                    labels: dict[int, str]) -> dict[str, float]:
+    """CPU microseconds per message of each process (by label) between two ``process_times``, and ``total``."""
+    hz = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = collections.defaultdict(float)
+    for pid, ticks in after.items():
+        if pid in before and messages:
+            us = (ticks - before[pid]) / hz * 1e6 / messages
+            out[labels.get(pid, str(pid))] += us
+            out["total"] += us
+    return out
+
+
+def watched_pids(services: Optional["Services"]) -> dict[int, str]:
+    """This process (``client``) and the services' processes, by label."""
+    watched = {os.getpid(): "client"}
+    for proc in services.procs if services is not None else []:
+        label = process_label(proc.pid)
+        for pid in process_tree(proc.pid):  # the broker's dispatch worker counts as the broker
+            watched[pid] = label
+    return watched
+
+
+def report_cpu(mode: str, per: dict[str, float]) -> None:
+    """One line of CPU per message: the client's, each service's, and their sum."""
+    parts = ", ".join(f"{k} {v:.1f}" for k, v in per.items() if k != "total" and v >= 0.05)
+    print(f"{mode:<8} cpu us/msg: {parts}, total {per.get('total', 0.0):.1f}", flush=True)
+
+
 def report(mode: str, n: int, elapsed: float, lat_s: list[float], unit: str = "msg") -> None:
     lat = sorted(lat_s)
     print(f"{mode:<8} {n:>9,} {unit}s {elapsed:6.2f} s {n / elapsed:>10,.0f} {unit}/s   "
@@ -526,21 +570,18 @@ def main(argv: Optional[list[str]] = None) -> int:
             for mode in args.modes.split(","):
                 run = runners[mode.strip()]
                 prof = cProfile.Profile() if args.profile else None
-                watched: dict[int, str] = {}
-                if args.thread_cpu:
-                    watched[os.getpid()] = "client"
-                    for proc in services.procs if services is not None else []:
-                        for pid in process_tree(proc.pid):
-                            watched[pid] = process_label(pid)
-                    cpu_before = thread_times(list(watched))
+                watched = watched_pids(services)
+                cpu_before, proc_before = thread_times(list(watched)), process_times(list(watched))
                 if prof:
                     prof.enable()
                 n, elapsed, lat = run(producer)
                 if prof:
                     prof.disable()
+                cpu_after, proc_after = thread_times(list(watched)), process_times(list(watched))
                 report(mode, n, elapsed, lat)
+                report_cpu(mode, cpu_per_process(proc_before, proc_after, n, watched))
                 if args.thread_cpu:
-                    report_thread_cpu(cpu_before, thread_times(list(watched)), n, watched)
+                    report_thread_cpu(cpu_before, cpu_after, n, watched)
                 if prof:
                     pstats.Stats(prof).sort_stats("tottime").print_stats(20)
             if services is not None and not args.stub:
