@@ -72,6 +72,13 @@ PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]
 ConsumerDataProvider = Callable[[], dict[str, Any]]
 
 
+def _route_summary(route: TopicRouteData) -> dict:
+    """A route in a log line: queues per broker name (read/write/perm) and the brokers' addresses."""
+    queues = {q.broker_name: f"r{q.read_queue_nums}/w{q.write_queue_nums}/p{q.perm}" for q in route.queue_datas}
+    brokers = {b.broker_name: {str(i): a for i, a in sorted(b.broker_addrs.items())} for b in route.broker_datas}
+    return {"queues": queues, "brokers": brokers}
+
+
 class ConsumerHooks(Protocol):
     """What a consumer registered with the instance is told by its brokers."""
 
@@ -358,10 +365,14 @@ class ClientInstance:
             return False
         with self._route_lock:
             tp = self._publish.get(topic)
-            if self._routes.get(topic) == route and tp is not None and not tp.from_default_topic:
+            old = self._routes.get(topic)
+            if old == route and tp is not None and not tp.from_default_topic:
                 return False
             self._install(topic, route, publish_info(route, topic))
-            return True
+        if old != route:
+            self._log.info("topic_route_changed", topic=topic, **_route_summary(route),
+                           before=None if old is None else _route_summary(old))
+        return True
 
     def _install(self, topic: str, route: TopicRouteData, tp: TopicPublishInfo) -> None:
         new_broker = False

@@ -45,6 +45,26 @@ def _to_logging(_logger: Any, _method: str, event: dict[str, Any]) -> tuple[tupl
     return (text,), {"extra": {_EVENT_ATTR: event}}
 
 
+#: The names every event of this process carries (service, broker, cluster ...), set by configure_service.
+_PROCESS_NAMES: dict[str, Any] = {}
+#: Where a service leaves its names for the processes it starts (JSON object).
+_NAMES_ENV = "ROCKETMESH_LOG_NAMES"
+
+
+def _add_process_names(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
+    """The process's names on every event: a library logger's own ``service`` (remoting, client ...)
+    inside a service's process becomes its ``component`` unless it has one, and ``service`` the process's."""
+    if _PROCESS_NAMES:
+        service = _PROCESS_NAMES.get("service")
+        own = event.get("service")
+        if service is not None and own is not None and own != service:
+            event.setdefault("component", own)
+            event["service"] = service
+        for key, value in _PROCESS_NAMES.items():
+            event.setdefault(key, value)
+    return event
+
+
 def _add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
     """trace_id and span_id of the span in progress, when there is one (an OpenTelemetry SDK configured)."""
     ctx = trace.get_current_span().get_span_context()
@@ -58,6 +78,7 @@ structlog.configure(
     processors=[
         structlog.stdlib.filter_by_level,  # first: a disabled level costs one isEnabledFor
         structlog.contextvars.merge_contextvars,
+        _add_process_names,
         _add_trace_ids,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
@@ -113,15 +134,27 @@ def _configure_library() -> None:
     root.addHandler(handler)
 
 
-def configure_service(level: str | None = None) -> None:
+def configure_service(level: str | None = None, **names: Any) -> None:
     """Make this process a service's: JSON lines on stderr at ``level`` (default ROCKETMESH_LOG_LEVEL,
-    else INFO), nothing handed on to other handlers."""
+    else INFO), nothing handed on to other handlers, and every event bound with ``names``
+    (``service="broker", broker="broker-a"`` ...), the libraries' loggers included. A process the
+    service starts (the broker's dispatch worker) inherits the names when it passes none."""
     root = logging.getLogger(ROOT_LOGGER)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLinesFormatter())
     root.handlers[:] = [handler]
     root.setLevel(_level(level or os.environ.get("ROCKETMESH_LOG_LEVEL"), logging.INFO))
     root.propagate = False
+    names = {k: v for k, v in names.items() if v is not None}
+    if names:
+        os.environ[_NAMES_ENV] = json.dumps(names)
+    else:
+        try:
+            names = json.loads(os.environ.get(_NAMES_ENV) or "{}")
+        except ValueError:
+            names = {}
+    _PROCESS_NAMES.clear()
+    _PROCESS_NAMES.update(names if isinstance(names, dict) else {})
 
 
 def get_logger(service: str, **bind: Any) -> structlog.stdlib.BoundLogger:

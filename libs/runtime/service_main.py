@@ -49,14 +49,16 @@ def load_service_config(name: str, cls: type[T], path: Optional[str], flags: Map
         return None
 
 
-def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[], None], service: str) -> int:
+def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[], None], service: str,
+                        **names: Any) -> int:
     """``start()`` (returns the address it serves), print the ready line, wait for SIGTERM/SIGINT, ``stop()``.
 
     A start that raises is reported on stderr, stopped, and exits 1. The process logs as a service
     does from here on (JSON lines on stderr), and traces as the ``OTEL_*`` environment says, as
-    ``rocketmesh-<service>`` unless that names it otherwise.
+    ``rocketmesh-<service>`` unless that names it otherwise. Every log event carries ``service`` and
+    ``names`` (a broker's ``broker`` and ``cluster``).
     """
-    configure_service()
+    configure_service(service=service, **names)
     try:
         provider = configure_tracing(service)
     except TelemetryConfigError as exc:

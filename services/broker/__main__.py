@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     def start() -> str:
         broker.start()
         return broker.broker_addr
-    return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown, "broker")
+    return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown, "broker",
+                               broker=config.broker_name, cluster=config.broker_cluster_name)
 
 
 if __name__ == "__main__":

@@ -349,7 +349,7 @@ class TransactionProcessor:
         if times >= h.transaction_check_max or age_ms > kept_ms:
             return self._discard(req, half, tid, times, age_ms > kept_ms)
         group = props.get(MessageConst.PRODUCER_GROUP, "")
-        if not self._push_check(half, rec, tid, group):
+        if not self._push_check(half, rec, tid, group, times + 1):
             self.checks_without_producer += 1
             return self._outcome(req, HalfCheckOutcome.NO_PRODUCER)
         again = dict(props)
@@ -382,8 +382,9 @@ class TransactionProcessor:
                     moved_to=TRANS_CHECK_MAX_TIME_TOPIC)
         return self._outcome(req, HalfCheckOutcome.DISCARDED)
 
-    def _push_check(self, half: MessageExt, rec: bytes, tid: str, group: str) -> bool:
-        """Push CHECK_TRANSACTION_STATE to a live producer of ``group``; True once one took it."""
+    def _push_check(self, half: MessageExt, rec: bytes, tid: str, group: str, check_times: int) -> bool:
+        """Push CHECK_TRANSACTION_STATE to a live producer of ``group``; True once one took it (the
+        ``check_times``-th check of ``tid``)."""
         channels = sorted(self.broker.clients.producer_channels(group), key=lambda c: c.last_update, reverse=True)
         ext = to_ext(CheckTransactionStateRequestHeader(
             half.queue_offset, half.commitlog_offset,
@@ -397,6 +398,8 @@ class TransactionProcessor:
                 log.info("check_push_failed", group=group, client_id=ch.client_id, error=str(exc))
                 continue
             if resp.code == ResponseCode.SUCCESS:
+                log.info("transaction_checked", transaction_id=tid, producer_group=group, client_id=ch.client_id,
+                         check_times=check_times, topic=half.properties.get(MessageConst.REAL_TOPIC))
                 return True
             log.info("check_refused", group=group, client_id=ch.client_id, code=resp.code, remark=resp.remark)
         return False

@@ -53,13 +53,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     def start() -> str:
         service.start()
-        log.info("namesrv started", address=service.address, kv_config_path=config.kv_config_path)
+        log.info("namesrv_started", address=service.address, kv_config_path=config.kv_config_path)
         return service.address
 
     def stop() -> None:
-        log.info("namesrv stopping")
+        log.info("namesrv_stopping")
         service.stop()
-        log.info("namesrv stopped")
+        log.info("namesrv_stopped")
     return run_until_signalled("namesrv", start, stop, "namesrv")
 
 

@@ -43,7 +43,7 @@ class KVConfigManager:
             self._table = {
                 str(ns): {str(k): str(v) for k, v in kv.items()} for ns, kv in table.items() if isinstance(kv, dict)
             }
-        self._log.info("kv config loaded", path=str(self.path), namespaces=len(self._table))
+        self._log.info("kv_config_loaded", path=str(self.path), namespaces=len(self._table))
 
     def put(self, namespace: str, key: str, value: str) -> None:
         """Set ``namespace/key`` to ``value`` and persist."""

@@ -169,7 +169,12 @@ class NamesrvProcessor:
             cluster, broker_addr, broker_name, broker_id, ha_addr, topic_configs, data_version,
             channel=ctx.identity,
         )
-        self._log.debug("broker registered", broker=broker_name, id=broker_id, addr=broker_addr, peer=ctx.remote)
+        if result.change is not None:  # RocketMQ's "new broker registered"; a plain heartbeat stays DEBUG
+            self._log.info("broker_registered", broker=broker_name, cluster=cluster, broker_id=broker_id,
+                           addr=broker_addr, change=result.change, topics=len(topic_configs or ()),
+                           data_version=data_version, peer=ctx.remote)
+        else:
+            self._log.debug("broker_heartbeat", broker=broker_name, broker_id=broker_id, addr=broker_addr)
         return ok(
             cmd,
             {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
@@ -183,7 +188,7 @@ class NamesrvProcessor:
             ext_str(cmd, "brokerName"),
             ext_int(cmd, "brokerId"),
         )
-        self._log.info("broker unregistered", broker=cmd.ext.get("brokerName"), addr=cmd.ext.get("brokerAddr"))
+        self._log.info("broker_unregistered", broker=cmd.ext.get("brokerName"), addr=cmd.ext.get("brokerAddr"))
         return ok(cmd)
 
     def wipe_write_perm_of_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:

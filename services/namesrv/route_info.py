@@ -47,6 +47,10 @@ class RegisterBrokerResult:
 
     ha_server_addr: Optional[str] = None
     master_addr: Optional[str] = None
+    #: Why this registration is news, or None for a heartbeat that changed nothing: "new" (an address
+    #: not registered before), "address" (the name and id at another address), "role" (the address under
+    #: another broker id), "data_version" (the topic configs' data version moved).
+    change: Optional[str] = None
 
 
 class RouteInfoManager:
@@ -100,6 +104,14 @@ class RouteInfoManager:
 
             prev = self.broker_live_table.get(broker_addr)
             changed = prev is None or data_version is None or prev.data_version != data_version
+            if old_addr is not None and old_addr != broker_addr:
+                result.change = "address"
+            elif prev is None:
+                result.change = "new"
+            elif prev.broker_id != broker_id or prev.broker_name != broker_name:
+                result.change = "role"
+            elif data_version is not None and prev.data_version != data_version:
+                result.change = "data_version"
             if topic_configs is not None and broker_id == MASTER_ID and (changed or first):
                 for tc in topic_configs.values():
                     self._create_and_update_queue_data(broker_name, tc)

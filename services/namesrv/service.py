@@ -75,7 +75,7 @@ class NamesrvService:
     def _channel_closed(self, identity: bytes) -> None:
         """A client's last connection closed: the brokers that registered over it are gone."""
         for addr in self.routes.on_channel_destroy(identity):
-            self._log.warning("broker connection closed, routes dropped", addr=addr)
+            self._log.warning("broker_connection_closed", addr=addr)
 
     def _scan_loop(self) -> None:
         interval = self.config.scan_not_active_broker_interval / 1000.0
@@ -83,11 +83,11 @@ class NamesrvService:
             try:
                 removed = self.routes.scan_not_active_broker(self.config.broker_channel_expired_time)
             except Exception:  # the scan must outlive a bug in one round
-                self._log.exception("broker liveness scan failed")
+                self._log.exception("broker_liveness_scan_failed")
                 continue
             for addr in removed:
                 self._log.warning(
-                    "broker expired",
+                    "broker_expired",
                     addr=addr,
                     silent_ms_over=self.config.broker_channel_expired_time,
                 )

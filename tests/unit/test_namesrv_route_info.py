@@ -29,3 +29,18 @@ def test_a_broker_registered_again_over_a_new_connection_stays() -> None:
     register(routes, "broker-a", "10.0.0.1:10911", b"after-restart")
     assert routes.on_channel_destroy(b"before-restart") == []
     assert routes.pick_topic_route_data("T") is not None
+
+
+def test_a_registration_says_what_changed_and_a_heartbeat_nothing() -> None:
+    routes = RouteInfoManager()
+    v1, v2 = {"timestamp": 1, "counter": 1}, {"timestamp": 1, "counter": 2}
+
+    def change(addr: str, broker_id: int = 0, version: dict = v1) -> str | None:
+        return routes.register_broker("c", addr, "broker-a", broker_id, "", None, version).change
+
+    assert change("10.0.0.1:10911") == "new"
+    assert change("10.0.0.1:10911") is None  # a heartbeat
+    assert change("10.0.0.1:10911", version=v2) == "data_version"
+    assert change("10.0.0.1:10911", version=v2) is None
+    assert change("10.0.0.1:10911", broker_id=1, version=v2) == "role"
+    assert change("10.0.0.9:10911", broker_id=1, version=v2) == "address"

@@ -121,7 +121,7 @@ def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, d
                                     traceparent=current_traceparent())
         return True
     except MQError as exc:
-        log.info("send_back_failed", group=core.group, msg_id=msg.msg_id, mq=str(mq), error=str(exc))
+        log.warning("send_back_failed", group=core.group, msg_id=msg.msg_id, mq=str(mq), error=str(exc))
         return False
 
 

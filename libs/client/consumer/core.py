@@ -391,7 +391,7 @@ class ConsumerCore:
             return False
         req = PullRequest(mq, pq, offset)
         self.requests[mq] = req
-        log.info("queue_assigned", group=self.group, mq=str(mq), offset=offset)
+        log.info("queue_assigned", group=self.group, mq=str(mq), offset=offset, client_id=self.instance.client_id)
         self.scheduler.call_soon(lambda: self.pull(req))
         return True
 
@@ -406,7 +406,7 @@ class ConsumerCore:
             except MQError as exc:
                 log.warning("persist_offset_failed", mq=str(mq), error=str(exc))
             self.offset_store.remove(mq)
-        log.info("queue_dropped", group=self.group, mq=str(mq))
+        log.info("queue_dropped", group=self.group, mq=str(mq), client_id=self.instance.client_id)
 
     def compute_pull_from_where(self, mq: MessageQueue) -> int:
         """Where consumption of a newly assigned queue starts (RocketMQ's computePullFromWhere); -1 unknown."""

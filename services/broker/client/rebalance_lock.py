@@ -60,7 +60,7 @@ class RebalanceLockManager:
             raise ValueError("client_id is empty")
         now = self.clock()
         locked: set[MessageQueue] = set()
-        taken_over: list[tuple[MessageQueue, str]] = []
+        taken: list[tuple[MessageQueue, str | None]] = []  # (queue, the holder whose lock had expired)
         refused: list[tuple[MessageQueue, str]] = []
         with self._lock:
             entries = self._table.setdefault(group, {})
@@ -68,9 +68,11 @@ class RebalanceLockManager:
                 entry = entries.get(mq)
                 if entry is None:
                     entries[mq] = LockEntry(client_id, now)
+                    taken.append((mq, None))
+                elif entry.client_id == client_id and not self._expired(entry, now):
+                    entry.last_update = now  # a renewal: not news
                 elif entry.client_id == client_id or self._expired(entry, now):
-                    if entry.client_id != client_id:
-                        taken_over.append((mq, entry.client_id))
+                    taken.append((mq, entry.client_id))
                     entry.client_id = client_id
                     entry.last_update = now
                 else:
@@ -79,8 +81,10 @@ class RebalanceLockManager:
                 locked.add(mq)
             if not entries:
                 del self._table[group]
-        for mq, old in taken_over:
-            log.warning("lock_expired_taken_over", group=group, mq=str(mq), old_client_id=old, client_id=client_id)
+        for mq, expired_holder in taken:
+            if expired_holder is not None:
+                log.info("queue_lock_expired", group=group, mq=str(mq), client_id=expired_holder)
+            log.info("queue_locked", group=group, mq=str(mq), client_id=client_id)
         for mq, holder in refused:
             log.info("lock_held_by_other", group=group, mq=str(mq), holder=holder, client_id=client_id)
         return locked
@@ -91,12 +95,16 @@ class RebalanceLockManager:
             entries = self._table.get(group)
             if entries is None:
                 return
+            released = []
             for mq in mqs:
                 entry = entries.get(mq)
                 if entry is not None and entry.client_id == client_id:
                     del entries[mq]
+                    released.append(mq)
             if not entries:
                 del self._table[group]
+        for mq in released:
+            log.info("queue_unlocked", group=group, mq=str(mq), client_id=client_id)
 
     def unlock_all(self, group: str, client_id: str) -> int:
         """Release every lock ``client_id`` holds in ``group`` (it left); returns how many."""
@@ -109,8 +117,8 @@ class RebalanceLockManager:
                 del entries[mq]
             if not entries:
                 del self._table[group]
-        if mine:
-            log.info("locks_released", group=group, client_id=client_id, count=len(mine))
+        for mq in mine:
+            log.info("queue_unlocked", group=group, mq=str(mq), client_id=client_id, reason="client_gone")
         return len(mine)
 
     def is_locked(self, group: str, mq: MessageQueue, client_id: str) -> bool:

@@ -139,8 +139,8 @@ class SendBackProcessor:
                         max_reconsume_times=max_times)
         else:
             self.retried_total += 1
-            log.info("message_sent_back", group=h.group, topic=target, msg_id=msg.msg_id,
-                     reconsume_times=times, delay_level=min(max(level, 1), self.max_level))
+            log.debug("message_sent_back", group=h.group, topic=target, msg_id=msg.msg_id,  # one a message
+                      reconsume_times=times, delay_level=min(max(level, 1), self.max_level))
         return ok(req)
 
     def _look(self, offset: int) -> Optional[MessageExt]:
