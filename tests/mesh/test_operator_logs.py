@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 from typing import Callable
 
 import pytest
@@ -40,35 +39,10 @@ def named(evts: list[dict], name: str, level: str = "info") -> list[dict]:
     return [e for e in evts if e["event"] == name and e["level"] == level]
 
 
-class ClientEvents(logging.Handler):
-    """The SDK's structlog events in this (the application's) process, at INFO and above."""
-
-    def __init__(self) -> None:
-        super().__init__(logging.INFO)
-        self._guard = threading.Lock()
-        self.events: list[dict] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        event = getattr(record, "rocketmesh_event", None)
-        if event is not None:
-            with self._guard:
-                self.events.append(dict(event))
-
-    def named(self, name: str) -> list[dict]:
-        with self._guard:
-            return [e for e in self.events if e["event"] == name]
-
-
-@pytest.fixture
-def client_events():
-    handler = ClientEvents()
-    root = logging.getLogger("rocketmesh")
-    old_level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.INFO)
-    yield handler
-    root.removeHandler(handler)
-    root.setLevel(old_level)
+def client_events(caplog: pytest.LogCaptureFixture, name: str) -> list[dict]:
+    """The SDK's structlog events ``name`` in this (the application's) process."""
+    return [e for e in (getattr(r, "rocketmesh_event", None) for r in caplog.records)
+            if e is not None and e["event"] == name]
 
 
 class TxListener:
@@ -81,7 +55,8 @@ class TxListener:
 
 def test_operator_events_are_logged_once_at_info(
         monkeypatch, start_namesrv, start_broker: Callable[..., BrokerProcess],
-        start_txn_checker: Callable[..., TxnCheckerProcess], client_events: ClientEvents) -> None:
+        start_txn_checker: Callable[..., TxnCheckerProcess], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="rocketmesh")
     monkeypatch.setenv("ROCKETMESH_LOG_LEVEL", "DEBUG")  # the name server shows its heartbeats, at DEBUG
     namesrv = start_namesrv()
     monkeypatch.setenv("ROCKETMESH_LOG_LEVEL", "INFO")
@@ -114,7 +89,7 @@ def test_operator_events_are_logged_once_at_info(
         try:
             client_id = consumer.client_id
             wait_for(lambda: len(lock_events("queue_locked")) == 2, 10, what="two queue_locked lines")
-            routes = wait_for(lambda: [e for e in client_events.named("topic_route_changed")
+            routes = wait_for(lambda: [e for e in client_events(caplog, "topic_route_changed")
                                        if e["topic"] == "OpsOrderly"], 10, what="topic_route_changed")
             # A renewal (the consumer locks its queues again every 20 s) is no news: still two.
             consumer._core.rebalance.lock_all()
