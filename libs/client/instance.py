@@ -577,7 +577,7 @@ class ClientInstance:
             try:
                 consumers.append(provider())
             except Exception:  # noqa: BLE001 - one bad provider must not stop heartbeats
-                self._log.exception("consumer heartbeat data failed")
+                self._log.exception("consumer_heartbeat_data_failed")
         return {
             "clientID": self.client_id,
             "producerDataSet": [{"groupName": g} for g in list(self._producers)],
@@ -609,7 +609,7 @@ class ClientInstance:
                 self.mark_broker_reachable(name)
             elif not self._closed and isinstance(res, (MQClientError, RequestTimeoutError)):
                 self.mark_broker_unreachable(name)
-                self._log.warning("heartbeat failed", broker=name, addr=addr, error=str(res))
+                self._log.warning("heartbeat_failed", broker=name, addr=addr, error=str(res))
         return out
 
     def _unregister_at_brokers(
@@ -649,13 +649,13 @@ class ClientInstance:
         try:
             self.update_topic_route(topic)
         except MQError as exc:
-            self._log.warning("route update failed", topic=topic, error=str(exc))
+            self._log.warning("route_update_failed", topic=topic, error=str(exc))
 
     def _on_push(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             hooks = self._consumer_hooks.get((cmd.ext or {}).get("consumerGroup", ""))
             if hooks is not None:
-                self._log.info("consumer ids changed", group=cmd.ext.get("consumerGroup"), broker=addr)
+                self._log.info("consumer_ids_changed", group=cmd.ext.get("consumerGroup"), broker=addr)
                 hooks.rebalance_now()
             return None
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
@@ -674,9 +674,9 @@ class ClientInstance:
             table = orjson.loads(cmd.body).get("offsetTable") or []
             offsets = {MessageQueue(d["topic"], d["brokerName"], int(d["queueId"])): int(d["offset"]) for d in table}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            self._log.warning("bad reset offset request", broker=addr, error=str(exc))
+            self._log.warning("bad_reset_offset_request", broker=addr, error=str(exc))
             return None
-        self._log.info("reset offset", group=ext.get("group"), topic=ext.get("topic"), broker=addr)
+        self._log.info("reset_offset", group=ext.get("group"), topic=ext.get("topic"), broker=addr)
         hooks.reset_offset(str(ext.get("topic", "")), offsets)
         return None
 

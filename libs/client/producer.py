@@ -898,7 +898,7 @@ class _CallbackThread:
             try:
                 callback(fut)
             except Exception:  # noqa: BLE001 - a user's callback must not kill the thread
-                self._log.exception("send callback failed")
+                self._log.exception("send_callback_failed")
 
     def stop(self, timeout_s: float) -> None:
         """Run the callbacks already queued, then end (waits at most ``timeout_s``)."""

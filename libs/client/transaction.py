@@ -131,7 +131,7 @@ class TransactionProducer(Producer):
                 try:
                     self._instance.update_topic_route(self.create_topic_key)
                 except MQError as exc:
-                    self._log.warning("default topic route unavailable", topic=self.create_topic_key,
+                    self._log.warning("default_topic_route_unavailable", topic=self.create_topic_key,
                                       error=str(exc))
         return self
 

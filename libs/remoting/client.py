@@ -369,7 +369,7 @@ class RemotingClient:
             try:
                 cmd = decode(reply, max_header)
             except ProtocolError as exc:
-                self._log.warning("malformed message", addr=ds.addr, error=str(exc))
+                self._log.warning("malformed_message", addr=ds.addr, error=str(exc))
                 continue
             if cmd.flag & RESPONSE_FLAG:
                 if cmd.opaque == opaque:
@@ -401,7 +401,7 @@ class RemotingClient:
         try:
             callback(fut)
         except Exception:
-            self._log.exception("invoke callback failed")
+            self._log.exception("invoke_callback_failed")
 
     def _fail_mailbox(self) -> None:
         for _, _, entry in self._mailbox.drain():
@@ -452,7 +452,7 @@ class RemotingClient:
                     try:
                         self._connection(addr)
                     except RemotingConnectError as exc:
-                        self._log.warning("cannot connect", addr=addr, error=str(exc))
+                        self._log.warning("cannot_connect", addr=addr, error=str(exc))
                 continue
             send(addr, frames, entry)
 
@@ -473,7 +473,7 @@ class RemotingClient:
                 if entry.future is not None:
                     settle(entry.future, None, exc)
                 else:
-                    self._log.warning("oneway request dropped", addr=addr, error=str(exc))
+                    self._log.warning("oneway_request_dropped", addr=addr, error=str(exc))
                 return
         if entry.future is not None:
             self._pending.add(entry)
@@ -523,7 +523,7 @@ class RemotingClient:
         if entry.future is not None and self._pending.pop(entry.opaque) is not None:
             settle(entry.future, None, error)
         elif entry.future is None:
-            self._log.warning("oneway request dropped", addr=entry.peer, error=str(exc))
+            self._log.warning("oneway_request_dropped", addr=entry.peer, error=str(exc))
 
     def _drain_socket(self, conn: _Connection) -> None:
         sock = conn.sock
@@ -539,7 +539,7 @@ class RemotingClient:
             try:
                 cmd = decode(frames, max_header)
             except ProtocolError as exc:
-                self._log.warning("malformed message", addr=conn.addr, error=str(exc))
+                self._log.warning("malformed_message", addr=conn.addr, error=str(exc))
                 continue
             if cmd.flag & RESPONSE_FLAG:
                 entry = pop(cmd.opaque)
@@ -565,7 +565,7 @@ class RemotingClient:
         try:
             resp = self._on_request(addr, cmd)  # type: ignore[misc]
         except Exception as exc:
-            self._log.exception("push handler failed", addr=addr, code=code_name(cmd.code, False))
+            self._log.exception("push_handler_failed", addr=addr, code=code_name(cmd.code, False))
             resp = response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
         if resp is None or cmd.flag & ONEWAY_FLAG or self._closed:
             return

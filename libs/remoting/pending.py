@@ -58,7 +58,7 @@ class CallbackSink:
         try:
             fn(result, error)
         except Exception:  # noqa: BLE001 - the I/O loop must go on
-            _log.exception("response callback failed")
+            _log.exception("response_callback_failed")
 
 
 def settle(future: "Future[RemotingCommand]", result: RemotingCommand | None, error: BaseException | None) -> None:

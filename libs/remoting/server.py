@@ -302,7 +302,7 @@ class RemotingServer:
         self._accepting = True
         self._thread = threading.Thread(target=self._run, name=f"{self.name}-remoting-io", daemon=True)
         self._thread.start()
-        self._log.info("remoting server listening", address=self.address)
+        self._log.info("remoting_server_listening", address=self.address)
         return self
 
     def stop(self, grace_s: float = 2.0) -> None:
@@ -383,7 +383,7 @@ class RemotingServer:
             if exc.errno == zmq.EHOSTUNREACH:
                 self._log.debug("peer not connected, message dropped", peer=self._describe(identity))
             else:
-                self._log.warning("send failed", peer=self._describe(identity), error=str(exc))
+                self._log.warning("send_failed", peer=self._describe(identity), error=str(exc))
             if entry is not None:
                 settle(
                     entry.future,  # type: ignore[arg-type]
@@ -458,7 +458,7 @@ class RemotingServer:
             sock.close(linger)
             if self._notifier is not None:
                 self._notifier.shutdown(wait=False, cancel_futures=True)
-            self._log.info("remoting server stopped", address=self.address)
+            self._log.info("remoting_server_stopped", address=self.address)
 
     def _busy_poll(self, sock: zmq.Socket, seconds: float) -> None:
         """Look for a request or a queued response until one is there or ``seconds`` pass.
@@ -572,7 +572,7 @@ class RemotingServer:
             except RequestError as exc:
                 response = response_to(cmd, exc.code, exc.remark)
             except Exception as exc:
-                self._log.exception("request handler failed", code=code_name(cmd.code, False), peer=ctx.remote)
+                self._log.exception("request_handler_failed", code=code_name(cmd.code, False), peer=ctx.remote)
                 response = response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
             if response is not None:
                 ctx.respond(response)
@@ -684,7 +684,7 @@ class RemotingServer:
             del self._gone_at[identity]
             if self._connections.connected(identity):
                 continue
-            self._log.debug("client disconnected", peer=self._describe(identity))
+            self._log.debug("client_disconnected", peer=self._describe(identity))
             for callback in self._disconnect_callbacks:
                 try:
                     self._notifier.submit(self._notify_gone, callback, identity)  # type: ignore[union-attr]
@@ -695,7 +695,7 @@ class RemotingServer:
         try:
             callback(identity)
         except Exception:
-            self._log.exception("disconnect callback failed", peer=self._describe(identity))
+            self._log.exception("disconnect_callback_failed", peer=self._describe(identity))
 
     @staticmethod
     def _describe(identity: object) -> str:
@@ -708,7 +708,7 @@ class RemotingServer:
         now = time.monotonic()
         if now - self._malformed_logged_at >= 1.0:
             self._log.warning(
-                "malformed message",
+                "malformed_message",
                 peer=remote,
                 error=str(exc),
                 suppressed=self._malformed_suppressed,
