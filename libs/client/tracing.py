@@ -81,6 +81,32 @@ def message_type(props: dict[str, str], ordered: bool) -> sc.MessageType:
     return sc.MessageType.FIFO if ordered else sc.MessageType.NORMAL
 
 
+_TP_KEY = TRACEPARENT.encode() + b"\x01"
+
+
+def _traceparent_in(msg: MessageExt) -> Optional[str]:
+    """``msg.properties.get("traceparent")`` without decoding every property of a message whose properties
+    nobody has read yet (a pulled message keeps them raw until then): a consumer's span reads only this one."""
+    try:
+        props = msg._properties
+        raw = msg._raw_properties
+    except AttributeError:  # a Message, not one pulled
+        return msg.properties.get(TRACEPARENT)
+    if props is not None:
+        return props.get(TRACEPARENT)
+    for part in (raw[1], raw[0]) if type(raw) is tuple else (raw,):  # the later part wins, as in properties
+        if type(part) is not bytes:
+            part = bytes(part)
+        i = part.rfind(_TP_KEY)
+        while i > 0 and part[i - 1] != 2:  # a longer name that ends with ours: look further back
+            i = part.rfind(_TP_KEY, 0, i)
+        if i >= 0:
+            start = i + len(_TP_KEY)
+            end = part.find(b"\x02", start)
+            return part[start:end if end >= 0 else len(part)].decode()
+    return None
+
+
 def _fail(span: Span, exc: BaseException) -> None:
     span.record_exception(exc)
     span.set_attribute(sc.ERROR_TYPE, type(exc).__qualname__)
@@ -290,12 +316,12 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     first = msgs[0]
     topic = first.topic
     if len(msgs) == 1:
-        span = tracer().start_span(sc.span_name(_PROCESS, topic), context=context_of(
-            first.properties.get(TRACEPARENT)), kind=SpanKind.CONSUMER)
+        span = tracer().start_span(sc.span_name(_PROCESS, topic), context=context_of(_traceparent_in(first)),
+                                   kind=SpanKind.CONSUMER)
     else:
         links = []
         for m in msgs:
-            sctx = span_context_of(m.properties.get(TRACEPARENT))
+            sctx = span_context_of(_traceparent_in(m))
             if sctx is not None:
                 links.append(Link(sctx))
         # A batch has many parents, so it starts a trace of its own (not the consume thread's context).
@@ -342,7 +368,7 @@ class ReceiveTrace:
             n = len(msgs) if msgs else 0
             span.set_attribute(sc.BATCH_MESSAGE_COUNT, n)
             for m in msgs or ():
-                sctx = span_context_of(m.properties.get(TRACEPARENT))
+                sctx = span_context_of(_traceparent_in(m))
                 if sctx is not None:
                     span.add_link(sctx, {sc.MESSAGE_ID: m.unique_key or m.msg_id})
         span.end()
