@@ -8,6 +8,7 @@
     rocketmesh txn-checker ...        (runs python -m rocketmesh.txn_checker ...)
     rocketmesh ha ...                 (runs python -m rocketmesh.ha ...)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
+    rocketmesh health SERVICE [ADDR]  (is it up? asked over its own protocol; exit 0 or 1)
     rocketmesh produce -t TOPIC ...   (the quickstart producer)
     rocketmesh consume -t TOPIC ...   (the quickstart consumer)
 
@@ -200,7 +201,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=text, add_help=False)
 
     from rocketmesh.cli.admin import add_admin_commands
+    from rocketmesh.cli.health import add_health_command
 
+    add_health_command(sub)
     add_admin_commands(sub)
     return ap
 

@@ -1,0 +1,113 @@
+"""``rocketmesh health SERVICE [ADDR]``: is a service up and serving? Asked over its own protocol.
+
+Each service is asked the request only it answers: the name server for the
+cluster table (GET_BROKER_CLUSTER_INFO), a broker for its runtime info
+(GET_BROKER_RUNTIME_INFO), the scheduler, txn-checker and ha service for their
+status (GET_CONSUMER_RUNNING_INFO on their status port). Exit status 0 and one
+line on stdout when it answers; 1 and what went wrong on stderr otherwise, within
+``--timeout-ms``. Meant for container health checks and scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+import orjson
+
+from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
+
+
+@dataclass(frozen=True)
+class HealthCheck:
+    """How one kind of service is asked, where it listens by default, and what its answer says."""
+
+    code: RequestCode
+    default_port: int
+    summary: Callable[[dict], str]
+    #: A field only this kind's answer has (the system services share one request code).
+    marker: str = ""
+
+
+def _namesrv(doc: dict) -> str:
+    brokers = doc.get("brokerAddrTable") or {}
+    return f"{len(brokers)} broker group(s) registered"
+
+
+def _broker(doc: dict) -> str:
+    table = doc.get("table") or doc
+    return f"commitlog at {table.get('commitLogMaxOffset', '?')}, role {table.get('brokerRole', '?')}"
+
+
+def _scheduler(doc: dict) -> str:
+    return f"instance {doc.get('instanceName')}, {doc.get('pending')} pending, {doc.get('delivered')} delivered"
+
+
+def _txn_checker(doc: dict) -> str:
+    return f"instance {doc.get('instanceName')}, {doc.get('checked')} checked"
+
+
+def _ha(doc: dict) -> str:
+    return f"instance {doc.get('instanceName')}, slave {doc.get('slave') or '?'} {doc.get('lagBytes')} bytes behind"
+
+
+#: By service name, as ``rocketmesh <service>`` names them; default ports are ``rocketmesh up``'s.
+CHECKS: dict[str, HealthCheck] = {
+    "namesrv": HealthCheck(RequestCode.GET_BROKER_CLUSTER_INFO, 9876, _namesrv),
+    "broker": HealthCheck(RequestCode.GET_BROKER_RUNTIME_INFO, 10911, _broker),
+    "scheduler": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, 10950, _scheduler, "delivered"),
+    "txn-checker": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, 10960, _txn_checker, "transactionCheckMax"),
+    "ha": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, 10970, _ha, "lagBytes"),
+}
+
+
+def check(service: str, addr: str, timeout_ms: int = 3000) -> str:
+    """Ask the ``service`` at ``addr``; its summary line when it answers, else RuntimeError saying why."""
+    how = CHECKS[service]
+    with RemotingClient(name="health") as client:
+        try:
+            resp: RemotingCommand = client.invoke_sync(addr, request(how.code), timeout_ms)
+        except RemotingError as exc:
+            raise RuntimeError(f"{service} at {addr} did not answer within {timeout_ms} ms: {exc}") from exc
+    if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        raise RuntimeError(f"{addr} answers, but it is not a {service} (it does not serve {how.code.name})")
+    if resp.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"{service} at {addr} answered {ResponseCode(resp.code).name}: {resp.remark}")
+    try:
+        doc = orjson.loads(resp.body) if resp.body else {}
+    except orjson.JSONDecodeError as exc:
+        raise RuntimeError(f"{service} at {addr} answered something that is not JSON: {exc}") from exc
+    doc = doc if isinstance(doc, dict) else {}
+    if how.marker and how.marker not in doc:
+        raise RuntimeError(f"{addr} answers, but it is not a {service} (its status has no {how.marker!r})")
+    return how.summary(doc)
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """``rocketmesh health``: 0 when the service answers, 1 otherwise."""
+    addr = args.addr or f"127.0.0.1:{CHECKS[args.service].default_port}"
+    if ":" not in addr:
+        addr = f"{addr}:{CHECKS[args.service].default_port}"
+    try:
+        line = check(args.service, addr, args.timeout_ms)
+    except RuntimeError as exc:
+        print(f"unhealthy: {exc}", file=sys.stderr)
+        return 1
+    print(f"healthy: {args.service} at {addr}: {line}")
+    return 0
+
+
+def add_health_command(sub: argparse._SubParsersAction) -> None:
+    """Add ``health`` to the ``rocketmesh`` command line."""
+    p = sub.add_parser("health", help="ask a service whether it is up (exit 0) or not (exit 1)",
+                       description=__doc__.split("\n\n", 1)[1], formatter_class=HelpFormatter,
+                       epilog="examples:\n  rocketmesh health namesrv\n  rocketmesh health broker broker-a:10911\n"
+                              "  rocketmesh health scheduler 127.0.0.1:10950 --timeout-ms 1000")
+    p.add_argument("service", choices=sorted(CHECKS), help="which kind of service to ask")
+    p.add_argument("addr", nargs="?", help="host:port (default: 127.0.0.1 and the port rocketmesh up gives it; "
+                                           "a host alone takes that port)")
+    p.add_argument("--timeout-ms", type=int, default=3000, help="how long to wait for the answer")
+    p.set_defaults(func=cmd_health)
