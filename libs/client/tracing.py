@@ -28,10 +28,10 @@ from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQ
 from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
     TRACEPARENT,
-    context_of,
+    ROOT,
     span_context_of,
+    start_span,
     traceparent_of,
-    tracer,
     tracing_enabled,
 )
 
@@ -184,7 +184,7 @@ def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool
     tracing is off."""
     if not tracing_enabled():
         return None
-    span = tracer().start_span(sc.span_name(_SEND, topic), kind=SpanKind.PRODUCER)
+    span = start_span(sc.span_name(_SEND, topic), SpanKind.PRODUCER)
     tp = traceparent_of(span)
     if tp is not None:
         for m in msgs:
@@ -257,8 +257,8 @@ def start_settle(group: str, msg: Message | MessageExt, *, check: bool = False,
         if sctx is not None:
             links = [Link(sctx)]
     name = "check" if check else _SETTLE
-    span = tracer().start_span(sc.span_name(name, msg.topic), context=context_of(props.get(TRACEPARENT)),
-                               kind=SpanKind.CONSUMER if check else SpanKind.CLIENT, links=links)
+    span = start_span(sc.span_name(name, msg.topic), SpanKind.CONSUMER if check else SpanKind.CLIENT,
+                      props.get(TRACEPARENT), links)
     if span.is_recording():
         attrs: dict[str, Any] = {
             sc.MESSAGING_SYSTEM: sc.SYSTEM,
@@ -316,8 +316,7 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     first = msgs[0]
     topic = first.topic
     if len(msgs) == 1:
-        span = tracer().start_span(sc.span_name(_PROCESS, topic), context=context_of(_traceparent_in(first)),
-                                   kind=SpanKind.CONSUMER)
+        span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))
     else:
         links = []
         for m in msgs:
@@ -325,8 +324,7 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
             if sctx is not None:
                 links.append(Link(sctx))
         # A batch has many parents, so it starts a trace of its own (not the consume thread's context).
-        span = tracer().start_span(sc.span_name(_PROCESS, topic), context=otel_context.Context(),
-                                   kind=SpanKind.CONSUMER, links=links)
+        span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, ROOT, links)
     if span.is_recording():
         attrs: dict[str, Any] = {
             sc.MESSAGING_SYSTEM: sc.SYSTEM,
@@ -378,7 +376,7 @@ def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> O
     """Start the ``receive <topic>`` span (CLIENT) of a pull from ``mq``; None when tracing is off."""
     if not tracing_enabled():
         return None
-    span = tracer().start_span(sc.span_name(_RECEIVE, mq.topic), kind=SpanKind.CLIENT)
+    span = start_span(sc.span_name(_RECEIVE, mq.topic), SpanKind.CLIENT)
     if span.is_recording():
         attrs: dict[str, Any] = {
             sc.MESSAGING_SYSTEM: sc.SYSTEM,

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import NonRecordingSpan, Span, SpanContext, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 #: The property and header field that carry the context.
@@ -49,9 +49,97 @@ def tracing_enabled() -> bool:
         _enabled = trace._TRACER_PROVIDER is not None
     if _enabled:
         # The provider's own tracer from now on, rather than the proxy that looks it up on every span.
-        global _TRACER
+        global _TRACER, _DROPS
         _TRACER = trace.get_tracer("rocketmesh")
+        _DROPS = _dropping_sampler(trace.get_tracer_provider())
     return _enabled
+
+
+#: ``start_span``'s parent: the current context (the default) or none at all (a new trace).
+CURRENT = "current"
+ROOT = "root"
+
+
+def start_span(name: str, kind: SpanKind, parent: Optional[str] = CURRENT,
+               links: Optional[Sequence[Link]] = None) -> Span:
+    """Start a span (not made current) with ``parent``: :data:`CURRENT` (the current context), :data:`ROOT`
+    (a trace of its own), or a ``traceparent`` (None or a malformed one: the current context).
+
+    When the installed SDK's sampler drops this span whatever is in it (``always_off``, or
+    ``parentbased_always_off`` under a parent that is not sampled), the non-recording span the SDK would
+    make is made here directly: the parent's trace id (or a new one) and a new span id, so the decision
+    still travels, without the SDK's per-span work.
+    """
+    drops = _DROPS
+    if drops is None:
+        return _start(name, kind, parent, links)
+    trace_id = 0
+    trace_state = None
+    flags = drops.root_flags
+    if parent is CURRENT or parent is None:
+        sctx = trace.get_current_span().get_span_context()
+        if sctx[0] and sctx[1]:  # valid: (trace_id, span_id, is_remote, trace_flags, trace_state)
+            if sctx[3] & _SAMPLED and not drops.sampled_too:
+                return _start(name, kind, parent, links)
+            trace_id, trace_state, flags = sctx[0], sctx[4], sctx[3] & _RANDOM
+    elif parent is not ROOT:
+        # 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, as the mesh writes it; anything else: the SDK
+        if len(parent) != 55 or parent[:3] != "00-":
+            return _start(name, kind, parent, links)
+        try:
+            trace_id, parent_flags = int(parent[3:35], 16), int(parent[53:], 16)
+        except ValueError:
+            trace_id, parent_flags = 0, 0
+        if not trace_id or (parent_flags & _SAMPLED and not drops.sampled_too):
+            return _start(name, kind, parent, links)
+        flags = parent_flags & _RANDOM
+    ids = drops.ids
+    return NonRecordingSpan(SpanContext(trace_id or ids.generate_trace_id(), ids.generate_span_id(), False,
+                                        _FLAGS[flags], trace_state))
+
+
+def _start(name: str, kind: SpanKind, parent: Optional[str], links: Optional[Sequence[Link]]) -> Span:
+    ctx = None if parent is CURRENT or parent is None else _EMPTY if parent is ROOT else context_of(parent)
+    return _TRACER.start_span(name, context=ctx, kind=kind, links=links)
+
+
+class _Dropping:
+    """An SDK sampler's sure drops: every span with no sampled parent (``sampled_too``: every span)."""
+
+    __slots__ = ("ids", "sampled_too", "root_flags")
+
+    def __init__(self, ids: Any, sampled_too: bool) -> None:
+        self.ids = ids
+        self.sampled_too = sampled_too
+        #: A new trace's flags: not sampled, and W3C's random-trace-id flag when the ids are random.
+        self.root_flags = _RANDOM if ids.is_trace_id_random() else 0
+
+
+def _dropping_sampler(provider: object) -> Optional[_Dropping]:
+    """What ``provider``'s sampler drops for sure, when it is the SDK's with one of its off samplers;
+    None for anything else (every span then goes through the provider)."""
+    try:
+        from opentelemetry.sdk.trace import TracerProvider as SdkTracerProvider
+        from opentelemetry.sdk.trace import sampling
+    except ImportError:  # an application's own provider, without the SDK installed
+        return None
+    if not isinstance(provider, SdkTracerProvider) or getattr(provider, "_disabled", True):
+        return None
+    ids = getattr(provider, "id_generator", None)
+    sampler = getattr(provider, "sampler", None)
+
+    def drops(s: object) -> bool:
+        return isinstance(s, sampling.StaticSampler) and getattr(s, "_decision", None) is sampling.Decision.DROP
+
+    if ids is None:
+        return None
+    if drops(sampler):
+        return _Dropping(ids, True)
+    if isinstance(sampler, sampling.ParentBased) and all(
+            drops(getattr(sampler, name, None))
+            for name in ("_root", "_remote_parent_not_sampled", "_local_parent_not_sampled")):
+        return _Dropping(ids, False)
+    return None
 
 
 def traceparent_of(span: Optional[Span] = None) -> Optional[str]:
@@ -95,5 +183,10 @@ def _remote(m: "re.Match[str]") -> Optional[SpanContext]:
 
 
 _TRACER = trace.get_tracer("rocketmesh")
+_SAMPLED = TraceFlags.SAMPLED
+_RANDOM = 0x02  # W3C trace context level 2: the trace id is random (TraceFlags.RANDOM_TRACE_ID)
+_FLAGS = {0: TraceFlags(0), _RANDOM: TraceFlags(_RANDOM)}
+#: Set once a provider is installed whose sampler drops spans for sure (see :func:`start_span`).
+_DROPS: Optional[_Dropping] = None
 _PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 _enabled = False

@@ -18,7 +18,7 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode
 from rocketmesh.remoting.command import ONEWAY_FLAG
 from rocketmesh.telemetry import semconv
-from rocketmesh.telemetry.propagation import context_of, tracer, tracing_enabled
+from rocketmesh.telemetry.propagation import start_span, tracing_enabled
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
 
@@ -50,8 +50,8 @@ def traced(code: int, fn: Handler) -> Handler:
             return fn(req, ctx)
         ext: Any = req.ext if isinstance(req.ext, dict) else {}
         topic = ext.get(topic_key, "") if topic_key else ""
-        span = tracer().start_span(semconv.span_name(op_type.value, topic) if topic else op_name,
-                                context=context_of(req.traceparent), kind=SpanKind.SERVER)
+        span = start_span(semconv.span_name(op_type.value, topic) if topic else op_name, SpanKind.SERVER,
+                          req.traceparent)
         if span.is_recording():
             attrs = {semconv.MESSAGING_SYSTEM: semconv.SYSTEM, semconv.OPERATION_TYPE: op_type.value,
                      semconv.OPERATION_NAME: op_name, semconv.SERVER_ADDRESS: ctx.server.address}

@@ -21,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.topics import SCHEDULE_TOPIC
 from rocketmesh.telemetry import semconv as sc
-from rocketmesh.telemetry.propagation import TRACEPARENT, context_of, traceparent_of, tracer, tracing_enabled
+from rocketmesh.telemetry.propagation import TRACEPARENT, start_span, traceparent_of, tracing_enabled
 
 #: ``messaging.operation.name`` of a delivery (its type is ``send``: it writes the message to its topic).
 DELIVER = "deliver"
@@ -79,8 +79,8 @@ class DeliverySpan:
 
 def start_delivery(parked: ParkedTrace, group: str, broker_addr: str) -> DeliverySpan:
     """Start the delivery span of one message, a child of its ``traceparent``."""
-    span = tracer().start_span(sc.span_name(sc.OperationType.SEND.value, parked.real_topic),
-                               context=context_of(parked.traceparent), kind=SpanKind.PRODUCER)
+    span = start_span(sc.span_name(sc.OperationType.SEND.value, parked.real_topic), SpanKind.PRODUCER,
+                      parked.traceparent)
     if span.is_recording():
         attrs = {sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: sc.OperationType.SEND.value,
                  sc.OPERATION_NAME: DELIVER, sc.DESTINATION_NAME: parked.real_topic,

@@ -15,7 +15,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.telemetry import semconv as sc
-from rocketmesh.telemetry.propagation import TRACEPARENT, context_of, traceparent_of, tracer, tracing_enabled
+from rocketmesh.telemetry.propagation import TRACEPARENT, span_context_of, start_span, traceparent_of, tracing_enabled
 
 #: ``messaging.operation.name`` of a check-back (its type is ``settle``: it leads to the transaction's end).
 CHECK = "check"
@@ -29,11 +29,11 @@ def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Optiona
     if not tracing_enabled():
         return None, None
     props = half.properties
-    parent = context_of(props.get(TRACEPARENT))
-    if parent is None:
+    parent = props.get(TRACEPARENT)
+    if span_context_of(parent) is None:
         return None, None
     topic = props.get(MessageConst.REAL_TOPIC, half.topic)
-    span = tracer().start_span(sc.span_name(CHECK, topic), context=parent, kind=SpanKind.CLIENT)
+    span = start_span(sc.span_name(CHECK, topic), SpanKind.CLIENT, parent)
     if span.is_recording():
         attrs = {sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: sc.OperationType.SETTLE.value,
                  sc.OPERATION_NAME: CHECK, sc.DESTINATION_NAME: topic, sc.ROCKETMQ_CLIENT_GROUP: group,

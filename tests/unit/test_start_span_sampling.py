@@ -1,0 +1,65 @@
+"""start_span under each of the SDK's samplers and every kind of parent: the span it makes is the one the SDK
+would make (recording or not, the parent's trace id or a new one, sampled flag), also where it skips the SDK
+for a span the sampler drops for sure."""
+
+from __future__ import annotations
+
+import pytest
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider, sampling
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+from rocketmesh.telemetry import propagation
+from rocketmesh.telemetry.propagation import CURRENT, ROOT, start_span
+
+TRACE = 0x0AF7651916CD43DD8448EB211C80319C
+SAMPLED = f"00-{TRACE:032x}-b7ad6b7169203331-01"
+UNSAMPLED = f"00-{TRACE:032x}-b7ad6b7169203331-00"
+UNSAMPLED_RANDOM = f"00-{TRACE:032x}-b7ad6b7169203331-02"
+SAMPLERS = {"always_off": sampling.ALWAYS_OFF, "parentbased_always_off": sampling.DEFAULT_OFF,
+            "always_on": sampling.ALWAYS_ON, "parentbased_always_on": sampling.DEFAULT_ON,
+            "traceidratio 0 (not skipped: the SDK decides)": sampling.TraceIdRatioBased(0.0)}
+PARENTS = {"current none": (None, CURRENT), "current sampled": (SAMPLED, CURRENT),
+           "current unsampled": (UNSAMPLED, CURRENT), "current unsampled, random id": (UNSAMPLED_RANDOM, CURRENT),
+           "remote sampled": (None, SAMPLED), "remote unsampled": (None, UNSAMPLED),
+           "remote unsampled, random id": (None, UNSAMPLED_RANDOM), "remote malformed": (None, "00-nothex"),
+           "remote absent": (None, None), "root under a sampled current": (SAMPLED, ROOT)}
+
+
+def _current(tp: str | None):
+    if tp is None:
+        return otel_context.Context()
+    flags = TraceFlags(int(tp[-2:], 16))
+    return trace.set_span_in_context(NonRecordingSpan(SpanContext(TRACE, 0xB7AD6B7169203331, False, flags)))
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS.values(), ids=SAMPLERS.keys())
+@pytest.mark.parametrize("current, parent", PARENTS.values(), ids=PARENTS.keys())
+def test_the_span_is_the_one_the_sdk_makes(monkeypatch, sampler, current, parent) -> None:
+    provider = TracerProvider(sampler=sampler)
+    monkeypatch.setattr(propagation, "_TRACER", provider.get_tracer("rocketmesh"))
+    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    token = otel_context.attach(_current(current))
+    try:
+        ours = start_span("send T", SpanKind.PRODUCER, parent)
+        sdk_ctx = None if parent in (CURRENT, None) else otel_context.Context() if parent is ROOT \
+            else propagation.context_of(parent)
+        theirs = provider.get_tracer("sdk").start_span("send T", context=sdk_ctx, kind=SpanKind.PRODUCER)
+    finally:
+        otel_context.detach(token)
+    a, b = ours.get_span_context(), theirs.get_span_context()
+    assert ours.is_recording() == theirs.is_recording()
+    assert a.trace_flags == b.trace_flags and a.trace_state == b.trace_state
+    assert (a.trace_id == TRACE) == (b.trace_id == TRACE)
+    assert a.is_valid and a.span_id != 0
+    ours.end()
+    theirs.end()
+
+
+def test_only_the_sdk_s_off_samplers_are_skipped() -> None:
+    assert propagation._dropping_sampler(TracerProvider(sampler=sampling.ALWAYS_OFF)).sampled_too
+    assert not propagation._dropping_sampler(TracerProvider(sampler=sampling.DEFAULT_OFF)).sampled_too
+    for sampler in (sampling.ALWAYS_ON, sampling.DEFAULT_ON, sampling.TraceIdRatioBased(0.0)):
+        assert propagation._dropping_sampler(TracerProvider(sampler=sampler)) is None
+    assert propagation._dropping_sampler(trace.NoOpTracerProvider()) is None
