@@ -1,9 +1,63 @@
-# One image for every rocketmesh service; docker-compose.yml picks the service by command.
-FROM python:3.11-slim
-WORKDIR /app
-COPY pyproject.toml README.md ./
-COPY libs ./libs
-COPY services ./services
-COPY spark ./spark
-RUN pip install --no-cache-dir .
-ENV ROCKETMESH_LOG_LEVEL=INFO
+# One image for every rocketmesh service: `rocketmesh` is the entrypoint, the compose file's command
+# picks the service (`namesrv ...`, `broker ...`, `scheduler ...`, `health ...`).
+#
+#   docker build -t rocketmesh:latest .            # with a registry and PyPI in reach
+#   docker/build-image.sh                          # without: base image from debootstrap, wheels from the host
+#   docker build --target spark -t rocketmesh-spark:latest .   # + Java and pyspark, for the spark profile
+ARG BASE_IMAGE=python:3.11-slim
+
+# --- build: a virtualenv with rocketmesh and its dependencies, from wheels --------------------------
+FROM ${BASE_IMAGE} AS build
+# Prebuilt wheels (docker/build-image.sh: --build-arg WHEELS=.cache/wheels); the default is empty, and
+# then the wheels are built here from PyPI.
+ARG WHEELS=docker/wheels
+ARG EXTRAS=""
+COPY ${WHEELS}/ /wheels/
+COPY pyproject.toml README.md LICENSE /src/
+COPY libs /src/libs
+COPY services /src/services
+COPY spark /src/spark
+RUN python3 -m venv /opt/rocketmesh \
+ && if ls /wheels/rocketmesh-*.whl >/dev/null 2>&1; then \
+        /opt/rocketmesh/bin/pip install --no-cache-dir --no-index --find-links /wheels "rocketmesh${EXTRAS}"; \
+    else \
+        /opt/rocketmesh/bin/pip wheel --no-cache-dir -w /wheels "/src${EXTRAS}" \
+     && /opt/rocketmesh/bin/pip install --no-cache-dir --no-index --find-links /wheels "rocketmesh${EXTRAS}"; \
+    fi
+
+# --- runtime: the services ------------------------------------------------------------------------------
+FROM ${BASE_IMAGE} AS runtime
+RUN groupadd --system --gid 10001 rocketmesh \
+ && useradd --system --uid 10001 --gid rocketmesh --home-dir /home/rocketmesh --create-home rocketmesh \
+ && mkdir -p /data && chown rocketmesh:rocketmesh /data
+COPY --from=build /opt/rocketmesh /opt/rocketmesh
+# ROCKETMESH_ADDRESS_FILE: a service writes where it serves there, so that `rocketmesh health SERVICE`
+# (the compose health checks) finds it, a scaled replica on a free port too.
+ENV PATH=/opt/rocketmesh/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    ROCKETMESH_LOG_LEVEL=INFO \
+    ROCKETMESH_ADDRESS_FILE=/tmp/rocketmesh.addr
+USER rocketmesh
+# Broker stores live under /data: docker-compose.yml mounts a named volume there per broker.
+WORKDIR /data
+ENTRYPOINT ["rocketmesh"]
+CMD ["--help"]
+
+# --- spark: the runtime plus a JRE and pyspark, for the compose file's spark profile -----------------
+FROM build AS spark-build
+ARG WHEELS=docker/wheels
+RUN if ls /wheels/pyspark-*.whl >/dev/null 2>&1; then \
+        /opt/rocketmesh/bin/pip install --no-cache-dir --no-index --find-links /wheels "rocketmesh[spark]"; \
+    else \
+        /opt/rocketmesh/bin/pip install --no-cache-dir --find-links /wheels "rocketmesh[spark]"; \
+    fi
+
+FROM runtime AS spark
+USER root
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends openjdk-17-jre-headless procps \
+ && rm -rf /var/lib/apt/lists/*
+COPY --from=spark-build /opt/rocketmesh /opt/rocketmesh
+USER rocketmesh
+ENTRYPOINT ["python3", "-m"]
+CMD ["rocketmesh.spark.jobs.merchant_totals", "--help"]

@@ -3,7 +3,10 @@
 Each service is asked the request only it answers: the name server for the
 cluster table (GET_BROKER_CLUSTER_INFO), a broker for its runtime info
 (GET_BROKER_RUNTIME_INFO), the scheduler, txn-checker and ha service for their
-status (GET_CONSUMER_RUNNING_INFO on their status port). Exit status 0 and one
+status (GET_CONSUMER_RUNNING_INFO on their status port). Without ADDR, the service
+is asked where it said it serves in $ROCKETMESH_ADDRESS_FILE when that file exists
+(the container image sets it: replicas on free ports are found), else on 127.0.0.1
+at the port `rocketmesh up` gives it. Exit status 0 and one
 line on stdout when it answers; 1 and what went wrong on stderr otherwise, within
 ``--timeout-ms``. Meant for container health checks and scripts.
 """
@@ -11,6 +14,7 @@ line on stdout when it answers; 1 and what went wrong on stderr otherwise, withi
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -19,6 +23,7 @@ import orjson
 
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
+from rocketmesh.runtime.service_main import ADDRESS_FILE_ENV
 
 
 @dataclass(frozen=True)
@@ -86,9 +91,24 @@ def check(service: str, addr: str, timeout_ms: int = 3000) -> str:
     return how.summary(doc)
 
 
+def _address_from_file() -> str:
+    """The address the service in this container wrote to $ROCKETMESH_ADDRESS_FILE ('' when none);
+    a wildcard host is asked on loopback."""
+    path = os.environ.get(ADDRESS_FILE_ENV, "")
+    if not path:
+        return ""
+    try:
+        with open(path) as f:
+            addr = f.read().strip()
+    except OSError:
+        return ""
+    host, _, port = addr.rpartition(":")
+    return f"127.0.0.1:{port}" if host in ("0.0.0.0", "*", "") and port else addr
+
+
 def cmd_health(args: argparse.Namespace) -> int:
     """``rocketmesh health``: 0 when the service answers, 1 otherwise."""
-    addr = args.addr or f"127.0.0.1:{CHECKS[args.service].default_port}"
+    addr = args.addr or _address_from_file() or f"127.0.0.1:{CHECKS[args.service].default_port}"
     if ":" not in addr:
         addr = f"{addr}:{CHECKS[args.service].default_port}"
     try:

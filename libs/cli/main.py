@@ -25,8 +25,9 @@ import sys
 from typing import Optional
 
 from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, namesrv_commands, service_commands
 from rocketmesh.runtime.python_process import python_module_argv
-from rocketmesh.cli.supervisor import ChildSpec, ServiceStartError, Supervisor
+from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha"}
@@ -38,10 +39,6 @@ SERVICE_HELP = {
     "txn-checker": "run a txn-checker replica in the foreground (the options of python -m rocketmesh.txn_checker)",
     "ha": "replicate a slave broker from its master in the foreground (the options of python -m rocketmesh.ha)",
 }
-#: Keys that make a broker what it is in its group: ``up --ha`` gives the slave its own.
-_ROLE_KEYS = ("brokerrole", "brokerid")
-#: Where each service's Prometheus port is, from the broker's (--metrics-port): RocketMQ's 5557 for it.
-_METRICS_PORT_OFFSETS = {"namesrv": -1, "broker-a": 0, "scheduler": 1, "txn-checker": 2, "ha": 3, "broker-a-s": 4}
 
 
 def _exec_service(module: str, argv: list[str]) -> int:
@@ -64,67 +61,33 @@ def cmd_up(args: argparse.Namespace) -> int:
     host = args.host
     env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO")}
 
-    # Each service serves its own /metrics (metricsExporterType=PROM), the broker on --metrics-port.
-    metrics_ports = {name: args.metrics_port + offset for name, offset in _METRICS_PORT_OFFSETS.items()}
-
-    def metrics(name: str) -> list[str]:
-        if args.no_metrics:
-            return []
-        return ["--set", "metricsExporterType=PROM", "--set", f"metricsPromExporterPort={metrics_ports[name]}"]
+    spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
+                    scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,
+                    slave_port=args.slave_port, ha_port=args.ha_port,
+                    metrics_port=None if args.no_metrics else args.metrics_port,
+                    broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
+                    sets=tuple(args.set))
+    metrics_ports = spec.metrics_ports()
 
     def stop(*_: object) -> None:
         sup._stopping.set()
 
+    def start(cmd: ServiceCommand) -> Child:
+        return sup.start(ChildSpec(cmd.name, SERVICES[cmd.kind], list(cmd.argv),
+                                   os.path.join(logs, f"{cmd.name}.log"), env))
+
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     try:
-        ns = sup.start(ChildSpec("namesrv", SERVICES["namesrv"],
-                                 ["-p", str(args.namesrv_port), "--listen-address", host,
-                                  "--kv-config-path", os.path.join(data, "namesrv", "kvConfig.json"),
-                                  *metrics("namesrv")],
-                                 os.path.join(logs, "namesrv.log"), env))
+        ns = start(namesrv_commands(spec)[0])
         namesrv = f"127.0.0.1:{ns.address.rsplit(':', 1)[1]}" if host in ("0.0.0.0", "*") else ns.address
-        broker_args = ["-n", namesrv, "--listen-port", str(args.broker_port),
-                       "--store-dir", os.path.join(data, "broker-a", "store"), "--broker-name", "broker-a",
-                       "--set", f"listenAddress={host}", *metrics("broker-a")]
-        if args.broker_config:
-            broker_args += ["-c", os.path.abspath(args.broker_config)]
-        for item in args.set:
-            broker_args += ["--set", item]
-        br = sup.start(ChildSpec("broker-a", SERVICES["broker"], broker_args,
-                                 os.path.join(logs, "broker-a.log"), env))
-        slave = ha = None
-        if args.ha:
-            slave_args = ["-n", namesrv, "--listen-port", str(args.slave_port),
-                          "--store-dir", os.path.join(data, "broker-a-s", "store"), "--broker-name", "broker-a",
-                          "--set", f"listenAddress={host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
-                          *metrics("broker-a-s")]
-            if args.broker_config:
-                slave_args += ["-c", os.path.abspath(args.broker_config)]
-            for item in args.set:
-                if item.partition("=")[0].strip().lower() not in _ROLE_KEYS:
-                    slave_args += ["--set", item]
-            slave = sup.start(ChildSpec("broker-a-s", SERVICES["broker"], slave_args,
-                                        os.path.join(logs, "broker-a-s.log"), env))
-            ha = sup.start(ChildSpec("ha", SERVICES["ha"],
-                                     ["-n", namesrv, "--listen-port", str(args.ha_port),
-                                      "--set", f"listenAddress={host}", "--set", "instanceName=ha",
-                                      "--set", "brokerName=broker-a", *metrics("ha")],
-                                     os.path.join(logs, "ha.log"), env))
-        sched = sup.start(ChildSpec("scheduler", SERVICES["scheduler"],
-                                    ["-n", namesrv, "--listen-port", str(args.scheduler_port),
-                                     "--set", f"listenAddress={host}", "--set", "instanceName=scheduler",
-                                     *metrics("scheduler")],
-                                    os.path.join(logs, "scheduler.log"), env))
-        checker = sup.start(ChildSpec("txn-checker", SERVICES["txn-checker"],
-                                      ["-n", namesrv, "--listen-port", str(args.txn_checker_port),
-                                       "--set", f"listenAddress={host}", "--set", "instanceName=txn-checker",
-                                       *metrics("txn-checker")],
-                                      os.path.join(logs, "txn-checker.log"), env))
+        started = {cmd.name: start(cmd) for cmd in service_commands(spec, namesrv)}
     except ServiceStartError as exc:
         print(f"rocketmesh up: {exc}", file=sys.stderr)
         sup.stop()
         return 1
+    br, sched, checker = started["broker-a"], started["scheduler"], started["txn-checker"]
+    slave, ha = started.get("broker-a-s"), started.get("ha")
     print(f"rocketmesh mesh is up (data in {data}, logs in {logs})")
     print(f"  namesrv   {namesrv}")
     print(f"  broker-a  {br.address}" + ("  (master)" if slave is not None else ""))
@@ -134,9 +97,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"  txn-checker {checker.address}")
     if not args.no_metrics:
         shown = "127.0.0.1" if host in ("0.0.0.0", "*") else host
-        started = ["namesrv", "broker-a", *(["broker-a-s", "ha"] if args.ha else []), "scheduler", "txn-checker"]
         print("Prometheus metrics (rocketmesh admin stats shows the broker's without it):")
-        for name in started:
+        for name in ["namesrv", *started]:
             print(f"  {name:<11} http://{shown}:{metrics_ports[name]}/metrics")
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
     print("Stop with Ctrl-C.", flush=True)

@@ -3,8 +3,10 @@
 Keys are RocketMQ's (``brokerName``, ``flushDiskType``, ``fileReservedTime`` ...).
 Dataclass fields carry the snake_case form of the same name, so ``brokerName``
 and ``broker_name`` are both accepted; the file is RocketMQ's ``key=value``
-properties format (``broker.conf``). Environment variables are
-``ROCKETMESH_`` + the snake_case name upper-cased (``ROCKETMESH_BROKER_NAME``).
+properties format (``broker.conf``). Environment variables are the RocketMQ key
+itself (``brokerName=broker-a``, ``flushDiskType=SYNC_FLUSH``: what a container's
+``environment:`` sets) or ``ROCKETMESH_`` + the snake_case name upper-cased
+(``ROCKETMESH_BROKER_NAME``), which wins when both are set.
 """
 
 from __future__ import annotations
@@ -35,6 +37,14 @@ def camel_case(name: str) -> str:
     """``mapped_file_size_commit_log`` -> ``mappedFileSizeCommitLog``."""
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def env_names(name: str) -> tuple[str, ...]:
+    """The environment variables that set field ``name``, the one that wins last: the RocketMQ key
+    (``flushDiskType``; only keys of two words or more, so that no ``path`` or ``home`` is taken for
+    one) and ``ROCKETMESH_FLUSH_DISK_TYPE``."""
+    key = camel_case(name)
+    return ((key,) if key != name else ()) + (ENV_PREFIX + name.upper(),)
 
 
 def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -110,9 +120,9 @@ def load_config(
             put(k, v, str(path), strict)
     env = os.environ if environ is None else environ
     for name in fields:
-        var = ENV_PREFIX + name.upper()
-        if var in env:
-            put(name, env[var], var, True)
+        for var in env_names(name):
+            if var in env:
+                put(name, env[var], var, True)
     for k, v in (overrides or {}).items():
         if v is not None:
             put(k, v, "override", True)

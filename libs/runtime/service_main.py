@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import signal
 import sys
 import threading
@@ -82,13 +83,38 @@ def _serve(label: str, start: Callable[[], str], stop: Callable[[], None]) -> in
         stop()
         return 1
     print(f"{label} listening on {address}", flush=True)
+    address_file = _write_address_file(address)
     # What start-up built (modules, config, tables) lives as long as the process: moved out of the
     # collector's sight, it is not walked again by every full collection, which stalls all threads.
     gc.freeze()
     while not stopping.wait(0.5):
         pass
     stop()
+    if address_file:
+        try:
+            os.remove(address_file)
+        except OSError:
+            pass
     return 0
+
+
+#: Where a service writes the address it serves once it is ready (unset: nowhere). The image sets it, so
+#: that ``rocketmesh health SERVICE`` in a container finds a replica that took a free port (port 0).
+ADDRESS_FILE_ENV = "ROCKETMESH_ADDRESS_FILE"
+
+
+def _write_address_file(address: str) -> str:
+    path = os.environ.get(ADDRESS_FILE_ENV, "")
+    if path:
+        try:
+            tmp = f"{path}.tmp"
+            with open(tmp, "w") as f:
+                f.write(address + "\n")
+            os.replace(tmp, path)
+        except OSError as exc:
+            print(f"cannot write {ADDRESS_FILE_ENV} {path}: {exc}", file=sys.stderr)
+            return ""
+    return path
 
 
 def run_system_service(name: str, description: str, config_cls: type, service_cls: type,
@@ -99,7 +125,8 @@ def run_system_service(name: str, description: str, config_cls: type, service_cl
     defaults = config_cls()
     ap = argparse.ArgumentParser(
         prog=f"rocketmesh {name}", formatter_class=HelpFormatter,
-        description=f"{description} Config comes from the file, then ROCKETMESH_<KEY> environment variables, "
+        description=f"{description} Config comes from the file, then environment variables (the RocketMQ key, "
+                    f"or ROCKETMESH_<KEY>), "
                     f"then flags; the status port listens on listenAddress (default {defaults.listen_address}).")
     ap.add_argument("-c", "--config", help=f"a properties file of {name} settings")
     ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")

@@ -4,7 +4,7 @@
         [--listen-port P] [--store-dir DIR] [--broker-name NAME] [--cluster NAME]
         [--set key=value ...]
 
-Config comes from the file, then ROCKETMESH_* environment variables, then the
+Config comes from the file, then environment variables (RocketMQ key names or ROCKETMESH_*), then the
 flags (``--set`` takes any broker or store key, RocketMQ names). Prints one
 line ``broker <name> listening on <host:port>`` when it serves, and shuts
 down cleanly on SIGTERM or SIGINT.
@@ -28,7 +28,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="rocketmesh broker", formatter_class=HelpFormatter,
         description="Run a broker: the commitlog store, sends, pulls, offsets and transactions. Config comes "
-                    "from broker.conf, then ROCKETMESH_<KEY> environment variables, then flags; it listens on "
+                    "from broker.conf, then environment variables (the RocketMQ key, or ROCKETMESH_<KEY>), then "
+                    "flags; it listens on "
                     f"listenAddress (default {b.listen_address}; --set listenAddress=0.0.0.0 for all interfaces).")
     ap.add_argument("-c", "--config", help="broker.conf (RocketMQ key=value properties)")
     ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")

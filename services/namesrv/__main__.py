@@ -22,7 +22,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
         prog="rocketmesh namesrv", formatter_class=HelpFormatter,
         description="Run a name server: brokers register with it, clients ask it where a topic lives. "
-                    "Config comes from the file, then ROCKETMESH_<KEY> environment variables, then flags.")
+                    "Config comes from the file, then environment variables (the RocketMQ key, or "
+                    "ROCKETMESH_<KEY>), then flags.")
     ap.add_argument("-c", "--config-file", help="properties file (RocketMQ key names, e.g. listenPort=9876)")
     ap.add_argument("-p", "--listen-port", type=int, help=f"TCP port (default {d.listen_port})")
     ap.add_argument("--listen-address", help=f"interface to bind (default {d.listen_address}; 0.0.0.0 for all)")

@@ -33,3 +33,18 @@ def test_nothing_listening_or_another_kind_of_service_is_unhealthy(namesrv, brok
     out = run_cli("health", "scheduler", broker.addr)
     assert out.returncode == 1
     assert f"{broker.addr} answers, but it is not a scheduler" in out.stderr
+
+
+def test_without_an_address_it_asks_where_the_service_said_it_serves(
+        tmp_path, namesrv, start_scheduler: Callable[..., SchedulerProcess]) -> None:
+    """In a container (ROCKETMESH_ADDRESS_FILE set by the image) a replica on a free port is found."""
+    scheduler = start_scheduler(namesrv.addr)
+    port = scheduler.addr.rsplit(":", 1)[1]
+    addr_file = tmp_path / "rocketmesh.addr"
+    addr_file.write_text(f"0.0.0.0:{port}\n")  # as a service listening on all interfaces writes it
+    out = run_cli("health", "scheduler", env={"ROCKETMESH_ADDRESS_FILE": str(addr_file)})
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"healthy: scheduler at 127.0.0.1:{port}: ")
+    addr_file.unlink()  # no file: the port rocketmesh up gives it
+    out = run_cli("health", "scheduler", "--timeout-ms", "300", env={"ROCKETMESH_ADDRESS_FILE": str(addr_file)})
+    assert "scheduler at 127.0.0.1:10950" in out.stdout + out.stderr

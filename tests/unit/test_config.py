@@ -20,6 +20,24 @@ def test_file_then_env_then_overrides(tmp_path):
     assert to_properties(cfg)["flushDiskType"] == "SYNC_FLUSH"
 
 
+def test_env_by_rocketmq_key_names(tmp_path):
+    """A container's environment sets keys by their RocketMQ names; ROCKETMESH_<KEY> wins over them."""
+    conf = tmp_path / "broker.conf"
+    conf.write_text("flushDiskType=SYNC_FLUSH\nfileReservedTime=48\n")
+    env = {"flushDiskType": "ASYNC_FLUSH", "fileReservedTime": "12", "ROCKETMESH_FILE_RESERVED_TIME": "24",
+           "deleteWhen": "03", "brokerName": "broker-b"}
+    cfg = load_config(MessageStoreConfig, conf, environ=env, overrides={"deleteWhen": "02;14"})
+    assert cfg.flush_disk_type is FlushDiskType.ASYNC_FLUSH  # the environment beats the file
+    assert cfg.file_reserved_time == 24  # ROCKETMESH_ beats the RocketMQ name
+    assert cfg.delete_when == "02;14"  # flags beat the environment
+    broker = load_config(BrokerConfig, environ=env)
+    assert broker.broker_name == "broker-b"  # each config takes its own keys from one environment
+    with pytest.raises(ConfigError, match="flushDiskType"):
+        load_config(MessageStoreConfig, environ={"flushDiskType": "SOMETIMES"})
+    # Snake-case spellings and one-word names are not read from the environment.
+    assert load_config(MessageStoreConfig, environ={"file_reserved_time": "1"}).file_reserved_time != 1
+
+
 def test_bad_values_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="flushDiskType"):
         load_config(MessageStoreConfig, overrides={"flushDiskType": "SOMETIMES"}, environ={})

@@ -1,0 +1,104 @@
+"""What ``rocketmesh up`` starts, as data: each service's name, kind and arguments.
+
+``rocketmesh up`` runs these as processes; docker-compose.yml runs the same ones as containers
+(``rocketmesh <kind> <argv...>``), and tests/unit/test_compose_file.py checks that the compose
+file's commands are what :func:`namesrv_commands` and :func:`service_commands` give for its
+:class:`MeshSpec`. Change an argument here and the compose file must follow.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+#: Where each service's Prometheus port is, from the broker's (metricsPromExporterPort): RocketMQ's 5557 for it.
+METRICS_PORT_OFFSETS = {"namesrv": -1, "broker-a": 0, "scheduler": 1, "txn-checker": 2, "ha": 3, "broker-a-s": 4,
+                        "namesrv-2": 5}
+#: Keys that make a broker what it is in its group: the slave gets its own.
+ROLE_KEYS = ("brokerrole", "brokerid")
+
+
+@dataclass(frozen=True)
+class MeshSpec:
+    """The knobs of ``rocketmesh up`` (its flags) that shape the services' command lines."""
+
+    data_dir: str
+    host: str = "127.0.0.1"
+    namesrv_ports: tuple[int, ...] = (9876,)
+    broker_port: int = 10911
+    #: 0: a free port, and no fixed instanceName, so that any number of replicas can run side by side.
+    scheduler_port: int = 10950
+    txn_checker_port: int = 10960
+    ha: bool = False
+    slave_port: int = 10921
+    ha_port: int = 10970
+    #: The broker's Prometheus port, the others' are offset from it; None: no Prometheus endpoints.
+    metrics_port: Optional[int] = 5557
+    broker_config: Optional[str] = None
+    #: ``--set KEY=VALUE`` items for the brokers (the slave takes all but its role keys).
+    sets: tuple[str, ...] = ()
+
+    def metrics_ports(self) -> dict[str, int]:
+        base = self.metrics_port if self.metrics_port is not None else 0
+        return {name: base + offset for name, offset in METRICS_PORT_OFFSETS.items()}
+
+
+@dataclass(frozen=True)
+class ServiceCommand:
+    """One service: ``name`` (namesrv, broker-a, ...), ``kind`` (``rocketmesh <kind>``), its arguments."""
+
+    name: str
+    kind: str
+    argv: tuple[str, ...]
+
+
+def _metrics(spec: MeshSpec, name: str) -> list[str]:
+    if spec.metrics_port is None:
+        return []
+    return ["--set", "metricsExporterType=PROM", "--set", f"metricsPromExporterPort={spec.metrics_ports()[name]}"]
+
+
+def namesrv_name(index: int) -> str:
+    """``namesrv``, ``namesrv-2``, ... for the name servers in the order of ``namesrv_ports``."""
+    return "namesrv" if index == 0 else f"namesrv-{index + 1}"
+
+
+def namesrv_commands(spec: MeshSpec) -> list[ServiceCommand]:
+    """The name servers, started first."""
+    out = []
+    for i, port in enumerate(spec.namesrv_ports):
+        name = namesrv_name(i)
+        out.append(ServiceCommand(name, "namesrv", (
+            "-p", str(port), "--listen-address", spec.host,
+            "--kv-config-path", os.path.join(spec.data_dir, name, "kvConfig.json"), *_metrics(spec, name))))
+    return out
+
+
+def _system(spec: MeshSpec, name: str, namesrv: str, port: int, *extra: str) -> ServiceCommand:
+    # A replica on a fixed port is the only one; replicas on free ports name themselves apart.
+    named = ["--set", f"instanceName={name}"] if port else []
+    return ServiceCommand(name, name, (
+        "-n", namesrv, "--listen-port", str(port), "--set", f"listenAddress={spec.host}", *named, *extra,
+        *_metrics(spec, name)))
+
+
+def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
+    """Everything after the name servers, in start order, given the name server list ``namesrv``."""
+    conf = ["-c", spec.broker_config] if spec.broker_config else []
+    out = [ServiceCommand("broker-a", "broker", (
+        "-n", namesrv, "--listen-port", str(spec.broker_port),
+        "--store-dir", os.path.join(spec.data_dir, "broker-a", "store"), "--broker-name", "broker-a",
+        "--set", f"listenAddress={spec.host}", *_metrics(spec, "broker-a"), *conf,
+        *[a for item in spec.sets for a in ("--set", item)]))]
+    if spec.ha:
+        slave_sets = [item for item in spec.sets if item.partition("=")[0].strip().lower() not in ROLE_KEYS]
+        out.append(ServiceCommand("broker-a-s", "broker", (
+            "-n", namesrv, "--listen-port", str(spec.slave_port),
+            "--store-dir", os.path.join(spec.data_dir, "broker-a-s", "store"), "--broker-name", "broker-a",
+            "--set", f"listenAddress={spec.host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
+            *_metrics(spec, "broker-a-s"), *conf, *[a for item in slave_sets for a in ("--set", item)])))
+        out.append(_system(spec, "ha", namesrv, spec.ha_port, "--set", "brokerName=broker-a"))
+    out.append(_system(spec, "scheduler", namesrv, spec.scheduler_port))
+    out.append(_system(spec, "txn-checker", namesrv, spec.txn_checker_port))
+    return out

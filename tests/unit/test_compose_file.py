@@ -1,0 +1,103 @@
+"""docker-compose.yml starts what ``rocketmesh up`` starts: the same commands and keys, checked by parsing it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocketmesh.cli.mesh_spec import MeshSpec, namesrv_commands, service_commands
+
+yaml = pytest.importorskip("yaml")
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The spec the compose file is written for: `rocketmesh up --host 0.0.0.0 --data-dir /data --ha
+#: --broker-config /etc/rocketmesh/broker.conf`, with a second name server and the scheduler and
+#: txn-checker on free ports (replicas).
+SPEC = MeshSpec(data_dir="/data", host="0.0.0.0", namesrv_ports=(9876, 9877), scheduler_port=0, txn_checker_port=0,
+                ha=True, broker_config="/etc/rocketmesh/broker.conf")
+NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
+#: Services of the compose file that are not mesh services (the network holder, the spark profile).
+NOT_MESH = {"mesh", "spark", "spark-orders"}
+
+
+def _load(name: str) -> dict:
+    return yaml.safe_load((ROOT / name).read_text())
+
+
+def _expected() -> dict[str, list[str]]:
+    cmds = [*namesrv_commands(SPEC), *service_commands(SPEC, NAMESRV)]
+    return {c.name: [c.kind, *c.argv] for c in cmds}
+
+
+def test_each_service_runs_the_command_up_runs():
+    services = _load("docker-compose.yml")["services"]
+    mesh = {name: svc for name, svc in services.items() if name not in NOT_MESH}
+    expected = _expected()
+    assert set(mesh) == set(expected)
+    for name, svc in mesh.items():
+        assert svc["command"] == expected[name], name
+        assert "entrypoint" not in svc, f"{name}: the image's entrypoint (rocketmesh) runs it"
+
+
+def test_health_checks_ask_each_service_over_its_protocol_and_dependencies_wait_for_them():
+    services = _load("docker-compose.yml")["services"]
+    for name, svc in services.items():
+        if name in NOT_MESH:
+            continue
+        kind = svc["command"][0]
+        assert svc["healthcheck"]["test"] == ["CMD", "rocketmesh", "health", kind], name
+        assert svc["init"] is True and svc["restart"] == "unless-stopped", name
+        deps = svc["depends_on"]
+        if isinstance(deps, dict):
+            assert all(d["condition"] == "service_healthy" for d in deps.values()), name
+
+
+def test_scaled_services_have_no_fixed_names_or_ports():
+    services = _load("docker-compose.yml")["services"]
+    for name in ("scheduler", "txn-checker"):
+        svc = services[name]
+        assert "container_name" not in svc and "ports" not in svc
+        assert svc["command"][svc["command"].index("--listen-port") + 1] == "0"
+        assert not any(a.startswith("instanceName=") for a in svc["command"]), "replicas name themselves apart"
+
+
+def test_ports_are_published_on_loopback_only_and_match_the_commands():
+    services = _load("docker-compose.yml")["services"]
+    published = set()
+    for spec in services["mesh"]["ports"]:
+        host, hport, cport = spec.split(":")
+        assert host == "127.0.0.1" and hport == cport, spec
+        lo, _, hi = hport.partition("-")
+        published.update(range(int(lo), int(hi or lo) + 1))
+    assert all("ports" not in svc for name, svc in services.items() if name != "mesh")
+    served = set(SPEC.namesrv_ports) | {SPEC.broker_port, SPEC.slave_port}
+    served |= {SPEC.metrics_ports()[c.name] for c in [*namesrv_commands(SPEC), *service_commands(SPEC, NAMESRV)]}
+    assert served <= published
+
+
+def test_brokers_are_configured_by_rocketmq_keys_and_keep_their_stores_in_named_volumes():
+    doc = _load("docker-compose.yml")
+    services = doc["services"]
+    for name in ("broker-a", "broker-a-s"):
+        env = services[name]["environment"]
+        for key in ("brokerClusterName", "flushDiskType", "mappedFileSizeCommitLog", "fileReservedTime"):
+            assert key in env, (name, key)
+        assert "OTEL_EXPORTER_OTLP_ENDPOINT" in env and env["OTEL_EXPORTER_OTLP_ENDPOINT"] is None  # passed through
+        vols = services[name]["volumes"]
+        assert f"{name}-store:/data" in vols and f"{name}-store" in doc["volumes"]
+        assert "./docker/broker.conf:/etc/rocketmesh/broker.conf:ro" in vols
+    assert services["broker-a"]["environment"]["brokerRole"].endswith("ASYNC_MASTER}")
+    assert services["spark"]["profiles"] == ["spark"]
+
+
+def test_the_broker_b_override_is_broker_a_by_another_name():
+    """docker-compose.broker-b.yml: the same command as broker-a but name, port, store and metrics port."""
+    base = _load("docker-compose.yml")["services"]["broker-a"]
+    over = _load("docker-compose.broker-b.yml")
+    b = over["services"]["broker-b"]
+    swap = {"broker-a": "broker-b", "10911": "10931", "/data/broker-a/store": "/data/broker-b/store",
+            "metricsPromExporterPort=5557": "metricsPromExporterPort=5563"}
+    assert b["command"] == [swap.get(a, a) for a in base["command"]]
+    assert "127.0.0.1:10931:10931" in over["services"]["mesh"]["ports"]
+    assert "broker-b-store" in over["volumes"]
