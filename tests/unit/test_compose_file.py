@@ -4,11 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+import yaml
 
 from rocketmesh.cli.mesh_spec import MeshSpec, namesrv_commands, service_commands
-
-yaml = pytest.importorskip("yaml")
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The spec the compose file is written for: `rocketmesh up --host 0.0.0.0 --data-dir /data --ha
