@@ -60,6 +60,18 @@ def thaw(pid: int) -> None:
     os.kill(pid, signal.SIGCONT)
 
 
+def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> Optional[int]:
+    """SIGTERM ``proc``, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+    return proc.returncode
+
+
 def child_pids(pid: int) -> list[int]:
     """The live children of ``pid`` (the broker's dispatch worker is its child).
 
@@ -194,14 +206,7 @@ class ServiceProcess:
         """SIGTERM, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-        return self.proc.returncode
+        return stop_process(self.proc, timeout_s)
 
     def kill(self) -> None:
         """SIGKILL now (a crash), and reap."""

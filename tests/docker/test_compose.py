@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 import pytest
-from procs import wait_for
+from procs import stop_process, wait_for
 
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, PushConsumer, TransactionProducer
 
@@ -66,21 +66,10 @@ def _start_dockerd() -> subprocess.Popen:
     deadline = time.monotonic() + 60
     while not _engine_answers():
         if proc.poll() is not None or time.monotonic() > deadline:
-            _stop(proc)
+            stop_process(proc, 30)
             raise AssertionError("dockerd did not come up; see /tmp/rocketmesh-test-dockerd.log")
         time.sleep(0.5)
     return proc
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the dockerd this test started (and only it), by its pid."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +90,7 @@ def engine() -> Iterator[None]:
     try:
         yield
     finally:
-        _stop(proc)
+        stop_process(proc, 30)  # the dockerd this test started, and only it, by its pid
 
 
 def _compose_cmd() -> list[str]:
