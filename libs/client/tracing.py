@@ -35,8 +35,6 @@ from rocketmesh.telemetry.propagation import (
     tracing_enabled,
 )
 
-#: Not an OpenTelemetry name: the outcome a transaction was settled with (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW).
-ROCKETMQ_TRANSACTION_STATE = "messaging.rocketmq.transaction.state"
 #: Span event of a send attempt that failed and was retried within the same send.
 ATTEMPT_FAILED_EVENT = "send_attempt_failed"
 
@@ -52,14 +50,6 @@ _PROCESS = sc.OperationType.PROCESS.value
 _SETTLE = sc.OperationType.SETTLE.value
 
 # -- common attributes ---------------------------------------------------------------------------------
-
-
-def _server(addr: str) -> dict[str, Any]:
-    """``server.address`` and ``server.port`` of a ``host:port`` broker address."""
-    host, sep, port = addr.rpartition(":")
-    if sep and port.isdigit():
-        return {sc.SERVER_ADDRESS: host, sc.SERVER_PORT: int(port)}
-    return {sc.SERVER_ADDRESS: addr}
 
 
 def _message_attrs(attrs: dict[str, Any], props: dict[str, str]) -> None:
@@ -131,14 +121,14 @@ class SendTrace:
     def attempt(self, addr: str, mq: MessageQueue) -> None:
         """An attempt goes to ``mq`` on the broker at ``addr``."""
         if self.recording:
-            attrs = _server(addr)
+            attrs = sc.server_attributes(addr)
             attrs[sc.DESTINATION_PARTITION_ID] = str(mq.queue_id)
             self.span.set_attributes(attrs)
 
     def attempt_failed(self, addr: str, exc: BaseException) -> None:
         """An attempt failed and the send goes on (another attempt, another broker)."""
         if self.recording:
-            attrs = _server(addr)
+            attrs = sc.server_attributes(addr)
             attrs[sc.ERROR_TYPE] = type(exc).__qualname__
             attrs["exception.message"] = str(exc)
             self.span.add_event(ATTEMPT_FAILED_EVENT, attrs)
@@ -235,7 +225,7 @@ class SettleTrace:
         span = self.span
         if span.is_recording():
             if state is not None:
-                span.set_attribute(ROCKETMQ_TRANSACTION_STATE, state)
+                span.set_attribute(sc.ROCKETMQ_TRANSACTION_STATE, state)
             if exc is not None:
                 _fail(span, exc)
         otel_context.detach(self._token)
@@ -388,7 +378,7 @@ def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> O
             sc.ROCKETMQ_CLIENT_GROUP: group,
         }
         if addr:
-            attrs.update(_server(addr))
+            attrs.update(sc.server_attributes(addr))
         span.set_attributes(attrs)
     return ReceiveTrace(span)
 

@@ -26,6 +26,10 @@ ROCKETMQ_MESSAGE_TYPE = "messaging.rocketmq.message.type"
 ROCKETMQ_DELAY_TIME_LEVEL = "messaging.rocketmq.message.delay_time_level"
 ROCKETMQ_CLIENT_GROUP = "messaging.rocketmq.client_group"
 ROCKETMQ_NAMESPACE = "messaging.rocketmq.namespace"
+#: Not OpenTelemetry's: the outcome a transaction was settled with (COMMIT_MESSAGE, ROLLBACK_MESSAGE, UNKNOW) ...
+ROCKETMQ_TRANSACTION_STATE = "messaging.rocketmq.transaction.state"
+#: ... and what the broker did with a half message the txn-checker asked it to check (HalfCheckOutcome).
+ROCKETMQ_CHECK_OUTCOME = "messaging.rocketmq.transaction.check_outcome"
 SERVER_ADDRESS = "server.address"
 SERVER_PORT = "server.port"
 ERROR_TYPE = "error.type"

@@ -19,8 +19,6 @@ from rocketmesh.telemetry.propagation import TRACEPARENT, span_context_of, start
 
 #: ``messaging.operation.name`` of a check-back (its type is ``settle``: it leads to the transaction's end).
 CHECK = "check"
-#: Not an OpenTelemetry name: what the broker did with a checked half message (HalfCheckOutcome's values).
-ROCKETMQ_CHECK_OUTCOME = "messaging.rocketmq.transaction.check_outcome"
 
 
 def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Optional[Span], Optional[str]]:
@@ -51,7 +49,7 @@ def end_check(span: Optional[Span], outcome: Optional[str] = None, failure: Opti
         return
     if span.is_recording():
         if outcome is not None:
-            span.set_attribute(ROCKETMQ_CHECK_OUTCOME, outcome)
+            span.set_attribute(sc.ROCKETMQ_CHECK_OUTCOME, outcome)
         if failure is not None:
             span.set_status(StatusCode.ERROR, failure)
             span.set_attribute(sc.ERROR_TYPE, failure.split(":", 1)[0])
