@@ -287,6 +287,15 @@ class MsgTracer:
             self.dispatcher.put(TraceRecord(TraceType.SubAfter, b.msg_id, now, keys=b.keys, cost_ms=each,
                                             success=success, request_id=sub.request_id, context_code=code))
 
+    # -- pull consumers (DefaultLitePullConsumer's hooks) ---------------------
+
+    def polled(self, msgs: Sequence[MessageExt]) -> None:
+        """Record what a poll handed the application: a SubBefore and a successful SubAfter of each message
+        at once (the application's processing is out of sight, as with RocketMQ's lite pull consumer)."""
+        sub = self.before(msgs)
+        if sub is not None:
+            self.after(sub, True, True)
+
 
 def store_host_of(offset_msg_id: Optional[str]) -> str:
     """The address of the broker that stored a message, as its offset message id (the first of a batch's)

@@ -1,6 +1,6 @@
 """RocketMQ's message trace against real processes: a producer and a push consumer with enable_msg_trace write
-Pub / SubBefore / SubAfter records into RMQ_SYS_TRACE_TOPIC (which the broker creates), a transactional message
-adds an EndTransaction, and ``rocketmesh admin query-msg-trace-by-id`` (the real CLI) prints the message's life.
+Pub / SubBefore / SubAfter records into RMQ_SYS_TRACE_TOPIC (which the broker creates), a pull consumer records
+what its polls return, a transactional message adds an EndTransaction, and ``rocketmesh admin query-msg-trace-by-id`` (the real CLI) prints the message's life.
 Without enable_msg_trace nothing is written.
 """
 
@@ -10,7 +10,7 @@ import threading
 
 from procs import run_cli, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.client.trace_data import ConsumeReturnType, TraceMessageType, TraceRecord, TraceType
 from rocketmesh.model.message import MessageExt
 from rocketmesh.model.topics import TRACE_TOPIC
@@ -84,6 +84,24 @@ def test_send_and_consume_are_traced_and_the_cli_prints_them(namesrv, broker, ad
 
     cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", failing.msg_id, timeout=30)
     assert "failed(EXCEPTION)" in next(line for line in cli.stdout.splitlines() if line.startswith("Sub "))
+
+
+def test_a_pull_consumer_records_what_its_polls_return(namesrv, broker, admin) -> None:
+    make_topic(admin, "TracePolled")
+    with Producer("poll-producer", namesrv.addr) as producer:
+        result = producer.send(Message("TracePolled", b"polled", keys="poll-1"))
+    with PullConsumer("trace-poller", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", enable_msg_trace=True,
+                      **FAST_CLIENT) as consumer:
+        consumer.subscribe("TracePolled")
+        got = wait_for(lambda: consumer.poll(timeout_ms=500), 15, "the message polled")
+    assert [m.unique_key for m in got] == [result.msg_id]
+    # Shut down: what was queued has been flushed.
+    records = trace_of(admin, result.msg_id, TraceType.SubBefore, TraceType.SubAfter)
+    before = next(r for r in records if r.type is TraceType.SubBefore)
+    after = next(r for r in records if r.type is TraceType.SubAfter)
+    assert (before.group, before.keys, before.retry_times) == ("trace-poller", "poll-1", 0)
+    assert (after.request_id, after.success, after.context_code) == (before.request_id, True,
+                                                                     ConsumeReturnType.SUCCESS)
 
 
 class Commit:

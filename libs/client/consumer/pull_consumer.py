@@ -29,6 +29,7 @@ from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.rebalance import subscribe_queues
+from rocketmesh.client.msg_trace import MsgTracer
 
 _MiB = 1024 * 1024
 
@@ -66,6 +67,9 @@ class PullConsumer:
         self._next_auto_commit = 0.0
         self._lock = threading.Lock()
         self._started = False
+        #: RocketMQ's message trace of what polls return (enable_msg_trace); started by start().
+        self._msg_trace: Optional[MsgTracer] = MsgTracer(
+            group, namesrv, o.trace_topic, instance_name=o.instance_name) if o.enable_msg_trace else None
 
     @property
     def group(self) -> str:
@@ -117,7 +121,14 @@ class PullConsumer:
     def start(self) -> "PullConsumer":
         if self._started:
             raise MQClientError("the consumer is already started")
-        self._core.start()
+        if self._msg_trace is not None:
+            self._msg_trace.start()
+        try:
+            self._core.start()
+        except BaseException:
+            if self._msg_trace is not None:
+                self._msg_trace.close(1.0)
+            raise
         self._started = True
         exit_hooks.started(self)
         self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
@@ -136,6 +147,8 @@ class PullConsumer:
         self._core.shutdown()
         if self.auto_commit:
             self._commit_consumed()
+        if self._msg_trace is not None:
+            self._msg_trace.close()
         self._core.finish_shutdown()
 
     def __enter__(self) -> "PullConsumer":
@@ -172,6 +185,8 @@ class PullConsumer:
                     return []
                 continue
             pq.remove_messages(batch.messages)  # what commit() stores: pq.committed_offset
+            if self._msg_trace is not None:
+                self._msg_trace.polled(batch.messages)
             return batch.messages
 
     def _deliver(self, req: PullRequest, msgs: list[MessageExt]) -> None:
