@@ -8,6 +8,8 @@ ARG BASE_IMAGE=python:3.11-slim
 
 # --- build: a virtualenv with rocketmesh and its dependencies, from wheels --------------------------
 FROM ${BASE_IMAGE} AS build
+# The label lets docker/build-image.sh prune this Dockerfile's dangling images, and no others.
+LABEL rocketmesh.image=1
 # Prebuilt wheels (docker/build-image.sh: --build-arg WHEELS=.cache/wheels); the default is empty, and
 # then the wheels are built here from PyPI.
 ARG WHEELS=docker/wheels
@@ -27,6 +29,7 @@ RUN python3 -m venv /opt/rocketmesh \
 
 # --- runtime: the services ------------------------------------------------------------------------------
 FROM ${BASE_IMAGE} AS runtime
+LABEL rocketmesh.image=1
 RUN groupadd --system --gid 10001 rocketmesh \
  && useradd --system --uid 10001 --gid rocketmesh --home-dir /home/rocketmesh --create-home rocketmesh \
  && mkdir -p /data && chown rocketmesh:rocketmesh /data

@@ -75,4 +75,6 @@ if [ "$SPARK" = 1 ]; then
   log "docker build -t ${IMAGE%%:*}-spark:latest (target spark)"
   docker build -q --build-arg WHEELS=.cache/wheels --target spark -t "${IMAGE%%:*}-spark:latest" "$ROOT" >/dev/null
 fi
+# The build stages and the images the new ones replaced, untagged now (only this Dockerfile's: by label).
+docker image prune -f --filter label=rocketmesh.image=1 >/dev/null
 log "done: $IMAGE"

@@ -36,7 +36,8 @@ COMPOSE_ENV = {"MAPPED_FILE_SIZE_COMMIT_LOG": str(64 * 1024 * 1024), "TRANSACTIO
 APT_PACKAGES = ["docker.io", "docker-compose", "debootstrap"]
 
 
-def _run(*cmd: str, timeout: float = 120, env: Optional[dict] = None, check: bool = True) -> subprocess.CompletedProcess:
+def _run(*cmd: str, timeout: float = 120, env: Optional[dict] = None,
+         check: bool = True) -> subprocess.CompletedProcess:
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, **(env or {})})
     if check and out.returncode != 0:
