@@ -91,15 +91,15 @@ class LatencyHistogram:
         self._series: dict[tuple, list] = {}
         self._lock = threading.Lock()
 
-    def record(self, key: tuple, value: float) -> None:
-        """Count ``value`` for label values ``key``."""
+    def record(self, key: tuple, value: float, times: int = 1) -> None:
+        """Count ``value`` (``times`` over) for label values ``key``."""
         i = bisect.bisect_left(self.bounds, value)
         with self._lock:
             series = self._series.get(key)
             if series is None:
                 series = self._series[key] = [[0] * (len(self.bounds) + 1), 0.0]
-            series[0][i] += 1
-            series[1] += value
+            series[0][i] += times
+            series[1] += value * times
 
     def collect(self) -> list[HistogramMetricFamily]:
         """The Prometheus family (prometheus_client's collector protocol)."""

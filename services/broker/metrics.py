@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Iterator
 
 from rocketmesh.broker.metadata.consumer_offsets import TOPIC_GROUP_SEPARATOR
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
 
 #: Bucket bounds of rocketmq_storage_flush_latency (ms).
 FLUSH_LATENCY_BOUNDS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000)
+#: Bucket bounds of rocketmq_message_size (bytes), RocketMQ 5's: 1 KiB, 4 KiB, 512 KiB, 1, 2 and 4 MiB.
+MESSAGE_SIZE_BOUNDS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
 
 
 def message_type_of(topic: str, stored_topic: str) -> str:
@@ -51,6 +54,8 @@ class BrokerMetrics:
                                         ("topic", "consumer_group"))
         self.flush_latency = m.histogram("rocketmq_storage_flush_latency", "Duration of a commitlog flush (ms)",
                                          (), FLUSH_LATENCY_BOUNDS_MS)
+        self.message_size = m.histogram("rocketmq_message_size", "Size of the messages produced (body bytes)",
+                                        ("topic", "message_type"), MESSAGE_SIZE_BOUNDS)
         observe_rpc_latency(m, broker.server)
         m.gauge("rocketmq_producer_connections", "Producers connected", lambda: [(broker.clients.counts()[0], {})])
         m.gauge("rocketmq_consumer_connections", "Consumers connected", lambda: [(broker.clients.counts()[1], {})])
@@ -58,6 +63,12 @@ class BrokerMetrics:
                 self._lag)
         m.gauge("rocketmq_consumer_inflight_messages", "Messages pulled by a group but not yet committed",
                 self._inflight)
+        m.gauge("rocketmq_consumer_ready_messages", "Messages a group has not pulled yet (max - pulled offset)",
+                self._ready)
+        m.gauge("rocketmq_consumer_lag_latency", "How long the oldest message a group has not committed has been "
+                "stored (ms)", self._lag_latency)
+        m.gauge("rocketmq_storage_message_reserve_time", "How long ago the oldest message the store keeps was "
+                "stored (ms)", self._reserve_time)
         m.gauge("rocketmq_half_messages", "Half (prepared) messages not yet settled", self._half)
         m.gauge("rocketmq_storage_size", "Bytes of the store's files on disk", self._storage_size)
         m.gauge("rocketmq_storage_dispatch_behind_bytes", "Commitlog bytes not yet dispatched to queues",
@@ -83,6 +94,8 @@ class BrokerMetrics:
         key = (topic, message_type)
         self.messages_in.add(key, count)
         self.throughput_in.add(key, body_bytes)
+        if count:  # a batch counts each message at the batch's mean size
+            self.message_size.record(key, body_bytes / count, count)
 
     def pulled(self, group: str, topic: str, queue_id: int, next_offset: int, count: int, size: int) -> None:
         """A pull of ``group`` returned ``count`` messages (``size`` bytes); the next starts at ``next_offset``."""
@@ -117,6 +130,34 @@ class BrokerMetrics:
             committed = offsets.query_offset(group, topic, queue_id)
             inflight[(topic, group)] = inflight.get((topic, group), 0) + max(0, next_offset - max(committed, 0))
         return [(v, {"topic": t, "consumer_group": g}) for (t, g), v in inflight.items()]
+
+    def _ready(self) -> list[tuple[float, dict[str, Any]]]:
+        with self._lock:
+            pulled = dict(self._pulled_to)
+        ready: dict[tuple[str, str], int] = {}
+        for group, topic, queue_id, committed, max_offset in self._group_offsets():
+            start = max(committed, pulled.get((group, topic, queue_id), 0))
+            ready[(topic, group)] = ready.get((topic, group), 0) + max(0, max_offset - start)
+        return [(v, {"topic": t, "consumer_group": g}) for (t, g), v in ready.items()]
+
+    def _lag_latency(self) -> list[tuple[float, dict[str, Any]]]:
+        store = self.broker.store
+        now = int(time.time() * 1000)
+        latency: dict[tuple[str, str], int] = {}
+        for group, topic, queue_id, committed, max_offset in self._group_offsets():
+            oldest = 0
+            if committed < max_offset:
+                stored = store.get_message_store_timestamp(topic, queue_id, max(committed, 0))
+                oldest = max(0, now - stored) if stored > 0 else 0
+            latency[(topic, group)] = max(latency.get((topic, group), 0), oldest)
+        return [(v, {"topic": t, "consumer_group": g}) for (t, g), v in latency.items()]
+
+    def _reserve_time(self) -> list[tuple[float, dict[str, Any]]]:
+        commitlog = self.broker.store.commitlog
+        stored = commitlog.store_timestamp_at(commitlog.min_offset) if commitlog.max_offset > 0 else -1
+        if stored <= 0:
+            return []
+        return [(max(0, int(time.time() * 1000) - stored), {"storage_type": "local"})]
 
     def _half(self) -> list[tuple[float, dict[str, Any]]]:
         store, offsets = self.broker.store, self.broker.offsets

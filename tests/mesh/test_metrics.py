@@ -84,6 +84,10 @@ def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, pro
         consumer.commit()
         wait_for(lambda: sample(scrape(url), "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 6,
                  what="lag 6 after 4 of 10 committed")
+        text = scrape(url)
+        # Of the 6 not committed, what the group has not pulled yet; the oldest of them waits since it was sent.
+        assert 0 <= sample(text, "rocketmq_consumer_ready_messages", topic=TOPIC, consumer_group=GROUP) <= 6
+        assert sample(text, "rocketmq_consumer_lag_latency", topic=TOPIC, consumer_group=GROUP) > 0
         got += poll_until(consumer, 6)
         consumer.commit()
         wait_for(lambda: sample(scrape(url), "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 0,
@@ -94,6 +98,12 @@ def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, pro
     assert sample(text, "rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == 10
     assert sample(text, "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 0
     assert sample(text, "rocketmq_storage_size") > 0
+    assert sample(text, "rocketmq_consumer_ready_messages", topic=TOPIC, consumer_group=GROUP) == 0
+    assert sample(text, "rocketmq_consumer_lag_latency", topic=TOPIC, consumer_group=GROUP) == 0
+    assert sample(text, "rocketmq_storage_message_reserve_time") > 0
+    # Ten bodies of 6 bytes, each in the first bucket (<= 1 KiB).
+    assert sample(text, "rocketmq_message_size_bucket", topic=TOPIC, message_type="Normal", le="1024") == 10
+    assert sample(text, "rocketmq_message_size_count", topic=TOPIC, message_type="Normal") == 10
 
     stats = admin_stats(namesrv.addr, "-b", broker.addr)
     assert url in stats
