@@ -12,7 +12,8 @@
 #   3. docker build (the runtime image rocketmesh:latest, and with --spark the spark target too).
 #
 # usage: docker/build-image.sh [--spark] [--image NAME]     (run from anywhere; needs a running engine)
-# env:   DEBIAN_MIRROR (default: the mirror apt uses here, else deb.debian.org), ROCKETMESH_CACHE_DIR
+# env:   DEBIAN_MIRROR (default: the mirror apt uses here, else deb.debian.org), ROCKETMESH_CACHE_DIR (where
+#        the base rootfs tarball is kept, default .cache; the wheels stay in .cache/wheels, inside the build context)
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
 done
 BASE=python:3.11-slim
 BASE_TAR="$CACHE/docker/bookworm-python3-rootfs.tar"
-WHEELS="$CACHE/wheels"
+WHEELS="$ROOT/.cache/wheels"  # in the build context: the Dockerfile's COPY takes them from there
 log() { echo "[build-image $(date +%T)] $*" >&2; }
 
 # --- 1. base image ----------------------------------------------------------------------------------

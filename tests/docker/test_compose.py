@@ -220,7 +220,8 @@ def test_the_mesh_in_containers(mesh: Compose) -> None:
                timeout=90).stdout
     assert all(body in out for body in ("plain-0", "plain-19", "delayed", "tx-later")), out[-2000:]
 
-    # Three scheduler replicas (two txn-checkers) share the delay queues: no delayed message is lost.
+    # Three scheduler replicas share the delay queues (no delayed message is lost), two txn-checkers the
+    # half queues.
     mesh("up", "-d", "--scale", "scheduler=3", "--scale", "txn-checker=2", timeout=180)
     wait_for(lambda: mesh.all_healthy({**MESH, "scheduler": 3, "txn-checker": 2}), 90, interval_s=1,
              what="3 schedulers and 2 txn-checkers healthy")
@@ -230,8 +231,11 @@ def test_the_mesh_in_containers(mesh: Compose) -> None:
         delayed_bodies = [f"d-{i}" for i in range(40)]
         for i, body in enumerate(delayed_bodies):
             producer.send(Message("DockerDelay", body, delay_level=1 + i % 2))  # 1 s, 5 s: two queues
-        wait_for(lambda: got.has(delayed_bodies), 60, interval_s=0.2,
-                 what="all 40 delayed messages delivered by the scaled schedulers")
+        with TransactionProducer("docker-tx-producer-2", NAMESRV, Orders()) as tx:
+            tx.send_message_in_transaction(Message("DockerDelay", "tx-scaled"), arg="later")
+            wait_for(lambda: got.has([*delayed_bodies, "tx-scaled"]), 60, interval_s=0.2,
+                     what="all 40 delayed messages delivered by the scaled schedulers, and a transaction "
+                          "checked back by the scaled txn-checkers")
 
     # The master stopped: a consumer group finishes from the slave what the master had.
     got = Received("docker-failover-group", "DockerFail")
