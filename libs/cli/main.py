@@ -67,7 +67,6 @@ def cmd_up(args: argparse.Namespace) -> int:
                     metrics_port=None if args.no_metrics else args.metrics_port,
                     broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
                     sets=tuple(args.set))
-    metrics_ports = spec.metrics_ports()
 
     def stop(*_: object) -> None:
         sup._stopping.set()
@@ -99,7 +98,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         shown = "127.0.0.1" if host in ("0.0.0.0", "*") else host
         print("Prometheus metrics (rocketmesh admin stats shows the broker's without it):")
         for name in ["namesrv", *started]:
-            print(f"  {name:<11} http://{shown}:{metrics_ports[name]}/metrics")
+            port = spec.metrics_port_of(name)  # a range for a replica on a free port: it takes the first free
+            low, _, high = port.partition("-")
+            print(f"  {name:<11} http://{shown}:{low}/metrics" + (f"  (or up to {high} when taken)" if high else ""))
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
     print("Stop with Ctrl-C.", flush=True)
     sup.watch()

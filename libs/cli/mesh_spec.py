@@ -15,6 +15,11 @@ from typing import Optional
 #: Where each service's Prometheus port is, from the broker's (metricsPromExporterPort): RocketMQ's 5557 for it.
 METRICS_PORT_OFFSETS = {"namesrv": -1, "broker-a": 0, "scheduler": 1, "txn-checker": 2, "ha": 3, "broker-a-s": 4,
                         "namesrv-2": 5}
+#: Replicas (a scheduler or txn-checker on a free port) share one network namespace in the compose file, so
+#: each such service has a range of Prometheus ports, past the fixed ones, and a replica takes the first free.
+REPLICA_METRICS_OFFSETS = {"scheduler": 13, "txn-checker": 23}
+#: How many replicas of each serve metrics (the width of its range).
+METRICS_REPLICAS = 10
 #: Keys that make a broker what it is in its group: the slave gets its own.
 ROLE_KEYS = ("brokerrole", "brokerid")
 
@@ -43,6 +48,15 @@ class MeshSpec:
         base = self.metrics_port if self.metrics_port is not None else 0
         return {name: base + offset for name, offset in METRICS_PORT_OFFSETS.items()}
 
+    def metrics_port_of(self, name: str) -> str:
+        """``name``'s metricsPromExporterPort: its port, or for replicas (a system service on a free
+        status port) a range, ``5570-5579`` for the scheduler by default."""
+        port = {"scheduler": self.scheduler_port, "txn-checker": self.txn_checker_port}.get(name)
+        if port == 0:
+            low = (self.metrics_port or 0) + REPLICA_METRICS_OFFSETS[name]
+            return f"{low}-{low + METRICS_REPLICAS - 1}"
+        return str(self.metrics_ports()[name])
+
 
 @dataclass(frozen=True)
 class ServiceCommand:
@@ -56,7 +70,7 @@ class ServiceCommand:
 def _metrics(spec: MeshSpec, name: str) -> list[str]:
     if spec.metrics_port is None:
         return []
-    return ["--set", "metricsExporterType=PROM", "--set", f"metricsPromExporterPort={spec.metrics_ports()[name]}"]
+    return ["--set", "metricsExporterType=PROM", "--set", f"metricsPromExporterPort={spec.metrics_port_of(name)}"]
 
 
 def namesrv_name(index: int) -> str:

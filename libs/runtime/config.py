@@ -68,7 +68,9 @@ def _convert(name: str, tp: Any, value: Any) -> Any:
         if value is None or value == "":
             return None
         tp = args[0]
-    if not isinstance(value, str):
+    # A str subclass (e.g. a port range) checks and normalises its own text; it takes an int as well.
+    parsed = isinstance(tp, type) and issubclass(tp, str) and tp is not str
+    if not isinstance(value, str) and not parsed:
         if isinstance(tp, type) and issubclass(tp, enum.Enum) and not isinstance(value, tp):
             return _convert(name, tp, str(value.name if isinstance(value, enum.Enum) else value))
         return value
@@ -86,6 +88,8 @@ def _convert(name: str, tp: Any, value: Any) -> Any:
             return float(value.strip())
         if isinstance(tp, type) and issubclass(tp, enum.Enum):
             return tp[value.strip().upper()]
+        if parsed:
+            return tp(value)
         return value
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"{camel_case(name)}: cannot use {value!r} ({exc.__class__.__name__})") from exc

@@ -142,5 +142,9 @@ def run_system_service(name: str, description: str, config_cls: type, service_cl
 
     def start() -> str:
         service.start()
+        # A replica given a range of metrics ports says which one it took.
+        url = getattr(getattr(service, "metrics", None), "url", "")
+        if url:
+            print(f"{name} {service.instance_name} metrics on {url}", flush=True)
         return service.address
     return run_until_signalled(f"{name} {service.instance_name}", start, service.shutdown, name)

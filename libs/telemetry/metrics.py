@@ -2,7 +2,8 @@
 
 Each service builds one :class:`ServiceMetrics` (its own MeterProvider, never the global one) and
 declares its instruments on it. With ``metricsExporterType=PROM`` it serves them over HTTP at
-``metricsPromExporterHost:metricsPromExporterPort`` ``/metrics``; whatever the exporter type,
+``metricsPromExporterHost:metricsPromExporterPort`` ``/metrics`` (the port may be a range, ``5570-5579``:
+replicas sharing one host or network namespace each take the first free one); whatever the exporter type,
 :meth:`ServiceMetrics.snapshot` gives the same numbers as rows, for ``rocketmesh admin stats``.
 
 Hot paths never call into OpenTelemetry (a ``Counter.add`` costs about 10 µs in Python): they add to
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -45,6 +47,30 @@ class MetricsExporterType(enum.Enum):
     PROM = "PROM"
 
 
+class PortRange(str):
+    """``metricsPromExporterPort``'s value: a port (``5557``), an inclusive range of which the first free
+    port is taken (``5570-5579``, for replicas that share a network namespace), or ``0`` (any free port).
+
+    A ``str`` (config files, environment and flags give text); an ``int`` is taken too. Raises
+    ValueError for anything else, which the config loader reports under the key's name.
+    """
+
+    def __new__(cls, value: Any) -> "PortRange":
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(value))
+        if not m:
+            raise ValueError(f"not a port or a range of ports LOW-HIGH: {value!r}")
+        low, high = int(m.group(1)), int(m.group(2) or m.group(1))
+        if not 0 <= low <= high <= 65535 or (low == 0 and high != 0):
+            raise ValueError(f"not a port range within 1-65535: {value!r}")
+        return super().__new__(cls, str(low) if low == high else f"{low}-{high}")
+
+    @property
+    def ports(self) -> range:
+        """The ports to try, in order (``range(0, 1)`` for any free port)."""
+        low, _, high = self.partition("-")
+        return range(int(low), int(high or low) + 1)
+
+
 @dataclass
 class MetricsConfig:
     """The exporter keys every service has (mixed into its config); a service overrides the port."""
@@ -53,8 +79,8 @@ class MetricsConfig:
     metrics_exporter_type: MetricsExporterType = MetricsExporterType.DISABLE
     #: The interface ``/metrics`` is served on; empty: the service's listenAddress.
     metrics_prom_exporter_host: str = ""
-    #: The HTTP port of ``/metrics``; 0 picks a free one.
-    metrics_prom_exporter_port: int = 5557
+    #: The HTTP port of ``/metrics``, or a range ``LOW-HIGH`` whose first free port is taken; 0 picks a free one.
+    metrics_prom_exporter_port: PortRange = PortRange(5557)
 
 
 class Tally:
@@ -171,15 +197,21 @@ class ServiceMetrics:
         return f"http://{self.host}:{self.port}/metrics" if self._http is not None else ""
 
     def start(self) -> str:
-        """Serve ``/metrics`` when the exporter type is PROM; returns its URL (empty when not served)."""
+        """Serve ``/metrics`` when the exporter type is PROM, on the first port of
+        ``metricsPromExporterPort`` that is free; returns its URL (empty when not served)."""
         if self.enabled and self._http is None:
-            try:
-                self._http, _thread = start_http_server(self.config.metrics_prom_exporter_port, self.host,
-                                                        registry=self.registry)
-            except OSError as exc:
+            ports = PortRange(self.config.metrics_prom_exporter_port).ports
+            error: Optional[OSError] = None
+            for port in ports:
+                try:
+                    self._http, _thread = start_http_server(port, self.host, registry=self.registry)
+                    break
+                except OSError as exc:  # taken (by another replica), most likely: try the next one
+                    error = exc
+            else:
                 # The service itself still serves: losing the endpoint is no reason to stop a broker.
                 log.warning("metrics_not_served", service=self.service, host=self.host,
-                            port=self.config.metrics_prom_exporter_port, error=str(exc))
+                            port=str(self.config.metrics_prom_exporter_port), error=str(error))
                 return ""
             self.port = self._http.server_port
             log.info("metrics_served", service=self.service, url=self.url)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocketmesh.runtime.service_identity import ServiceConfig
+from rocketmesh.telemetry.metrics import PortRange
 
 
 @dataclass
@@ -17,7 +18,7 @@ class HaConfig(ServiceConfig):
     """
 
     listen_port: int = 10970
-    metrics_prom_exporter_port: int = 5560
+    metrics_prom_exporter_port: PortRange = PortRange(5560)
     #: The broker group to replicate: its master (brokerId 0) and slave are looked up by this name.
     broker_name: str = "broker-a"
     #: Which slave of the group this service feeds.

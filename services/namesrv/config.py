@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
-from rocketmesh.telemetry.metrics import MetricsConfig
+from rocketmesh.telemetry.metrics import MetricsConfig, PortRange
 
 
 @dataclass
@@ -19,7 +19,7 @@ class NamesrvConfig(MetricsConfig):
     """
 
     listen_port: int = 9876
-    metrics_prom_exporter_port: int = 5556
+    metrics_prom_exporter_port: PortRange = PortRange(5556)
     #: The interface to bind; 0.0.0.0 so that containers are reachable.
     #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
     listen_address: str = "127.0.0.1"

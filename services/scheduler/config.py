@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rocketmesh.client.consumer.system_group import SystemGroupConfig
+from rocketmesh.telemetry.metrics import PortRange
 
 #: The system consumer group every scheduler replica joins.
 SCHEDULER_GROUP = "CID_RMQ_SYS_SCHEDULE"
@@ -19,7 +20,7 @@ class SchedulerConfig(SystemGroupConfig):
     """
 
     listen_port: int = 10950
-    metrics_prom_exporter_port: int = 5558
+    metrics_prom_exporter_port: PortRange = PortRange(5558)
     consumer_group: str = SCHEDULER_GROUP
     #: A timer still this far from due after waiting this long is parked again at its queue's tail, so
     #: the queue's committed offset (and the brokers' memory of what was delivered) never lags more.

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from rocketmesh.client.consumer.system_group import SystemGroupConfig
 from rocketmesh.runtime.config import ConfigError
 from rocketmesh.model.topics import TRANS_CHECK_GROUP
+from rocketmesh.telemetry.metrics import PortRange
 
 
 @dataclass
@@ -18,7 +19,7 @@ class TxnCheckerConfig(SystemGroupConfig):
     """
 
     listen_port: int = 10960
-    metrics_prom_exporter_port: int = 5559
+    metrics_prom_exporter_port: PortRange = PortRange(5559)
     #: The brokers keep this group's offsets of the half and op queues.
     consumer_group: str = TRANS_CHECK_GROUP
     #: A half message is first checked this long after it was born (RocketMQ's transactionTimeOut); its

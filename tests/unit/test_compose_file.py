@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from rocketmesh.cli.mesh_spec import MeshSpec, namesrv_commands, service_commands
+from rocketmesh.telemetry.metrics import PortRange
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The spec the compose file is written for: `rocketmesh up --host 0.0.0.0 --data-dir /data --ha
@@ -70,8 +71,19 @@ def test_ports_are_published_on_loopback_only_and_match_the_commands():
         published.update(range(int(lo), int(hi or lo) + 1))
     assert all("ports" not in svc for name, svc in services.items() if name != "mesh")
     served = set(SPEC.namesrv_ports) | {SPEC.broker_port, SPEC.slave_port}
-    served |= {SPEC.metrics_ports()[c.name] for c in [*namesrv_commands(SPEC), *service_commands(SPEC, NAMESRV)]}
+    metrics = {name: metrics_ports(svc["command"]) for name, svc in services.items() if name not in NOT_MESH}
+    for ports in metrics.values():
+        served.update(ports)
     assert served <= published
+    # One network namespace: no two services may try the same metrics port; replicas get a range each.
+    assert sum(len(p) for p in metrics.values()) == len(set().union(*metrics.values()))
+    assert len(metrics["scheduler"]) >= 3 and len(metrics["txn-checker"]) >= 2
+
+
+def metrics_ports(command: list[str]) -> range:
+    """The ports a service's ``--set metricsPromExporterPort=...`` lets it take."""
+    (value,) = [a.partition("=")[2] for a in command if a.startswith("metricsPromExporterPort=")]
+    return PortRange(value).ports
 
 
 def test_brokers_are_configured_by_rocketmq_keys_and_keep_their_stores_in_named_volumes():

@@ -1,11 +1,18 @@
-"""rocketmesh.telemetry.metrics without a network: tallies, the cheap histogram, snapshots and config keys."""
+"""rocketmesh.telemetry.metrics: tallies, the cheap histogram, snapshots, config keys, and the Prometheus port
+taken from a range on loopback sockets."""
 
 from __future__ import annotations
 
+import socket
+import urllib.request
+from contextlib import ExitStack
+
+import pytest
+
 from rocketmesh.broker.config import load_broker_config
-from rocketmesh.runtime.config import load_config
+from rocketmesh.runtime.config import ConfigError, load_config
 from rocketmesh.scheduler.config import SchedulerConfig
-from rocketmesh.telemetry.metrics import MetricsConfig, MetricsExporterType, ServiceMetrics
+from rocketmesh.telemetry.metrics import MetricsConfig, MetricsExporterType, PortRange, ServiceMetrics
 
 
 def rows(metrics: ServiceMetrics, name: str) -> list[tuple[dict, float]]:
@@ -41,7 +48,70 @@ def test_a_failing_gauge_leaves_the_others_readable():
 def test_exporter_keys_as_rocketmq_names_them():
     broker, _store = load_broker_config(None, {"metricsExporterType": "prom", "metricsPromExporterPort": "6001"},
                                         environ={})
-    assert broker.metrics_exporter_type is MetricsExporterType.PROM and broker.metrics_prom_exporter_port == 6001
+    assert broker.metrics_exporter_type is MetricsExporterType.PROM and broker.metrics_prom_exporter_port == "6001"
     assert broker.metrics_prom_exporter_host == ""  # the listen address
     sched = load_config(SchedulerConfig, environ={})
-    assert sched.metrics_exporter_type is MetricsExporterType.DISABLE and sched.metrics_prom_exporter_port == 5558
+    assert sched.metrics_exporter_type is MetricsExporterType.DISABLE and sched.metrics_prom_exporter_port == "5558"
+
+
+def test_the_port_key_takes_a_port_a_range_or_zero():
+    assert PortRange("5570-5579").ports == range(5570, 5580)
+    assert PortRange(" 5570 - 5571 ") == "5570-5571" and PortRange("5557").ports == range(5557, 5558)
+    assert PortRange(6001) == "6001" and PortRange("0").ports == range(0, 1) and PortRange("5560-5560") == "5560"
+    for bad in ("", "55a", "5579-5570", "0-10", "5570-70000", "5570,5571", "-5570"):
+        with pytest.raises(ValueError):
+            PortRange(bad)
+    sched = load_config(SchedulerConfig, environ={"metricsPromExporterPort": "5570-5579"})
+    assert sched.metrics_prom_exporter_port.ports == range(5570, 5580)
+    assert load_config(SchedulerConfig, overrides={"metricsPromExporterPort": 6001}, environ={}
+                       ).metrics_prom_exporter_port == "6001"  # an int from code, as the mesh tests pass
+    with pytest.raises(ConfigError, match="metricsPromExporterPort"):
+        load_config(SchedulerConfig, overrides={"metricsPromExporterPort": "5579-5570"}, environ={})
+
+
+def free_run(n: int) -> int:
+    """The first of ``n`` consecutive ports free on 127.0.0.1 (bound and released to check)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            low = s.getsockname()[1]
+        if low + n > 65535:
+            continue
+        try:
+            with ExitStack() as stack:
+                for port in range(low, low + n):
+                    sock = stack.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+            return low
+        except OSError:
+            continue
+    raise AssertionError(f"no {n} consecutive free ports")
+
+
+def served(port_range: str) -> ServiceMetrics:
+    m = ServiceMetrics("scheduler", MetricsConfig(MetricsExporterType.PROM, "127.0.0.1", PortRange(port_range)))
+    m.counter("rocketmq_timer_dequeue_total", "delivered", ()).add((), 1)
+    return m
+
+
+def test_replicas_take_the_next_free_port_of_the_range_and_the_last_one_goes_without():
+    low = free_run(3)
+    with socket.socket() as taken:  # something else holds the first port
+        taken.bind(("127.0.0.1", low))
+        taken.listen()
+        first, second, third = (served(f"{low}-{low + 2}") for _ in range(3))
+        try:
+            assert first.start() == f"http://127.0.0.1:{low + 1}/metrics"
+            assert second.start() == f"http://127.0.0.1:{low + 2}/metrics"
+            assert third.start() == "" and third.port == 0  # the range is full: the replica serves without
+            for m in (first, second):
+                with urllib.request.urlopen(m.url, timeout=5) as resp:
+                    assert "rocketmq_timer_dequeue_total" in resp.read().decode()
+        finally:
+            for m in (first, second, third):
+                m.shutdown()
+    again = served(f"{low}-{low + 2}")  # freed ports are taken again, from the first
+    try:
+        assert again.start() == f"http://127.0.0.1:{low}/metrics"
+    finally:
+        again.shutdown()
