@@ -101,13 +101,38 @@ def test_brokers_are_configured_by_rocketmq_keys_and_keep_their_stores_in_named_
     assert services["spark"]["profiles"] == ["spark"]
 
 
-def test_the_broker_b_override_is_broker_a_by_another_name():
-    """docker-compose.broker-b.yml: the same command as broker-a but name, port, store and metrics port."""
-    base = _load("docker-compose.yml")["services"]["broker-a"]
+def test_the_broker_b_override_is_broker_a_s_group_by_another_name():
+    """docker-compose.broker-b.yml: broker-a, broker-a-s and ha as broker-b, broker-b-s and ha-b, with their
+    own ports, stores and metrics ports, published on loopback and apart from the base file's."""
+    base = _load("docker-compose.yml")
     over = _load("docker-compose.broker-b.yml")
-    b = over["services"]["broker-b"]
-    swap = {"broker-a": "broker-b", "10911": "10931", "/data/broker-a/store": "/data/broker-b/store",
-            "metricsPromExporterPort=5557": "metricsPromExporterPort=5563"}
-    assert b["command"] == [swap.get(a, a) for a in base["command"]]
-    assert "127.0.0.1:10931:10931" in over["services"]["mesh"]["ports"]
-    assert "broker-b-store" in over["volumes"]
+    swaps = {
+        "broker-b": ("broker-a", {"10911": "10931", "/data/broker-a/store": "/data/broker-b/store",
+                                  "metricsPromExporterPort=5557": "metricsPromExporterPort=5563"}),
+        "broker-b-s": ("broker-a-s", {"10921": "10941", "/data/broker-a-s/store": "/data/broker-b-s/store",
+                                      "metricsPromExporterPort=5561": "metricsPromExporterPort=5564"}),
+        "ha-b": ("ha", {"10970": "10971", "instanceName=ha": "instanceName=ha-b", "brokerName=broker-a":
+                        "brokerName=broker-b", "metricsPromExporterPort=5560": "metricsPromExporterPort=5565"}),
+    }
+    for name, (twin, swap) in swaps.items():
+        a, b = base["services"][twin], over["services"][name]
+        swap = {"broker-a": "broker-b", **swap}
+        assert b["command"] == [swap.get(x, x) for x in a["command"]], name
+        assert b["healthcheck"]["test"] == a["healthcheck"]["test"] and b["network_mode"] == "service:mesh", name
+        assert b["init"] is True and b["restart"] == "unless-stopped", name
+        renamed = {"broker-a": "broker-b", "broker-a-s": "broker-b-s"}
+        assert set(b["depends_on"]) == {renamed.get(d, d) for d in a["depends_on"]}, name
+        if "volumes" in a:
+            assert b["volumes"] == [v.replace(twin, name) for v in a["volumes"]], name
+            assert f"{name}-store" in over["volumes"]
+            for key in ("brokerClusterName", "flushDiskType", "mappedFileSizeCommitLog", "fileReservedTime"):
+                assert key in b["environment"], (name, key)
+    ports = over["services"]["mesh"]["ports"]
+    assert {"127.0.0.1:10931:10931", "127.0.0.1:10941:10941", "127.0.0.1:5563-5565:5563-5565"} <= set(ports)
+    published = set()
+    for spec in [*base["services"]["mesh"]["ports"], *ports]:
+        host, hport, _ = spec.split(":")
+        lo, _, hi = hport.partition("-")
+        new = set(range(int(lo), int(hi or lo) + 1))
+        assert host == "127.0.0.1" and not new & published, spec  # loopback, and no port twice
+        published |= new
