@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from procs import BrokerProcess, wait_for
-from rocketmesh import Admin, Message, MQBrokerError, Producer
+from rocketmesh import Admin, Message, Producer
 from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import PullMessageRequestHeader, to_ext

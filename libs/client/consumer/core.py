@@ -473,14 +473,12 @@ class ConsumerCore:
             early[0] = True
             self.pull(req)
 
-        def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
-            self._on_pulled(req, offset, result, error, early[0])
-
         receive = start_receive(self.group, req.mq) if self.receive_spans else None
-        if receive is not None:
-            def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
+
+        def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
+            if receive is not None:
                 receive.finish(None if result is None else result.messages, error)
-                self._on_pulled(req, offset, result, error, early[0])
+            self._on_pulled(req, offset, result, error, early[0])
 
         try:
             self.pull_api.pull_async(req.mq, sub, offset, self.pull_batch_size, sys_flag=sys_flag,
