@@ -3,6 +3,7 @@ repository, its commands share option names, and the package ships what it says.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import signal
@@ -57,6 +58,14 @@ def test_the_delay_and_timer_examples_are_accepted(namesrv, broker) -> None:
     with Producer("readme-delays", namesrv.addr) as producer:
         namespace = {"producer": producer, "Message": Message}
         exec(python_block("deliver_at_ms="), namespace)  # each send raises if the broker refuses it
+
+
+def test_the_tracing_example_exports_the_send_span(namesrv, broker, otlp_receiver) -> None:
+    out = subprocess.run([sys.executable, "-c", on_mesh(python_block("TracerProvider("), namesrv.addr)],
+                         capture_output=True, text=True, timeout=60, env={**os.environ, **otlp_receiver.env()})
+    assert out.returncode == 0, out.stderr
+    [send] = otlp_receiver.wait_for(lambda s: s.name == "send TopicTest")
+    assert send.service == "orders-app" and send.attributes["messaging.system"] == "rocketmq"
 
 
 def test_links_stay_inside_the_repository() -> None:
