@@ -180,11 +180,15 @@ def test_two_replicas_split_the_queues_and_a_killed_one_hands_over(namesrv, brok
     a = start_scheduler(namesrv.addr, name="sched-a", **FAST_SCHEDULER)
     b = start_scheduler(namesrv.addr, name="sched-b", **FAST_SCHEDULER)
 
+    def levels(replica: SchedulerProcess) -> set[int]:
+        return {int(q.rpartition(":")[2]) for q in status(replica)["queues"] if q.startswith("SCHEDULE_TOPIC_XXXX")}
+
     def split() -> bool:
-        qa, qb = set(status(a)["queues"]), set(status(b)["queues"])
-        level_queues = {q for q in qa | qb if q.startswith("SCHEDULE_TOPIC_XXXX")}
-        return len(level_queues) == 3 and not qa & qb and bool(qa) and bool(qb)
+        la, lb = levels(a), levels(b)
+        return la | lb == {0, 1, 2} and not la & lb
     wait_for(split, 15, "two replicas sharing the three level queues")
+    # Round the replicas: levels 1 and 2 (queues 0 and 1), the busiest, go to different ones.
+    assert sorted([sorted(levels(a)), sorted(levels(b))]) == [[0, 2], [1]]
 
     consumer, arrivals = consume(namesrv.addr, "DelayHA", "c-ha")
     try:

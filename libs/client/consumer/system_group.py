@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from rocketmesh.client.allocate import AllocateAveragelyByCircle
 from rocketmesh.client.consumer.core import ConsumerCore, ConsumerHooks
 from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
@@ -35,9 +36,13 @@ class SystemGroupConfig(ServiceConfig):
 def system_group_core(config: SystemGroupConfig, instance_name: str, hooks: ConsumerHooks) -> ConsumerCore:
     """A ConsumerCore of ``config.consumer_group``: clustering, from the first offset, pulling actively,
     with the service's ``hooks``. The service subscribes its system topics
-    (``subscribe(topic, system=True)``) before ``start()``."""
+    (``subscribe(topic, system=True)``) before ``start()``.
+
+    Queues go round the replicas by circle, not in contiguous runs: SCHEDULE_TOPIC_XXXX's queue i is
+    delay level i + 1, and the busy low levels would otherwise all fall to the first replica."""
     options = ConsumerOptions(
         message_model=MessageModel.CLUSTERING, consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        allocate=AllocateAveragelyByCircle(),
         pull_batch_size=config.pull_batch_size, persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
         rebalance_interval_ms=config.rebalance_interval_ms, instance_name=instance_name,
         heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
