@@ -83,18 +83,12 @@ def start_span(name: str, kind: SpanKind, parent: Optional[str] = CURRENT,
                 return _start(name, kind, parent, links)
             trace_id, trace_state, flags = sctx[0], sctx[4], sctx[3] & _RANDOM
     elif parent is not ROOT:
-        # 00-<32 hex trace id>-<16 hex span id>-<2 hex flags>, as the mesh writes it; anything else: the SDK
-        if len(parent) != 55 or parent[:3] != "00-":
+        ids = _parsed(parent)  # anything but a valid traceparent as the mesh writes it: the SDK decides
+        if ids is None or not ids[0] or not ids[1] or (ids[2] & _SAMPLED and not drops.sampled_too):
             return _start(name, kind, parent, links)
-        try:
-            trace_id, parent_flags = int(parent[3:35], 16), int(parent[53:], 16)
-        except ValueError:
-            trace_id, parent_flags = 0, 0
-        if not trace_id or (parent_flags & _SAMPLED and not drops.sampled_too):
-            return _start(name, kind, parent, links)
-        flags = parent_flags & _RANDOM
-    ids = drops.ids
-    return NonRecordingSpan(SpanContext(trace_id or ids.generate_trace_id(), ids.generate_span_id(), False,
+        trace_id, flags = ids[0], ids[2] & _RANDOM
+    new = drops.ids
+    return NonRecordingSpan(SpanContext(trace_id or new.generate_trace_id(), new.generate_span_id(), False,
                                         _FLAGS[flags], trace_state))
 
 
@@ -157,9 +151,9 @@ def context_of(traceparent: Optional[str]) -> Optional[Context]:
     """The context a ``traceparent`` names, to parent a span with; None when absent or malformed."""
     if not traceparent:
         return None
-    m = _TRACEPARENT_00.fullmatch(traceparent)
-    if m is not None:  # the W3C propagator's result, without its regex search, getter and checks per call
-        sctx = _remote(m)
+    ids = _parsed(traceparent)
+    if ids is not None:  # the W3C propagator's result, without its regex search, getter and checks per call
+        sctx = _remote(ids)
         return None if sctx is None else trace.set_span_in_context(NonRecordingSpan(sctx), _EMPTY)
     ctx = _PROPAGATOR.extract({TRACEPARENT: traceparent})
     return ctx if trace.get_current_span(ctx).get_span_context().is_valid else None
@@ -169,16 +163,24 @@ def span_context_of(traceparent: Optional[str]) -> Optional[trace.SpanContext]:
     """The remote span context a ``traceparent`` names, to link a span to; None when absent or malformed."""
     if not traceparent:
         return None
-    m = _TRACEPARENT_00.fullmatch(traceparent)
-    if m is not None:
-        return _remote(m)
+    ids = _parsed(traceparent)
+    if ids is not None:
+        return _remote(ids)
     ctx = context_of(traceparent)
     return trace.get_current_span(ctx).get_span_context() if ctx is not None else None
 
 
-def _remote(m: "re.Match[str]") -> Optional[SpanContext]:
+def _parsed(traceparent: str) -> Optional[tuple[int, int, int]]:
+    """(trace id, span id, flags) of a version-00 ``traceparent`` as this mesh writes it; None for any other."""
+    m = _TRACEPARENT_00.fullmatch(traceparent)
+    if m is None:
+        return None
     trace_id, span_id, flags = m.groups()
-    sctx = SpanContext(int(trace_id, 16), int(span_id, 16), True, TraceFlags(int(flags, 16)))
+    return int(trace_id, 16), int(span_id, 16), int(flags, 16)
+
+
+def _remote(ids: tuple[int, int, int]) -> Optional[SpanContext]:
+    sctx = SpanContext(ids[0], ids[1], True, TraceFlags(ids[2]))
     return sctx if sctx.is_valid else None
 
 
