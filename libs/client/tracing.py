@@ -181,13 +181,8 @@ def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool
             m.properties[TRACEPARENT] = tp
     st = SendTrace(span, tp)
     if st.recording:
-        attrs: dict[str, Any] = {
-            sc.MESSAGING_SYSTEM: sc.SYSTEM,
-            sc.OPERATION_TYPE: _SEND,
-            sc.OPERATION_NAME: _SEND,
-            sc.DESTINATION_NAME: topic,
-            sc.ROCKETMQ_CLIENT_GROUP: group,
-        }
+        attrs = sc.messaging_attributes(_SEND, _SEND, topic)
+        attrs[sc.ROCKETMQ_CLIENT_GROUP] = group
         if batch:
             attrs[sc.BATCH_MESSAGE_COUNT] = len(msgs)
         elif msgs:
@@ -250,14 +245,9 @@ def start_settle(group: str, msg: Message | MessageExt, *, check: bool = False,
     span = start_span(sc.span_name(name, msg.topic), SpanKind.CONSUMER if check else SpanKind.CLIENT,
                       props.get(TRACEPARENT), links)
     if span.is_recording():
-        attrs: dict[str, Any] = {
-            sc.MESSAGING_SYSTEM: sc.SYSTEM,
-            sc.OPERATION_TYPE: _SETTLE,
-            sc.OPERATION_NAME: name,
-            sc.DESTINATION_NAME: msg.topic,
-            sc.ROCKETMQ_CLIENT_GROUP: group,
-            sc.ROCKETMQ_MESSAGE_TYPE: sc.MessageType.TRANSACTION.value,
-        }
+        attrs = sc.messaging_attributes(_SETTLE, name, msg.topic)
+        attrs[sc.ROCKETMQ_CLIENT_GROUP] = group
+        attrs[sc.ROCKETMQ_MESSAGE_TYPE] = sc.MessageType.TRANSACTION.value
         uniq = props.get(_UNIQ_KEY)
         if uniq:
             attrs[sc.MESSAGE_ID] = uniq
@@ -316,15 +306,12 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
         # A batch has many parents, so it starts a trace of its own (not the consume thread's context).
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, ROOT, links)
     if span.is_recording():
-        attrs: dict[str, Any] = {
-            sc.MESSAGING_SYSTEM: sc.SYSTEM,
-            sc.OPERATION_TYPE: _PROCESS,
-            sc.OPERATION_NAME: _PROCESS,
-            sc.DESTINATION_NAME: topic,
+        attrs = sc.messaging_attributes(_PROCESS, _PROCESS, topic)
+        attrs.update({
             sc.DESTINATION_PARTITION_ID: str(mq.queue_id),
             sc.CONSUMER_GROUP_NAME: group,
             sc.ROCKETMQ_CLIENT_GROUP: group,
-        }
+        })
         if len(msgs) == 1:
             props = first.properties
             attrs[sc.MESSAGE_ID] = first.unique_key or first.msg_id
@@ -368,15 +355,12 @@ def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> O
         return None
     span = start_span(sc.span_name(_RECEIVE, mq.topic), SpanKind.CLIENT)
     if span.is_recording():
-        attrs: dict[str, Any] = {
-            sc.MESSAGING_SYSTEM: sc.SYSTEM,
-            sc.OPERATION_TYPE: _RECEIVE,
-            sc.OPERATION_NAME: "pull",
-            sc.DESTINATION_NAME: mq.topic,
+        attrs = sc.messaging_attributes(_RECEIVE, "pull", mq.topic)
+        attrs.update({
             sc.DESTINATION_PARTITION_ID: str(mq.queue_id),
             sc.CONSUMER_GROUP_NAME: group,
             sc.ROCKETMQ_CLIENT_GROUP: group,
-        }
+        })
         if addr:
             attrs.update(sc.server_attributes(addr))
         span.set_attributes(attrs)

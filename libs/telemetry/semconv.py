@@ -58,6 +58,14 @@ def span_name(operation: str, topic: str) -> str:
     return f"{operation} {topic}"
 
 
+def messaging_attributes(operation_type: str, operation_name: str, destination: str = "") -> dict[str, Any]:
+    """What every rocketmesh span carries: the system, the operation and (when given) the destination."""
+    attrs: dict[str, Any] = {MESSAGING_SYSTEM: SYSTEM, OPERATION_TYPE: operation_type, OPERATION_NAME: operation_name}
+    if destination:
+        attrs[DESTINATION_NAME] = destination
+    return attrs
+
+
 def server_attributes(addr: str) -> dict[str, Any]:
     """``server.address`` and ``server.port`` of a ``host:port`` address."""
     host, sep, port = addr.rpartition(":")

@@ -53,10 +53,8 @@ def traced(code: int, fn: Handler) -> Handler:
         span = start_span(semconv.span_name(op_type.value, topic) if topic else op_name, SpanKind.SERVER,
                           req.traceparent)
         if span.is_recording():
-            attrs = {semconv.MESSAGING_SYSTEM: semconv.SYSTEM, semconv.OPERATION_TYPE: op_type.value,
-                     semconv.OPERATION_NAME: op_name, semconv.SERVER_ADDRESS: ctx.server.address}
-            if topic:
-                attrs[semconv.DESTINATION_NAME] = str(topic)
+            attrs = semconv.messaging_attributes(op_type.value, op_name, str(topic))
+            attrs[semconv.SERVER_ADDRESS] = ctx.server.address
             group = ext.get(group_key) if group_key else None
             if group:
                 attrs[semconv.CONSUMER_GROUP_NAME if op_type is not semconv.OperationType.SEND

@@ -21,7 +21,7 @@ from opentelemetry.trace import Span, SpanKind, StatusCode
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.topics import SCHEDULE_TOPIC
 from rocketmesh.telemetry import semconv as sc
-from rocketmesh.telemetry.propagation import TRACEPARENT, start_span, traceparent_of, tracing_enabled
+from rocketmesh.telemetry.propagation import TRACEPARENT, start_span, traceparent_of
 
 #: ``messaging.operation.name`` of a delivery (its type is ``send``: it writes the message to its topic).
 DELIVER = "deliver"
@@ -40,9 +40,7 @@ class ParkedTrace:
 
 
 def parked_trace(msg: MessageExt) -> Optional[ParkedTrace]:
-    """The trace of a pulled parked message; None when tracing is off or the message carries none."""
-    if not tracing_enabled():
-        return None
+    """The trace of a pulled parked message; None when it carries none (ask only while tracing is on)."""
     props = msg.properties
     tp = props.get(TRACEPARENT)
     if not tp:
@@ -82,8 +80,7 @@ def start_delivery(parked: ParkedTrace, group: str, broker_addr: str) -> Deliver
     span = start_span(sc.span_name(sc.OperationType.SEND.value, parked.real_topic), SpanKind.PRODUCER,
                       parked.traceparent)
     if span.is_recording():
-        attrs = {sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: sc.OperationType.SEND.value,
-                 sc.OPERATION_NAME: DELIVER, sc.DESTINATION_NAME: parked.real_topic,
+        attrs = {**sc.messaging_attributes(sc.OperationType.SEND.value, DELIVER, parked.real_topic),
                  sc.ROCKETMQ_CLIENT_GROUP: group, sc.ROCKETMQ_MESSAGE_TYPE: sc.MessageType.DELAY.value,
                  **sc.server_attributes(broker_addr)}
         if parked.message_id:

@@ -33,8 +33,7 @@ def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Optiona
     topic = props.get(MessageConst.REAL_TOPIC, half.topic)
     span = start_span(sc.span_name(CHECK, topic), SpanKind.CLIENT, parent)
     if span.is_recording():
-        attrs = {sc.MESSAGING_SYSTEM: sc.SYSTEM, sc.OPERATION_TYPE: sc.OperationType.SETTLE.value,
-                 sc.OPERATION_NAME: CHECK, sc.DESTINATION_NAME: topic, sc.ROCKETMQ_CLIENT_GROUP: group,
+        attrs = {**sc.messaging_attributes(sc.OperationType.SETTLE.value, CHECK, topic), sc.ROCKETMQ_CLIENT_GROUP: group,
                  sc.ROCKETMQ_MESSAGE_TYPE: sc.MessageType.TRANSACTION.value, **sc.server_attributes(broker_addr)}
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq:
