@@ -1,7 +1,7 @@
 """Message trace (RocketMQ's msgTrace): who sent a message, who consumed it, when, how long, with what outcome.
 
-``Producer(..., enable_msg_trace=True)``, ``TransactionProducer`` and
-``PushConsumer(..., enable_msg_trace=True)`` each own a :class:`MsgTracer`. Its
+``Producer(..., enable_msg_trace=True)``, ``TransactionProducer``,
+``PushConsumer`` and ``PullConsumer`` (the same keyword) each own a :class:`MsgTracer`. Its
 hooks (RocketMQ's SendMessageTraceHookImpl, ConsumeMessageTraceHookImpl and
 EndTransactionTraceHookImpl) build :class:`~rocketmesh.client.trace_data.TraceRecord`
 objects and hand them to a background dispatcher (RocketMQ's
@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.results import SendResult
+from rocketmesh.client.tracing import message_type
 from rocketmesh.client.trace_data import (
     ConsumeReturnType,
     TraceMessageType,
@@ -40,6 +41,7 @@ from rocketmesh.model.codec import decode_message_id
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.topics import TRACE_TOPIC
 from rocketmesh.runtime.log import get_logger
+from rocketmesh.telemetry import semconv as sc
 
 #: The internal producer's group is this prefix and the traced group (RocketMQ's TraceConstants.GROUP_NAME_PREFIX).
 TRACE_PRODUCER_GROUP_PREFIX = "_INNER_TRACE_PRODUCER-"
@@ -181,14 +183,13 @@ class SubTrace:
     raised: bool = False
 
 
+#: The trace's name of a message type (a FIFO message is a normal one to the trace, as in RocketMQ).
+_TRACE_MESSAGE_TYPES = {sc.MessageType.TRANSACTION: TraceMessageType.Trans_Msg_Half,
+                        sc.MessageType.DELAY: TraceMessageType.Delay_Msg}
+
+
 def _msg_type(msg: Message) -> TraceMessageType:
-    props = msg.properties
-    if props.get(MessageConst.TRANSACTION_PREPARED) == "true":
-        return TraceMessageType.Trans_Msg_Half
-    if MessageConst.DELAY_TIME_LEVEL in props or MessageConst.TIMER_DELIVER_MS in props \
-            or MessageConst.TIMER_DELAY_MS in props:
-        return TraceMessageType.Delay_Msg
-    return TraceMessageType.Normal_Msg
+    return _TRACE_MESSAGE_TYPES.get(message_type(msg.properties, False), TraceMessageType.Normal_Msg)
 
 
 def _ms() -> int:
