@@ -183,7 +183,7 @@ class SubTrace:
     raised: bool = False
 
 
-#: The trace's name of a message type (a FIFO message is a normal one to the trace, as in RocketMQ).
+#: The trace's name of a message type (a FIFO message is recorded as a normal one).
 _TRACE_MESSAGE_TYPES = {sc.MessageType.TRANSACTION: TraceMessageType.Trans_Msg_Half,
                         sc.MessageType.DELAY: TraceMessageType.Delay_Msg}
 
