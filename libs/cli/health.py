@@ -22,7 +22,9 @@ from typing import Callable
 import orjson
 
 from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.cli.mesh_spec import MeshSpec
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
+from rocketmesh.remoting.addr import reachable_addr
 from rocketmesh.runtime.service_main import ADDRESS_FILE_ENV
 
 
@@ -59,13 +61,15 @@ def _ha(doc: dict) -> str:
     return f"instance {doc.get('instanceName')}, slave {doc.get('slave') or '?'} {doc.get('lagBytes')} bytes behind"
 
 
+_UP = MeshSpec(data_dir="")
 #: By service name, as ``rocketmesh <service>`` names them; default ports are ``rocketmesh up``'s.
 CHECKS: dict[str, HealthCheck] = {
-    "namesrv": HealthCheck(RequestCode.GET_BROKER_CLUSTER_INFO, 9876, _namesrv),
-    "broker": HealthCheck(RequestCode.GET_BROKER_RUNTIME_INFO, 10911, _broker),
-    "scheduler": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, 10950, _scheduler, "delivered"),
-    "txn-checker": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, 10960, _txn_checker, "transactionCheckMax"),
-    "ha": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, 10970, _ha, "lagBytes"),
+    "namesrv": HealthCheck(RequestCode.GET_BROKER_CLUSTER_INFO, _UP.namesrv_ports[0], _namesrv),
+    "broker": HealthCheck(RequestCode.GET_BROKER_RUNTIME_INFO, _UP.broker_port, _broker),
+    "scheduler": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, _UP.scheduler_port, _scheduler, "delivered"),
+    "txn-checker": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, _UP.txn_checker_port, _txn_checker,
+                               "transactionCheckMax"),
+    "ha": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, _UP.ha_port, _ha, "lagBytes"),
 }
 
 
@@ -102,8 +106,7 @@ def _address_from_file() -> str:
             addr = f.read().strip()
     except OSError:
         return ""
-    host, _, port = addr.rpartition(":")
-    return f"127.0.0.1:{port}" if host in ("0.0.0.0", "*", "") and port else addr
+    return reachable_addr(addr) if addr.rpartition(":")[2] else addr
 
 
 def cmd_health(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from typing import Optional
 
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, namesrv_commands, service_commands
+from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
 
@@ -79,7 +80,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, stop)
     try:
         ns = start(namesrv_commands(spec)[0])
-        namesrv = f"127.0.0.1:{ns.address.rsplit(':', 1)[1]}" if host in ("0.0.0.0", "*") else ns.address
+        namesrv = reachable_addr(ns.address)
         started = {cmd.name: start(cmd) for cmd in service_commands(spec, namesrv)}
     except ServiceStartError as exc:
         print(f"rocketmesh up: {exc}", file=sys.stderr)
@@ -95,7 +96,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"  scheduler {sched.address}")
     print(f"  txn-checker {checker.address}")
     if not args.no_metrics:
-        shown = "127.0.0.1" if host in ("0.0.0.0", "*") else host
+        shown = reachable_host(host)
         print("Prometheus metrics (rocketmesh admin stats shows the broker's without it):")
         for name in ["namesrv", *started]:
             port = spec.metrics_port_of(name)  # a range for a replica on a free port: it takes the first free

@@ -33,6 +33,21 @@ def join_addr(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
+#: Listen addresses that mean "every interface": a client on this host reaches them on loopback.
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "*", ""})
+
+
+def reachable_host(host: str) -> str:
+    """The host a client on this machine uses for a service listening on ``host`` (loopback for a wildcard)."""
+    return "127.0.0.1" if host in WILDCARD_HOSTS else host
+
+
+def reachable_addr(addr: str) -> str:
+    """``addr`` (``host:port``, as a service listens) as a client on this machine reaches it."""
+    host, _, port = addr.rpartition(":")
+    return f"{reachable_host(host)}:{port}"
+
+
 def tcp_endpoint(addr: str) -> str:
     """The ZeroMQ endpoint for a RocketMQ address: ``"host:port"`` -> ``"tcp://host:port"``."""
     host, port = split_addr(addr)
