@@ -1,4 +1,4 @@
-"""Shared fixtures for tests/unit, tests/store and tests/mesh: real service processes (see tests/procs.py) and a remoting client."""
+"""Shared fixtures for every test folder: real service processes (see tests/procs.py), a remoting client, tracing receivers, and the RELIABILITY.md recorder."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import OtlpReceiver
 from procs import BrokerProcess, HaProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
+from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, write_report
 from tracekit import install_app_exporter
 
 from rocketmesh import Admin, Producer
@@ -153,3 +154,18 @@ def otlp_receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
         monkeypatch.setenv(key, value)
     yield rx
     rx.stop()
+
+
+_RECORDER = ReliabilityRecorder(long=os.environ.get(LONG_ENV) == "1")
+
+
+@pytest.fixture(scope="session")
+def reliability() -> ReliabilityRecorder:
+    """The session's RELIABILITY.md rows (see tests/reliability.py); ``reliability.long`` asks for the long variants."""
+    return _RECORDER
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    target = os.environ.get(REPORT_ENV)
+    if target and not _RECORDER.empty:
+        write_report(_RECORDER, Path(target))
