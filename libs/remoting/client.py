@@ -294,6 +294,10 @@ class RemotingClient:
             raise RemotingSendRequestError(f"request header of {len(frames[0])} bytes is too large")
         return frames
 
+    def _connect_hint(self) -> str:
+        curve = self.options.curve
+        return "" if curve is None else curve.connect_hint()
+
     def _endpoint(self, addr: str) -> str:
         endpoint = self._endpoints.get(addr)
         if endpoint is None:
@@ -352,7 +356,8 @@ class RemotingClient:
                 # ZMQ_IMMEDIATE: no connection yet (or the queue is full).
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or not ds.pollout.poll(max(1, int(remaining * 1000))):
-                    raise RemotingConnectError(f"no connection to {ds.addr} within {timeout_ms} ms") from None
+                    raise RemotingConnectError(
+                        f"no connection to {ds.addr} within {timeout_ms} ms{self._connect_hint()}") from None
             except zmq.ZMQError as exc:
                 raise RemotingSendRequestError(f"send to {ds.addr} failed: {exc}") from exc
         max_header = self.options.max_header_size
@@ -603,5 +608,6 @@ class RemotingClient:
                 f"no response from {entry.peer} within {entry.timeout_ms} ms (opaque {entry.opaque})"
             )
         else:
-            error = RemotingConnectError(f"no connection to {entry.peer} within {entry.timeout_ms} ms")
+            error = RemotingConnectError(
+                f"no connection to {entry.peer} within {entry.timeout_ms} ms{self._connect_hint()}")
         settle(entry.future, None, error)  # type: ignore[arg-type]

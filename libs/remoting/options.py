@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional
 
 import zmq
 
 from rocketmesh.remoting.command import MAX_HEADER_SIZE
+from rocketmesh.remoting.curve import CurveKeys, curve_from_env
 
 #: RocketMQ's default maxMessageSize (4 MiB) plus room for a header.
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024 + MAX_HEADER_SIZE
@@ -19,6 +21,8 @@ class SocketOptions:
     ``max_message_size`` bounds every inbound frame (ZMQ_MAXMSGSIZE): a peer
     that sends a larger one is disconnected by ZeroMQ. The client also refuses
     to send a larger frame. ``-1`` means no limit.
+    ``curve``: the CurveZMQ keys (see ``curve.py``), by default the ones the
+    environment names; None is plain ZMTP.
     ``hwm`` is the per-peer queue bound in messages, both ways; it must exceed
     the number of requests a caller keeps in flight.
     """
@@ -32,9 +36,17 @@ class SocketOptions:
     #: ZMTP heartbeats, so that a vanished peer is noticed without TCP's help.
     heartbeat_ivl_ms: int = 5_000
     heartbeat_timeout_ms: int = 15_000
+    #: Read once per SocketOptions (a client or server), never per socket or message.
+    curve: Optional[CurveKeys] = field(default_factory=curve_from_env)
 
-    def apply(self, sock: zmq.Socket) -> None:
-        """Set the options common to both ends on ``sock``."""
+    def apply(self, sock: zmq.Socket, server: bool = False) -> None:
+        """Set the options common to both ends on ``sock`` (a ROUTER that binds when ``server``), before it
+        binds or connects; with ``curve``, its keys for that end (ConfigError when a server has none)."""
+        if self.curve is not None:
+            if server:
+                self.curve.apply_server(sock)
+            else:
+                self.curve.apply_client(sock)
         sock.setsockopt(zmq.LINGER, self.linger_ms)
         sock.setsockopt(zmq.SNDHWM, self.hwm)
         sock.setsockopt(zmq.RCVHWM, self.hwm)

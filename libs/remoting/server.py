@@ -279,7 +279,11 @@ class RemotingServer:
         if self._thread is not None:
             raise RemotingError("server already started")
         sock = self._ctx.socket(zmq.ROUTER)
-        self.options.apply(sock)
+        try:
+            self.options.apply(sock, server=True)
+        except ValueError:  # CURVE configured without a server key: refuse to serve in plain text
+            sock.close(0)
+            raise
         sock.setsockopt(zmq.ROUTER_MANDATORY, 1)
         # A client that reconnects under the identity it had (after a restart)
         # takes its identity over instead of being refused.
