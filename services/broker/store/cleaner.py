@@ -29,7 +29,8 @@ class CleanService(ServiceThread):
 
     Commitlog files older than ``fileReservedTime`` hours go when the hour is one
     of ``deleteWhen``, when disk use passes ``diskMaxUsedSpaceRatio``, or on a manual
-    request; past ``diskSpaceCleanForciblyRatio`` even unexpired files go. The
+    request; past ``diskSpaceCleanForciblyRatio`` even unexpired files go. Each turn
+    also tells the store the disk use, which stops writes past ``diskSpaceWarningLevelRatio``. The
     newest file always stays. Consume queue and index files that point only
     below the commitlog's new start go after it, and queue min offsets move up.
     """
@@ -60,8 +61,10 @@ class CleanService(ServiceThread):
     def clean_commitlog(self) -> int:
         cfg = self.store.config
         ratio = disk_used_ratio(cfg.store_path_root_dir) * 100
+        self.store.check_disk_space(ratio)
         space_full = ratio > cfg.disk_max_used_space_ratio
-        forcibly = ratio > cfg.disk_space_clean_forcibly_ratio
+        forcibly = cfg.clean_file_forcibly_enable and ratio > min(cfg.disk_space_clean_forcibly_ratio,
+                                                                   cfg.disk_space_warning_level_ratio)
         manual = self.manual_delete_requests > 0
         if not (self.is_time_to_delete() or space_full or manual):
             return 0

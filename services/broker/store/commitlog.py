@@ -141,35 +141,41 @@ class CommitLog:
         file_size = self.file_size
         with self.put_lock:
             self.begin_time_in_lock = time.monotonic()
-            now_ms = time.time_ns() // 1_000_000
-            f = self.queue.get_last_mapped_file()
-            pos = start = f.wrote_position
-            chunks: list[bytes] = []
-            for m, tail, total, crc in prepared:
-                if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
-                    chunks.append(BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE))
-                    self._write(f, start, chunks, file_size)
-                    f = self.queue.get_last_mapped_file()
-                    pos = start = 0
-                    chunks = []
-                phys = f.file_from_offset + pos
-                sys_flag = m.sys_flag
-                if (sys_flag & 0xC) in NOT_DISPATCHED:
-                    queue_offset = 0
-                else:
-                    cq = queues.get((m.topic, m.queue_id)) or open_queue(m.topic, m.queue_id)
-                    queue_offset = cq.append(phys, total, tail_tags_code(m.topic, m.properties, now_ms,
-                                                                         delay_levels))
-                chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
-                                   phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
-                                   m.reconsume_times, m.prepared_transaction_offset, len(m.body)))
-                chunks.append(tail)
-                pos += total
-                appended.append(AppendResult(phys, total, f"{host_hex}{phys:016X}", now_ms, queue_offset))
-            self._write(f, start, chunks, pos)
-            f.store_timestamp = now_ms
-            self.publish(f.file_from_offset + pos)
-            self.begin_time_in_lock = 0.0
+            try:
+                now_ms = time.time_ns() // 1_000_000
+                f = self.queue.get_last_mapped_file()
+                pos = start = f.wrote_position
+                chunks: list[bytes] = []
+                for m, tail, total, crc in prepared:
+                    if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
+                        chunks.append(BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE))
+                        self._write(f, start, chunks, file_size)
+                        # Told now, so a next file that cannot be made leaves no unpublished end behind.
+                        self.publish(f.file_from_offset + file_size)
+                        f = self.queue.get_last_mapped_file()
+                        pos = start = 0
+                        chunks = []
+                    phys = f.file_from_offset + pos
+                    sys_flag = m.sys_flag
+                    if (sys_flag & 0xC) in NOT_DISPATCHED:
+                        queue_offset = 0
+                    else:
+                        cq = queues.get((m.topic, m.queue_id)) or open_queue(m.topic, m.queue_id)
+                        queue_offset = cq.append(phys, total, tail_tags_code(m.topic, m.properties, now_ms,
+                                                                             delay_levels))
+                    chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
+                                       phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
+                                       m.reconsume_times, m.prepared_transaction_offset, len(m.body)))
+                    chunks.append(tail)
+                    pos += total
+                    appended.append(AppendResult(phys, total, f"{host_hex}{phys:016X}", now_ms, queue_offset))
+                self._write(f, start, chunks, pos)
+                f.store_timestamp = now_ms
+                self.publish(f.file_from_offset + pos)
+            finally:
+                # Also when the next file cannot be made (OSError): a stale start would read as a put
+                # lock held for ever, and every later put would be refused OS_PAGECACHE_BUSY.
+                self.begin_time_in_lock = 0.0
         status = PutMessageStatus.PUT_OK
         if wait_flush and self.after_append is not None:
             last = appended[-1]
@@ -214,6 +220,7 @@ class CommitLog:
                                 f"the batch's records take {size} bytes, more than a commitlog file of {file_size}"))
                         # The batch goes whole into the next file, after a blank record ending this one.
                         self._write(f, pos, [BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE)], file_size)
+                        self.publish(f.file_from_offset + file_size)
                         f = self.queue.get_last_mapped_file()
                         pos = 0
                         data, entries, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset,

@@ -45,8 +45,13 @@ class MessageStoreConfig:
     file_reserved_time: float = 72
     delete_when: str = "04"
     disk_max_used_space_ratio: int = 75
-    #: Past this disk use (percent) even unexpired commitlog files go, oldest first.
+    #: Past this disk use (percent) even unexpired commitlog files go, oldest first (unless
+    #: ``clean_file_forcibly_enable`` is off).
     disk_space_clean_forcibly_ratio: int = 85
+    clean_file_forcibly_enable: bool = True
+    #: Past this disk use (percent) of the store's partition the store takes no writes (sends are answered
+    #: SERVICE_NOT_AVAILABLE) until use falls below it again; reads go on. Checked every cleanResourceInterval.
+    disk_space_warning_level_ratio: int = 90
     clean_resource_interval: int = 10_000
     delete_commit_log_files_interval: int = 100
     delete_consume_queue_files_interval: int = 100

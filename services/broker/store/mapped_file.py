@@ -8,6 +8,7 @@ byte space.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 import threading
@@ -26,11 +27,16 @@ def allocate(fd: int, size: int) -> None:
 
     Reserved blocks make the first write to each page several times cheaper than
     on a sparse file (no block allocation inside the page fault), which is most
-    of a put's cost otherwise. Filesystems without fallocate get a sparse file.
+    of a put's cost otherwise. Filesystems without fallocate get a sparse file;
+    one without the room raises OSError (ENOSPC).
     """
     try:
         os.posix_fallocate(fd, 0, size)
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            # A sparse file now would take its blocks only as the mapping is written, and a store into a
+            # page the full filesystem cannot back kills the process (SIGBUS): refuse the file instead.
+            raise
         os.ftruncate(fd, size)
 
 
@@ -99,6 +105,10 @@ class MappedFile:
             self.mm = mmap.mmap(self.fd, file_size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         except BaseException:
             os.close(self.fd)
+            if not exists:
+                # A file this call made but could not size: left behind, it would stop the next start
+                # ("is 0 bytes, config says ...").
+                unlink_quietly(path)
             raise
         self.wrote_position = 0
         self.flushed_position = 0

@@ -15,6 +15,7 @@ a held pull: the arriving listeners, called once after every put.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import threading
@@ -133,6 +134,8 @@ class MessageStore:
         self._writable = False
         #: Puts are refused while the dispatch worker is too far behind (see _stall_puts).
         self._dispatch_stalled = False
+        #: Why puts are refused for want of disk space, None while there is enough (see check_disk_space).
+        self._disk_full: Optional[str] = None
         self._shutdown = False
 
     # --- life cycle ---
@@ -192,7 +195,7 @@ class MessageStore:
             self.commitlog.after_append = self.wait_durable
         self.cleaner.start()
         self._running = True
-        self._writable = cfg.broker_role is not BrokerRole.SLAVE and not self._dispatch_stalled
+        self._update_writable()
 
     def shutdown(self) -> None:
         """Flush everything, let the worker finish and checkpoint, remove the abort file: the next start is cheap."""
@@ -237,6 +240,8 @@ class MessageStore:
         if self.commitlog.lock_held_ms > OS_PAGECACHE_BUSY_MS:
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="commitlog put lock held too long")
         behind, behind_max = commitlog.max_offset - self.dispatched_offset, self.config.dispatch_behind_max_bytes
+        if self._disk_full is not None:
+            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._disk_full)
         if self._dispatch_stalled:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=(
                 f"the store's consume queues are {behind} bytes behind its commitlog, more than "
@@ -287,6 +292,9 @@ class MessageStore:
             except OSError as exc:
                 log.error("put_failed", error=str(exc))
                 result = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
+                if exc.errno == errno.ENOSPC:
+                    # No room for the next commitlog file: stop writes now rather than at the next check.
+                    self.check_disk_space(disk_used_ratio(self.config.store_path_root_dir) * 100, no_space=True)
         else:
             result = refused
         st = self.stats
@@ -309,6 +317,34 @@ class MessageStore:
             log.error("dispatch_behind", behind=self.commitlog.max_offset - self.dispatched_offset,
                       dispatch_behind_max_bytes=self.config.dispatch_behind_max_bytes,
                       note="puts are refused until the dispatch worker catches up")
+
+    def _update_writable(self) -> None:
+        """Puts are taken only by a running master whose dispatch keeps up and whose disk has room."""
+        self._writable = (self._running and not self._shutdown and self.config.broker_role is not BrokerRole.SLAVE
+                          and not self._dispatch_stalled and self._disk_full is None)
+
+    def check_disk_space(self, used_percent: float, no_space: bool = False) -> None:
+        """RocketMQ's disk check (CleanCommitLogService.isSpaceToDelete): past diskSpaceWarningLevelRatio
+        of the store's partition in use (or when a file could not be created for want of space,
+        ``no_space``) the store refuses puts with a remark naming the path, the use and the limit, so
+        that no write finds a full disk; reads go on. Writes resume once use is below the limit again."""
+        cfg = self.config
+        limit = cfg.disk_space_warning_level_ratio
+        if used_percent > limit or no_space:
+            if self._disk_full is None:
+                why = "; no space left for the next commitlog file" if no_space else ""
+                self._disk_full = (
+                    f"the store's disk is full: {cfg.store_path_root_dir} is {used_percent:.1f}% used, the limit "
+                    f"is diskSpaceWarningLevelRatio={limit}%{why}; sends are refused until space is freed "
+                    "(reads go on), send to another broker")
+                self._update_writable()
+                log.error("store_disk_full", path=cfg.store_path_root_dir, used_percent=round(used_percent, 1),
+                          disk_space_warning_level_ratio=limit, no_space=no_space)
+        elif self._disk_full is not None:
+            self._disk_full = None
+            self._update_writable()
+            log.info("store_disk_ok", path=cfg.store_path_root_dir, used_percent=round(used_percent, 1),
+                     disk_space_warning_level_ratio=limit)
 
     def _tell_listeners(self, grown: list[tuple[str, int, int]]) -> None:
         for listener in self.listeners:
@@ -433,9 +469,7 @@ class MessageStore:
             self._dispatched_cond.notify_all()
         if self._dispatch_stalled and self.commitlog.max_offset - offset <= self.config.dispatch_behind_max_bytes:
             self._dispatch_stalled = False
-            self._writable = self._running and self.config.broker_role is not BrokerRole.SLAVE
-            if self._shutdown:  # a shutdown that ran meanwhile wins
-                self._writable = False
+            self._update_writable()  # a shutdown that ran meanwhile wins
             log.info("dispatch_caught_up", dispatched=offset)
 
     def register_arriving_listener(self, listener: ArrivingListener) -> None:
