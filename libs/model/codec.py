@@ -72,13 +72,22 @@ def encode_properties(props: dict[str, str]) -> bytes:
 
 
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
-    """Inverse of :func:`encode_properties`; tolerant of a missing final separator."""
+    """Inverse of :func:`encode_properties`; tolerant of a missing final separator.
+
+    A name ends at its first ``\x01``, so a value may hold more of them. Raises CorruptRecord for
+    bytes that are not UTF-8 (they came from a damaged record or a hostile peer, never from
+    :func:`encode_properties`).
+    """
     if not raw:
         return {}
+    try:
+        text = bytes(raw).decode()
+    except UnicodeDecodeError as exc:
+        raise CorruptRecord(f"properties are not UTF-8: {exc}") from None
     out: dict[str, str] = {}
-    for item in bytes(raw).decode().split(PROPERTY_SEPARATOR):
-        if item:
-            name, _, value = item.partition(NAME_VALUE_SEPARATOR)
+    for item in text.split(PROPERTY_SEPARATOR):
+        name, _, value = item.partition(NAME_VALUE_SEPARATOR)
+        if name:  # an empty name (a stray separator) names nothing
             out[name] = value
     return out
 
@@ -185,12 +194,14 @@ def decode_record(buf: bytes | memoryview, pos: int = 0, check_crc: bool = False
         raise CorruptRecord(f"body CRC mismatch at {pos}")
     p += body_len
     topic_len = buf[p]
-    topic = bytes(buf[p + 1:p + 1 + topic_len]).decode()
+    if p + 1 + topic_len + 2 > end:
+        raise CorruptRecord(f"topic length {topic_len} runs past the record of {total} bytes at {pos}")
+    topic = _decode_topic(bytes(buf[p + 1:p + 1 + topic_len]), pos)
     p += 1 + topic_len
     (props_len,) = struct.unpack_from(">H", buf, p)
-    props = decode_properties(buf[p + 2:p + 2 + props_len])
     if p + 2 + props_len != end:
         raise CorruptRecord(f"record at {pos} declares {total} bytes but holds {p + 2 + props_len - pos}")
+    props = decode_properties(buf[p + 2:p + 2 + props_len])
     return MessageExt(
         topic=topic, body=body, properties=props, flag=flag, queue_id=queue_id,
         queue_offset=queue_offset, commitlog_offset=phys, store_size=total, sys_flag=sys_flag,
@@ -199,6 +210,13 @@ def decode_record(buf: bytes | memoryview, pos: int = 0, check_crc: bool = False
         prepared_transaction_offset=prepared, body_crc=crc,
         msg_id=encode_message_id(store_host, phys),
     )
+
+
+def _decode_topic(raw: bytes, pos: int) -> str:
+    try:
+        return raw.decode()
+    except UnicodeDecodeError:
+        raise CorruptRecord(f"the topic of the record at {pos} is not UTF-8") from None
 
 
 def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str, str]] = None) -> list[MessageExt]:
@@ -232,9 +250,11 @@ def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str,
         body = data[p:p + body_len]
         p += body_len
         topic_len = data[p]
+        if p + 1 + topic_len + 2 > end:
+            raise CorruptRecord(f"topic length {topic_len} runs past the record of {total} bytes at {pos}")
         if topic_len != len(topic_raw) or not data.startswith(topic_raw, p + 1):
             topic_raw = data[p + 1:p + 1 + topic_len]
-            topic = topic_raw.decode()
+            topic = _decode_topic(topic_raw, pos)
         p += 1 + topic_len
         props_len = (data[p] << 8) | data[p + 1]
         p += 2

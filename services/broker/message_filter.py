@@ -87,7 +87,7 @@ def record_properties(record: bytes | memoryview) -> Optional[dict[str, str]]:
         if pos + props_len != total:
             return None
         return decode_properties(record[pos:pos + props_len])
-    except (struct.error, IndexError, UnicodeDecodeError):
+    except (struct.error, IndexError, ValueError):  # ValueError: CorruptRecord (properties not UTF-8)
         return None
 
 
