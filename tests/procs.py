@@ -254,9 +254,11 @@ class ServiceProcess:
 
 
 class NamesrvProcess(ServiceProcess):
-    """A name server on a free loopback port; ``addr`` is its ``host:port``."""
+    """A name server on a free loopback port; ``addr`` is its ``host:port``; ``env`` adds to its environment
+    (the CurveZMQ key file, say)."""
 
-    def __init__(self, data_dir: Path, port: Optional[int] = None, name: str = "namesrv", **config: object) -> None:
+    def __init__(self, data_dir: Path, port: Optional[int] = None, name: str = "namesrv",
+                 env: Optional[dict[str, str]] = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         args = [
@@ -269,7 +271,7 @@ class NamesrvProcess(ServiceProcess):
         ]
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
-        super().__init__("namesrv", args, data_dir, ready=remoting_probe(self.addr), name=name)
+        super().__init__("namesrv", args, data_dir, ready=remoting_probe(self.addr), env=env, name=name)
 
 
 #: Store sizes for tests: small files, so brokers start fast and tests cross file boundaries.
@@ -282,10 +284,11 @@ TEST_STORE_CONFIG = {
 
 
 class BrokerProcess(ServiceProcess):
-    """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port")."""
+    """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port"); ``env`` adds to
+    its environment."""
 
     def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "broker-a",
-                 cluster: str = "DefaultCluster", **config: object) -> None:
+                 cluster: str = "DefaultCluster", env: Optional[dict[str, str]] = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.broker_name = name
@@ -296,7 +299,7 @@ class BrokerProcess(ServiceProcess):
                 "--set", "listenAddress=127.0.0.1", "--set", "brokerIP1=127.0.0.1"]
         for key, value in {**TEST_STORE_CONFIG, **config}.items():
             args += ["--set", f"{key}={value}"]
-        super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), name=name)
+        super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name)
 
     def wait_registered(self, timeout_s: float = 10.0) -> None:
         """Until the (first) name server lists this broker in its cluster table."""
@@ -322,7 +325,8 @@ class SystemServiceProcess(ServiceProcess):
     module = ""
 
     def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "",
-                 command: Optional[Sequence[str]] = None, **config: object) -> None:
+                 command: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None,
+                 **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         name = name or self.module
@@ -330,7 +334,8 @@ class SystemServiceProcess(ServiceProcess):
                 "--set", f"instanceName={name}"]
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
-        super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), name=name, command=command)
+        super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
+                         command=command)
 
     def status(self, timeout_ms: int = 3000) -> dict:
         """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it did."""

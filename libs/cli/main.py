@@ -9,6 +9,7 @@
     rocketmesh ha ...                 (runs python -m rocketmesh.ha ...)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
     rocketmesh health SERVICE [ADDR]  (is it up? asked over its own protocol; exit 0 or 1)
+    rocketmesh keys DIR [--force]     (the CurveZMQ keys for `up --curve-keys DIR`, compose and clients)
     rocketmesh produce -t TOPIC ...   (the quickstart producer)
     rocketmesh consume -t TOPIC ...   (the quickstart consumer)
 
@@ -29,6 +30,8 @@ from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, namesrv_commands,
 from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
+from rocketmesh.cli.security import exposure_warning, key_paths, up_curve_env
+from rocketmesh.remoting.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha"}
@@ -61,6 +64,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     logs = os.path.join(data, "logs")
     host = args.host
     env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO")}
+    try:
+        env.update(up_curve_env(args.curve_keys))
+    except ValueError as exc:
+        print(f"rocketmesh up: --curve-keys: {exc} (rocketmesh keys DIR makes them)", file=sys.stderr)
+        return 2
+    curve = bool(args.curve_keys) or bool(os.environ.get(SECRET_KEY_ENV))
 
     spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
                     scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,
@@ -68,6 +77,13 @@ def cmd_up(args: argparse.Namespace) -> int:
                     metrics_port=None if args.no_metrics else args.metrics_port,
                     broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
                     sets=tuple(args.set))
+
+    ports = {"namesrv": args.namesrv_port, "broker": args.broker_port, "scheduler": args.scheduler_port,
+             "txn-checker": args.txn_checker_port,
+             **({"slave": args.slave_port, "ha": args.ha_port} if args.ha else {})}
+    warning = exposure_warning(host, ports, args.set, args.broker_config, curve)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
     def stop(*_: object) -> None:
         sup._stopping.set()
@@ -103,6 +119,9 @@ def cmd_up(args: argparse.Namespace) -> int:
             low, _, high = port.partition("-")
             print(f"  {name:<11} http://{shown}:{low}/metrics" + (f"  (or up to {high} when taken)" if high else ""))
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
+    if args.curve_keys:
+        server_key = key_paths(os.path.abspath(args.curve_keys))["server_public"]
+        print(f"  and, CurveZMQ being on:  export {SERVER_KEY_ENV}={server_key}")
     print("Stop with Ctrl-C.", flush=True)
     sup.watch()
     print("stopping the mesh ...", flush=True)
@@ -121,6 +140,7 @@ examples:
   rocketmesh up
   rocketmesh up --data-dir /var/lib/rocketmesh --set flushDiskType=SYNC_FLUSH
   rocketmesh up --ha --set brokerRole=SYNC_MASTER
+  rocketmesh keys ./mesh-keys && rocketmesh up --curve-keys ./mesh-keys
 """
 
 
@@ -154,6 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--broker-config", help="a broker.conf for the broker (RocketMQ key=value properties)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker or store config key, RocketMQ's names (repeatable)")
+    up.add_argument("--curve-keys", metavar="DIR",
+                    help="encrypt and authenticate every connection with the CurveZMQ keys `rocketmesh keys DIR` "
+                         f"made (each service gets {SECRET_KEY_ENV}=DIR/server.key_secret)")
     up.add_argument("--max-restarts", type=int, default=5,
                     help="crashes of one service within --restart-window after which the mesh stops")
     up.add_argument("--restart-window", type=float, default=300.0, metavar="SECONDS",
@@ -166,8 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     from rocketmesh.cli.admin import add_admin_commands
     from rocketmesh.cli.health import add_health_command
+    from rocketmesh.cli.security import add_keys_command
 
     add_health_command(sub)
+    add_keys_command(sub)
     add_admin_commands(sub)
     return ap
 

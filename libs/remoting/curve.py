@@ -113,8 +113,9 @@ class CurveKeys:
 
     def connect_hint(self) -> str:
         """Said with every "no connection" error while CURVE is on: the likeliest cause."""
-        return (f" (CURVE is on with the server key from {self.source}: a server with another key pair, or one "
-                f"without CURVE, never completes the handshake)")
+        return (f" (CURVE is on with the server key from {self.source}: a server with another key pair, one "
+                f"without CURVE, or one that admits listed clients only and not this one never completes the "
+                f"handshake)")
 
 
 def read_key_file(path: str | os.PathLike[str], what: str) -> tuple[bytes, Optional[bytes]]:
