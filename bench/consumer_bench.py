@@ -7,6 +7,7 @@ Run::
     python bench/consumer_bench.py --modes e2e --rate 2000 --duration 10
     python bench/consumer_bench.py --namesrv 127.0.0.1:9876      # use running services instead
     python bench/consumer_bench.py --modes pull,push --tracing exported   # every span exported (see producer_bench)
+    python bench/consumer_bench.py --modes pull,push --curve on   # CurveZMQ on every connection (see producer_bench)
 
 Modes:
   pull   PullConsumer polls the whole backlog (msg/s from first to last message)
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import sys
 import threading
@@ -37,7 +39,8 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from producer_bench import (  # noqa: E402
-    TRACING_MODES, Services, Tracing, cpu_per_process, percentile, process_times, report_cpu, watched_pids)
+    CURVE_MODES, TRACING_MODES, Services, Tracing, cpu_per_process, curve_keys, percentile, process_times, report_cpu,
+    watched_pids)
 
 from rocketmesh import Admin, Message, Producer  # noqa: E402
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer  # noqa: E402
@@ -198,9 +201,12 @@ def main() -> None:
     ap.add_argument("--tracing", choices=TRACING_MODES, default="off",
                     help="no OpenTelemetry SDK (off), an SDK that samples nothing, or every span exported "
                          "over OTLP/HTTP to a local receiver; this process and the services alike")
+    ap.add_argument("--curve", choices=CURVE_MODES, default="off",
+                    help="CurveZMQ on every connection (keys made for the run), this process and the services alike")
     a = ap.parse_args()
     modes = a.modes.split(",")
     tracing = Tracing(a.tracing, "consumer-bench")
+    curve_dir = curve_keys(a.curve)
     services = None
     namesrv = a.namesrv
     if namesrv is None:
@@ -239,6 +245,8 @@ def main() -> None:
         spans = tracing.stop()
         if spans is not None:
             print(f"tracing {a.tracing}: {spans:,} spans received", flush=True)
+        if curve_dir is not None:
+            shutil.rmtree(curve_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Run::
     python bench/producer_bench.py --modes sync1 --thread-cpu   # CPU per message of each busy thread
     python bench/producer_bench.py --ha --set brokerRole=SYNC_MASTER --modes sync1,sync16,sync64   # with a slave
     python bench/producer_bench.py --modes sync1,async --tracing exported   # every span exported (OTLP/HTTP)
+    python bench/producer_bench.py --modes sync1,async --curve on   # every connection CurveZMQ-encrypted
 
 Modes:
   sync1, sync4, sync16, sync64   send() in a loop on 1, 4, 16, 64 threads
@@ -34,6 +35,12 @@ whose sampler is ALWAYS_OFF and starts the services with
 ``exported`` records every span, in this process and in the services, and
 exports it with a BatchSpanProcessor over OTLP/HTTP to a receiver on loopback
 (a child process, tests/otlp_receiver.py, that decodes and counts them).
+
+``--curve on`` (also consumer_bench's): a key pair made for the run (``rocketmesh keys``' layout, in a
+temporary directory) is named by ROCKETMESH_CURVE_SECRET_KEY_FILE in this process's environment, so the
+services it starts serve with CurveZMQ and its clients connect with it (with the server's key pair as their
+own: the handshake and per-message crypto cost the same as with a client pair). Not with --namesrv: running
+services must be started with the keys by whoever started them.
 """
 
 from __future__ import annotations
@@ -73,6 +80,20 @@ def next_topic() -> str:
 
 
 TRACING_MODES = ("off", "sampled-off", "exported")
+CURVE_MODES = ("off", "on")
+
+
+def curve_keys(mode: str) -> Optional[str]:
+    """``--curve on``: make a key pair in a temporary directory and name it in this process's environment (before
+    the services start and before any client is made); returns the directory to remove at the end (None: off)."""
+    if mode == "off":
+        return None
+    from rocketmesh.cli.security import make_keys
+    from rocketmesh.remoting.curve import SECRET_KEY_ENV
+
+    key_dir = tempfile.mkdtemp(prefix="bench-curve-")
+    os.environ[SECRET_KEY_ENV] = make_keys(key_dir)["server_secret"]
+    return key_dir
 
 
 class Tracing:
@@ -521,6 +542,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--tracing", choices=TRACING_MODES, default="off",
                     help="no OpenTelemetry SDK (off), an SDK that samples nothing, or every span exported "
                          "over OTLP/HTTP to a local receiver; this process and the services alike")
+    ap.add_argument("--curve", choices=CURVE_MODES, default="off",
+                    help="CurveZMQ on every connection (keys made for the run), this process and the services alike")
     ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
     ap.add_argument("--serve-otlp", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -531,6 +554,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         serve_otlp()
         return 0
     tracing = Tracing(args.tracing, "producer-bench")
+    curve_dir = curve_keys(args.curve)
 
     services = None
     if args.namesrv is None:
@@ -595,6 +619,8 @@ def main(argv: Optional[list[str]] = None) -> int:
         spans = tracing.stop()
         if spans is not None:
             print(f"tracing {args.tracing}: {spans:,} spans received", flush=True)
+        if curve_dir is not None:
+            shutil.rmtree(curve_dir, ignore_errors=True)
     return 0
 
 
