@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
 import signal
 import sys
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
@@ -228,7 +229,7 @@ def query_msg_trace_by_id(a: argparse.Namespace, admin: Admin) -> None:
 
 
 def send_message(a: argparse.Namespace, admin: Admin) -> None:
-    with Producer(a.group, namesrv=admin.namesrv_addrs) as producer:
+    with Producer(a.group, namesrv=admin.namesrv_addrs, **credentials(a)) as producer:
         r = producer.send(Message(a.topic, a.body, tags=a.tags, keys=a.keys))
     print(f"{'#Broker Name':<20}{'#QID':>5}{'#Send Result':>16}  #MsgId")
     print(f"{r.message_queue.broker_name:<20}{r.message_queue.queue_id:>5}{r.send_status.value:>16}  {r.msg_id}")
@@ -513,7 +514,7 @@ def _(p):
 def run_admin(a: argparse.Namespace) -> int:
     _, fn, _ = COMMANDS[a.admin_command]
     try:
-        with Admin(namesrv=a.namesrv) as admin:
+        with Admin(namesrv=a.namesrv, **credentials(a)) as admin:
             fn(a, admin)
     except MQError as exc:
         print(f"{a.admin_command}: {exc}", file=sys.stderr)
@@ -524,7 +525,7 @@ def run_admin(a: argparse.Namespace) -> int:
 def run_produce(a: argparse.Namespace) -> int:
     """RocketMQ's quickstart Producer: N messages "Hello RocketMQ i", one SendResult each."""
     try:
-        with Producer(a.group, namesrv=a.namesrv) as producer:
+        with Producer(a.group, namesrv=a.namesrv, **credentials(a)) as producer:
             for i in range(a.count):
                 r = producer.send(Message(a.topic, f"Hello RocketMQ {i}", tags=a.tags, keys=f"KEY{i}"))
                 mq = r.message_queue
@@ -539,9 +540,10 @@ def run_produce(a: argparse.Namespace) -> int:
     return 0
 
 
-def require_topic(namesrv: str | None, topic: str) -> None:
-    """MQClientError(TOPIC_NOT_EXIST) saying what to do when no name server has a route for ``topic``."""
-    with Admin(namesrv=namesrv) as admin:
+def require_topic(namesrv: str | None, topic: str, **account: Optional[str]) -> None:
+    """MQClientError(TOPIC_NOT_EXIST) saying what to do when no name server has a route for ``topic``;
+    ``account``: the ACL keys (access_key, secret_key) to ask with."""
+    with Admin(namesrv=namesrv, **account) as admin:
         try:
             admin.topic_route(topic)
         except MQBrokerError as exc:
@@ -601,9 +603,10 @@ def run_consume(a: argparse.Namespace) -> int:
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
     consumer = None
     try:
-        consumer = PushConsumer(a.group, a.namesrv, consume_from=consume_from, consume_thread_nums=1)
+        consumer = PushConsumer(a.group, a.namesrv, consume_from=consume_from, consume_thread_nums=1,
+                                **credentials(a))
         consumer.subscribe(a.topic, a.subscription, sql=a.sql)  # a bad expression is refused first, locally
-        require_topic(a.namesrv, a.topic)
+        require_topic(a.namesrv, a.topic, **credentials(a))
         consumer.register_listener(on_messages)
         consumer.start()
         print(f"Consumer Started. group={a.group} topic={a.topic}", file=sys.stderr, flush=True)
@@ -624,6 +627,16 @@ def run_consume(a: argparse.Namespace) -> int:
     return 0
 
 
+#: Where the CLI's --access-key / --secret-key default from (the services' own keys read the same names).
+ACCESS_KEY_ENV = "ROCKETMESH_ACCESS_KEY"
+SECRET_KEY_ENV = "ROCKETMESH_SECRET_KEY"
+
+
+def credentials(a: argparse.Namespace) -> dict[str, Optional[str]]:
+    """The ACL keywords (access_key, secret_key) of a command's --access-key / --secret-key."""
+    return dict(access_key=getattr(a, "access_key", None) or None, secret_key=getattr(a, "secret_key", None) or None)
+
+
 def add_admin_commands(sub: Any) -> None:
     """Add ``admin``, ``produce`` and ``consume`` to the ``rocketmesh`` parser."""
     def command(parent: Any, name: str, text: str) -> argparse.ArgumentParser:
@@ -631,6 +644,10 @@ def add_admin_commands(sub: Any) -> None:
         p = parent.add_parser(name, help=text.replace("%", "%%"), description=text[0].upper() + text[1:] + ".",
                               formatter_class=HelpFormatter)
         p.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
+        p.add_argument("--access-key", default=os.environ.get(ACCESS_KEY_ENV),
+                       help=f"ACL account to sign requests with (default: {ACCESS_KEY_ENV})")
+        p.add_argument("--secret-key", default=os.environ.get(SECRET_KEY_ENV),
+                       help=f"its secret key (default: {SECRET_KEY_ENV}, which keeps it out of the process list)")
         return p
 
     admin = sub.add_parser("admin", help="mqadmin's commands: update-topic, topic-status, query-msg-by-key ...",

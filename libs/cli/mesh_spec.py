@@ -22,6 +22,26 @@ REPLICA_METRICS_OFFSETS = {"scheduler": 13, "txn-checker": 23}
 METRICS_REPLICAS = 10
 #: Keys that make a broker what it is in its group: the slave gets its own.
 ROLE_KEYS = ("brokerrole", "brokerid")
+#: ``--set`` keys that reach the name servers too: the ACL they check requests against.
+ACL_SERVER_KEYS = ("aclenable", "aclfile", "aclreloadintervalms")
+#: ``--set`` keys that reach the system services (scheduler, txn-checker, ha) too: the account their
+#: requests are signed with (the brokers sign theirs, REGISTER_BROKER, with it as well).
+CREDENTIAL_KEYS = ("accesskey", "secretkey")
+
+
+def _set_item(item: str) -> str:
+    """A ``--set`` item as a service gets it: a relative aclFile is the user's (from the working directory
+    ``up`` ran in), not one under each service's config directory, as a service would read it."""
+    key, sep, value = item.partition("=")
+    if key.strip().lower() == "aclfile" and value.strip():
+        return f"{key}={os.path.abspath(value.strip())}"
+    return item
+
+
+def _sets_of(spec: "MeshSpec", keys: tuple[str, ...]) -> list[str]:
+    """``--set`` arguments for the items of ``spec.sets`` whose key is one of ``keys`` (lower-case)."""
+    return [a for item in spec.sets if item.partition("=")[0].strip().lower() in keys
+            for a in ("--set", _set_item(item))]
 
 
 @dataclass(frozen=True)
@@ -85,7 +105,8 @@ def namesrv_commands(spec: MeshSpec) -> list[ServiceCommand]:
         name = namesrv_name(i)
         out.append(ServiceCommand(name, "namesrv", (
             "-p", str(port), "--listen-address", spec.host,
-            "--kv-config-path", os.path.join(spec.data_dir, name, "kvConfig.json"), *_metrics(spec, name))))
+            "--kv-config-path", os.path.join(spec.data_dir, name, "kvConfig.json"), *_metrics(spec, name),
+            *_sets_of(spec, ACL_SERVER_KEYS))))
     return out
 
 
@@ -94,7 +115,7 @@ def _system(spec: MeshSpec, name: str, namesrv: str, port: int, *extra: str) -> 
     named = ["--set", f"instanceName={name}"] if port else []
     return ServiceCommand(name, name, (
         "-n", namesrv, "--listen-port", str(port), "--set", f"listenAddress={spec.host}", *named, *extra,
-        *_metrics(spec, name)))
+        *_metrics(spec, name), *_sets_of(spec, CREDENTIAL_KEYS)))
 
 
 def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
@@ -104,14 +125,14 @@ def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
         "-n", namesrv, "--listen-port", str(spec.broker_port),
         "--store-dir", os.path.join(spec.data_dir, "broker-a", "store"), "--broker-name", "broker-a",
         "--set", f"listenAddress={spec.host}", *_metrics(spec, "broker-a"), *conf,
-        *[a for item in spec.sets for a in ("--set", item)]))]
+        *[a for item in spec.sets for a in ("--set", _set_item(item))]))]
     if spec.ha:
         slave_sets = [item for item in spec.sets if item.partition("=")[0].strip().lower() not in ROLE_KEYS]
         out.append(ServiceCommand("broker-a-s", "broker", (
             "-n", namesrv, "--listen-port", str(spec.slave_port),
             "--store-dir", os.path.join(spec.data_dir, "broker-a-s", "store"), "--broker-name", "broker-a",
             "--set", f"listenAddress={spec.host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
-            *_metrics(spec, "broker-a-s"), *conf, *[a for item in slave_sets for a in ("--set", item)])))
+            *_metrics(spec, "broker-a-s"), *conf, *[a for item in slave_sets for a in ("--set", _set_item(item))])))
         out.append(_system(spec, "ha", namesrv, spec.ha_port, "--set", "brokerName=broker-a"))
     out.append(_system(spec, "scheduler", namesrv, spec.scheduler_port))
     out.append(_system(spec, "txn-checker", namesrv, spec.txn_checker_port))

@@ -68,8 +68,12 @@ class Admin:
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         instance_name: Optional[str] = None,
+        access_key: Optional[str] = None,
+        secret_key: Optional[str] = None,
     ) -> None:
         self.namesrv_addrs = namesrv_addrs_from(namesrv)
+        #: The ACL account (both or neither); most admin requests need an admin account.
+        self._credentials = dict(access_key=access_key, secret_key=secret_key)
         self.timeout_ms = timeout_ms
         self._instance_name = instance_name
         self._instance: Optional[ClientInstance] = None
@@ -84,8 +88,8 @@ class Admin:
             raise MQClientError("the admin is closed; create a new one")
         if self._instance is None:
             self._instance = ClientInstance.acquire(
-                self.namesrv_addrs, instance_name=self._instance_name, request_timeout_ms=self.timeout_ms
-            )
+                self.namesrv_addrs, instance_name=self._instance_name, request_timeout_ms=self.timeout_ms,
+                **self._credentials)
         return self
 
     def close(self) -> None:
@@ -547,7 +551,8 @@ class Admin:
         """A producer of ``group`` on this admin's name servers, started on first use, shut down by close()."""
         producer = self._producers.get(group)
         if producer is None:
-            producer = self._producers[group] = Producer(group, self.namesrv_addrs, instance_name=self._instance_name)
+            producer = self._producers[group] = Producer(group, self.namesrv_addrs, instance_name=self._instance_name,
+                                                         **self._credentials)
             producer.start()
         return producer
 

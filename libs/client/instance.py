@@ -12,8 +12,9 @@ broker addresses the routes mention, and one background thread that:
   soon after a route names a broker not seen before;
 - keeps the table of brokers found unreachable (see ``fault``).
 
-Instances are shared per (client id, name server list), as RocketMQ's
-MQClientManager shares them: :meth:`ClientInstance.acquire` hands out a
+Instances are shared per (client id, name server list, ACL credentials), as
+RocketMQ's MQClientManager shares them (but for the credentials: two clients
+of one process with different accounts never share a signer): :meth:`ClientInstance.acquire` hands out a
 reference, :meth:`ClientInstance.release` gives it back, and the last
 release shuts the instance down.
 """
@@ -32,6 +33,7 @@ from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
 
 import orjson
 
+from rocketmesh.acl.signer import AclSigner, SessionCredentials, signer_for
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import (
@@ -89,6 +91,14 @@ class ConsumerHooks(Protocol):
         """An admin moved the group's offsets (RESET_CONSUMER_CLIENT_OFFSET)."""
 
 
+def _signer(access_key: Optional[str], secret_key: Optional[str]) -> Optional[AclSigner]:
+    """The ACL signer of these keys (None without), MQClientError when only one is given."""
+    try:
+        return signer_for(access_key, secret_key)
+    except ValueError as exc:
+        raise MQClientError(f"ACL credentials: {exc}") from None
+
+
 def namesrv_addrs_from(namesrv: str | Sequence[str] | None) -> tuple[str, ...]:
     """The name server list from an argument (``"a:1;b:2"`` or a list) or, when None, from NAMESRV_ADDR.
 
@@ -119,7 +129,10 @@ class ClientConfig:
     """Settings of a client instance (RocketMQ's ClientConfig names, snake_case).
 
     ``instance_name`` None means the process id, so the client id is
-    ``ip@pid`` as with RocketMQ's default instance name.
+    ``ip@pid`` as with RocketMQ's default instance name. ``credentials``: the
+    ACL account requests are signed with (None: unsigned); the client id then
+    ends in ``#<accessKey>``, so brokers tell apart this process's clients of
+    different accounts.
     """
 
     namesrv_addrs: tuple[str, ...]
@@ -128,17 +141,19 @@ class ClientConfig:
     poll_name_server_interval_ms: int = 30_000
     heartbeat_broker_interval_ms: int = 30_000
     request_timeout_ms: int = DEFAULT_TIMEOUT_MS
+    credentials: Optional[SessionCredentials] = None
 
     def client_id(self) -> str:
-        """``ip@instance_name``, the id brokers know this client by."""
+        """``ip@instance_name`` (``#accessKey`` with credentials), the id brokers know this client by."""
         name = self.instance_name or str(os.getpid())
-        return f"{self.client_ip or local_ip()}@{name}"
+        account = f"#{self.credentials.access_key}" if self.credentials is not None else ""
+        return f"{self.client_ip or local_ip()}@{name}{account}"
 
 
 class ClientInstance:
     """See the module docstring. Use :meth:`acquire` / :meth:`release` rather than the constructor."""
 
-    _registry: dict[tuple[str, tuple[str, ...]], "ClientInstance"] = {}
+    _registry: dict[tuple[str, tuple[str, ...], Optional[SessionCredentials]], "ClientInstance"] = {}
     _registry_lock = threading.Lock()
 
     # -- sharing ---------------------------------------------------------------
@@ -153,11 +168,15 @@ class ClientInstance:
         poll_name_server_interval_ms: int = 30_000,
         heartbeat_broker_interval_ms: int = 30_000,
         request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        access_key: Optional[str] = None,
+        secret_key: Optional[str] = None,
     ) -> "ClientInstance":
-        """A started instance for these name servers, shared with others of the same client id.
+        """A started instance for these name servers, shared with others of the same client id and
+        ACL account (``access_key`` and ``secret_key``: both or neither).
 
         The interval settings of the first acquirer win, as with RocketMQ.
         """
+        signer = _signer(access_key, secret_key)
         config = ClientConfig(
             namesrv_addrs_from(namesrv),
             instance_name=instance_name,
@@ -165,8 +184,9 @@ class ClientInstance:
             poll_name_server_interval_ms=poll_name_server_interval_ms,
             heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
             request_timeout_ms=request_timeout_ms,
+            credentials=None if signer is None else signer.credentials,
         )
-        key = (config.client_id(), config.namesrv_addrs)
+        key = (config.client_id(), config.namesrv_addrs, config.credentials)
         with cls._registry_lock:
             inst = cls._registry.get(key)
             if inst is None or inst._closed:
@@ -182,7 +202,7 @@ class ClientInstance:
             self._refs -= 1
             if self._refs > 0:
                 return
-            key = (self.client_id, self.config.namesrv_addrs)
+            key = (self.client_id, self.config.namesrv_addrs, self.config.credentials)
             if self._registry.get(key) is self:
                 del self._registry[key]
         self.shutdown()
@@ -221,7 +241,9 @@ class ClientInstance:
             return
         if self._closed:
             raise MQClientError("the client instance is shut down")
-        self.remoting = RemotingClient(on_request=self._on_push, name="client")
+        credentials = self.config.credentials
+        signer = None if credentials is None else signer_for(credentials.access_key, credentials.secret_key)
+        self.remoting = RemotingClient(on_request=self._on_push, name="client", rpc_hook=signer)
         self._started = True
         self._tasks.start()
 

@@ -68,7 +68,8 @@ class TraceDispatcher:
 
     def __init__(self, group: str, namesrv: Any, trace_topic: Optional[str] = None, *,
                  queue_size: int = DEFAULT_QUEUE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_msg_size: int = DEFAULT_MAX_MSG_SIZE, instance_name: Optional[str] = None) -> None:
+                 max_msg_size: int = DEFAULT_MAX_MSG_SIZE, instance_name: Optional[str] = None,
+                 access_key: Optional[str] = None, secret_key: Optional[str] = None) -> None:
         self.group = group
         self.trace_topic = trace_topic or TRACE_TOPIC
         self.batch_size = batch_size
@@ -78,6 +79,8 @@ class TraceDispatcher:
         self.failed = 0
         self._namesrv = namesrv
         self._instance_name = instance_name
+        # The traced client's ACL account: its trace messages need PUB on the trace topic.
+        self._credentials = dict(access_key=access_key, secret_key=secret_key)
         self._queue: "queue_mod.Queue[TraceRecord]" = queue_mod.Queue(queue_size)
         self._producer: Any = None
         self._stopping = threading.Event()
@@ -164,7 +167,7 @@ class TraceDispatcher:
                 from rocketmesh.client.producer import Producer  # the producer module imports this one
 
                 self._producer = Producer(TRACE_PRODUCER_GROUP_PREFIX + self.group, self._namesrv,
-                                          instance_name=self._instance_name).start()
+                                          instance_name=self._instance_name, **self._credentials).start()
             self._producer.send(Message(self.trace_topic, body.encode("utf-8"), keys=keys), timeout_ms=timeout_ms)
         except MQError as exc:
             self.failed += count

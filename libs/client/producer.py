@@ -119,6 +119,10 @@ class Producer:
     ``enable_msg_trace`` (off by default) records a Pub trace of each
     ``send`` and ``send_async`` into ``trace_topic`` (default
     RMQ_SYS_TRACE_TOPIC), in the background; see :mod:`rocketmesh.client.msg_trace`.
+
+    ``access_key`` and ``secret_key`` (both or neither) sign every request
+    with that ACL account (see :mod:`rocketmesh.acl`); a refusal is an
+    :class:`MQBrokerError` with ``response_code`` NO_PERMISSION.
     """
 
     def __init__(
@@ -144,6 +148,8 @@ class Producer:
         total_batch_max_bytes: int = 32 * 1024 * 1024,
         enable_msg_trace: bool = False,
         trace_topic: Optional[str] = None,
+        access_key: Optional[str] = None,
+        secret_key: Optional[str] = None,
     ) -> None:
         check_group(group)
         if group == DEFAULT_PRODUCER_GROUP:
@@ -190,6 +196,8 @@ class Producer:
             client_ip=client_ip,
             poll_name_server_interval_ms=poll_name_server_interval_ms,
             heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
+            access_key=access_key,
+            secret_key=secret_key,
         )
         self._log = get_logger("producer", group=group)
         self._lock = threading.Lock()
@@ -206,7 +214,8 @@ class Producer:
         #: The message trace hooks (RocketMQ's msgTrace); None unless enable_msg_trace. Started by start().
         self._msg_trace: Optional[MsgTracer] = None
         if enable_msg_trace:
-            self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, instance_name=instance_name)
+            self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, instance_name=instance_name,
+                                        access_key=access_key, secret_key=secret_key)
         self._ext_template: dict[str, Any] = {
             "producerGroup": group,
             "topic": "",

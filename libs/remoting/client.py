@@ -67,6 +67,9 @@ from rocketmesh.remoting.pending import CallbackSink, PendingRequest, PendingTab
 PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]
 #: ``callback(future)``: told when an async request completes.
 InvokeCallback = Callable[["Future[RemotingCommand]"], None]
+#: ``hook(cmd)``: called with each request just before it is encoded (RocketMQ's RPCHook.doBeforeRequest);
+#: it may change ``cmd.ext`` (the ACL signer adds AccessKey, Timestamp and Signature).
+RpcHook = Callable[[RemotingCommand], None]
 
 DEFAULT_TIMEOUT_MS = 3000
 _RECV_BATCH = 512
@@ -120,7 +123,8 @@ class RemotingClient:
     ``identity`` is this client's ZeroMQ identity on every connection (servers
     push to it); by default a unique one is generated. ``on_request`` handles
     requests servers push; it runs on a small worker pool, never on the I/O
-    thread. Use as a context manager or call ``close()``.
+    thread. ``rpc_hook(cmd)`` sees every request before it is encoded (the
+    ACL signer). Use as a context manager or call ``close()``.
     """
 
     def __init__(
@@ -132,6 +136,7 @@ class RemotingClient:
         context: Optional[zmq.Context] = None,
         push_workers: int = 2,
         name: str = "client",
+        rpc_hook: Optional[RpcHook] = None,
     ) -> None:
         if identity is None:
             identity = f"{name}-{os.getpid()}-{next(_seq)}-{secrets.token_hex(3)}"
@@ -142,6 +147,7 @@ class RemotingClient:
             raise RemotingError("identity must be 1..240 bytes without NUL bytes")
         self.options = options or SocketOptions()
         self._on_request = on_request
+        self._rpc_hook = rpc_hook
         self._ctx = context or zmq.Context.instance()
         self._log = get_logger("remoting", client=self.identity.decode("utf-8", "replace"))
         self._mailbox: Mailbox[tuple[str, Optional[list], Optional[PendingRequest]]] = Mailbox()
@@ -286,6 +292,8 @@ class RemotingClient:
     # -- caller side ----------------------------------------------------------
 
     def _encode(self, cmd: RemotingCommand) -> list:
+        if self._rpc_hook is not None:
+            self._rpc_hook(cmd)
         frames = cmd.encode()
         limit = self.options.max_message_size
         if limit >= 0 and (len(frames[0]) > limit or len(frames[1]) > limit):

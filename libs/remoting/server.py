@@ -226,6 +226,9 @@ class RemotingServer:
         self._backlog_since: Optional[float] = None
         #: ``(request code, response code, enqueued_at)`` for each response, on the responding thread (metrics).
         self.response_observer: Optional[Callable[[int, int, float], None]] = None
+        #: ``hook(cmd, ctx)`` before each request's handler, on the handler's thread (the ACL check); it
+        #: refuses a request by raising RequestError, which is the answer.
+        self.request_hook: Optional[Handler] = None
 
     # -- set-up ---------------------------------------------------------
 
@@ -572,6 +575,9 @@ class RemotingServer:
     def _invoke(self, proc: _Processor, cmd: RemotingCommand, ctx: RequestContext) -> None:
         try:
             try:
+                hook = self.request_hook
+                if hook is not None:
+                    hook(cmd, ctx)
                 response = proc.handler(cmd, ctx)
             except RequestError as exc:
                 response = response_to(cmd, exc.code, exc.remark)

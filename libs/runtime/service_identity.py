@@ -10,13 +10,15 @@ from typing import Any, Callable
 
 import orjson
 
+from rocketmesh.acl.config import ClientCredentialsConfig
 from rocketmesh.telemetry.metrics import MetricsConfig
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
 
 @dataclass
-class ServiceConfig(MetricsConfig):
-    """Settings every such service has (its metrics exporter's among them); a service's config extends this."""
+class ServiceConfig(MetricsConfig, ClientCredentialsConfig):
+    """Settings every such service has (its metrics exporter's, and the ACL account its requests are signed
+    with: accessKey / secretKey); a service's config extends this."""
 
     #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
     namesrv_addr: str = ""

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from rocketmesh.acl.config import AclServerConfig, ClientCredentialsConfig
 from rocketmesh.runtime.config import ConfigError, load_config, snake_case
 from rocketmesh.model.route import PERM_READ_WRITE
 from rocketmesh.broker.store import BrokerRole, MessageStoreConfig
@@ -16,8 +17,11 @@ MAX_BUSY_POLL_US = 10_000
 
 
 @dataclass
-class BrokerConfig(MetricsConfig):
-    """Broker settings; a broker.conf may mix these with MessageStoreConfig keys, as RocketMQ's does."""
+class BrokerConfig(MetricsConfig, AclServerConfig, ClientCredentialsConfig):
+    """Broker settings; a broker.conf may mix these with MessageStoreConfig keys, as RocketMQ's does.
+
+    ACL: aclEnable and aclFile (default ``<storePathRootDir>/config/plain_acl.yml``) for the requests it
+    serves; accessKey / secretKey for its own requests (REGISTER_BROKER needs an admin account)."""
 
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = "broker-a"

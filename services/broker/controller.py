@@ -9,6 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 from rocketmesh import __version__
+from rocketmesh.acl.config import resolve_acl_file
+from rocketmesh.acl.signer import signer_for
+from rocketmesh.acl.validator import PlainAccessValidator
 from rocketmesh.broker import cpu_latency
 from rocketmesh.broker.cpu_latency import CpuLatencyRequest
 from rocketmesh.runtime.log import get_logger
@@ -65,7 +68,7 @@ class BrokerController:
         self.log = get_logger("broker", broker=config.broker_name, cluster=config.broker_cluster_name)
         self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}",
                                      name=f"broker-{config.broker_name}", busy_poll_us=config.server_busy_poll_us)
-        self.client = RemotingClient()
+        self.client = RemotingClient(rpc_hook=signer_for(config.access_key, config.secret_key))
         self.namesrvs = parse_addr_list(config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
         self.store: Optional[MessageStore] = None
         self.topics: Optional[TopicConfigManager] = None
@@ -89,6 +92,8 @@ class BrokerController:
         self._stopped = threading.Event()
         self.cpu_latency: Optional[CpuLatencyRequest] = None
         self.metrics: Optional[BrokerMetrics] = None
+        #: The plain ACL check of every request, with aclEnable.
+        self.acl: Optional[PlainAccessValidator] = None
 
     @property
     def broker_addr(self) -> str:
@@ -104,6 +109,11 @@ class BrokerController:
             except (ValueError, cpu_latency.CpuLatencyError) as exc:
                 self.log.warning("cpu_latency_request_failed", cpu_dma_latency_us=cfg.cpu_dma_latency_us,
                                  error=str(exc))
+        if cfg.acl_enable:
+            # Before anything is served; a file that cannot be used stops the start with its reason.
+            acl_path = resolve_acl_file(cfg.acl_file, os.path.join(self.store_config.store_path_root_dir, "config"))
+            self.acl = PlainAccessValidator(acl_path, f"broker {cfg.broker_name}", cfg.acl_reload_interval_ms / 1000)
+            self.server.request_hook = self.acl.server_hook()
         # Until the store is ready every request is told to come back, never left hanging.
         self.server.register_default(self._starting)
         self.server.start()

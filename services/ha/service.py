@@ -26,6 +26,7 @@ from typing import Any, Optional
 
 from rocketmesh.client import Admin
 from rocketmesh.model.route import MASTER_ID
+from rocketmesh.acl.signer import signer_for
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
 from rocketmesh.runtime.log import get_logger
@@ -53,9 +54,12 @@ class HaService:
                                  "or masterAddress and slaveAddress")
         self.config = config
         self.instance_name = instance_name_of(config, "ha")
-        self.client = RemotingClient(name=self.instance_name)
+        # HA_TRANSFER and HA_APPEND need an admin account where the brokers check ACL.
+        self.client = RemotingClient(name=self.instance_name,
+                                     rpc_hook=signer_for(config.access_key, config.secret_key))
         self.admin: Optional[Admin] = None if config.master_address else Admin(
-            config.namesrv_addr or None, instance_name=f"{self.instance_name}-admin")
+            config.namesrv_addr or None, instance_name=f"{self.instance_name}-admin",
+            access_key=config.access_key or None, secret_key=config.secret_key or None)
         self.server = status_server(config, "ha", self.status)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="HaService", daemon=True)

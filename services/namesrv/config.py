@@ -5,17 +5,18 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from rocketmesh.acl.config import AclServerConfig
 from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
 from rocketmesh.telemetry.metrics import MetricsConfig, PortRange
 
 
 @dataclass
-class NamesrvConfig(MetricsConfig):
+class NamesrvConfig(MetricsConfig, AclServerConfig):
     """Settings of one name server. Intervals and times are milliseconds.
 
     Loaded with ``rocketmesh.runtime.config.load_config``: a properties file
     (``listenPort=9876``), then ``ROCKETMESH_*`` environment variables, then
-    command-line flags.
+    command-line flags. ACL: aclEnable, aclFile (default ``plain_acl.yml`` beside kvConfigPath).
     """
 
     listen_port: int = 9876

@@ -8,9 +8,12 @@ with its connection open, once it has been silent for brokerChannelExpiredTime
 
 from __future__ import annotations
 
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+from rocketmesh.acl.config import resolve_acl_file
+from rocketmesh.acl.validator import PlainAccessValidator
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.kv_config import KVConfigManager
@@ -55,6 +58,11 @@ class NamesrvService:
 
     def start(self) -> "NamesrvService":
         """Load the KV config, bind, start the liveness scan."""
+        if self.config.acl_enable:
+            # A file that cannot be used stops the start with its reason.
+            path = resolve_acl_file(self.config.acl_file, os.path.dirname(os.path.abspath(self.config.kv_config_path)))
+            self.server.request_hook = PlainAccessValidator(
+                path, "namesrv", self.config.acl_reload_interval_ms / 1000).server_hook()
         self.kv.load()
         self.processor.register_with(self.server, self._writer)
         self.server.on_disconnect(self._channel_closed)

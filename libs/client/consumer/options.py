@@ -72,6 +72,9 @@ class ConsumerOptions:
     #: (None: RMQ_SYS_TRACE_TOPIC); see rocketmesh.client.msg_trace.
     enable_msg_trace: bool = False
     trace_topic: Optional[str] = None
+    #: The ACL account requests are signed with (both or neither; see rocketmesh.acl).
+    access_key: Optional[str] = None
+    secret_key: Optional[str] = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
@@ -100,7 +103,8 @@ class ConsumerOptions:
     def instance_options(self) -> dict[str, Any]:
         """The settings of the shared client instance (ClientInstance.acquire's keywords)."""
         return dict(instance_name=self.instance_name, heartbeat_broker_interval_ms=self.heartbeat_broker_interval_ms,
-                    poll_name_server_interval_ms=self.poll_name_server_interval_ms)
+                    poll_name_server_interval_ms=self.poll_name_server_interval_ms,
+                    access_key=self.access_key, secret_key=self.secret_key)
 
     def replace(self, **changes: Any) -> "ConsumerOptions":
         """A copy with ``changes`` (checked as a new one is)."""

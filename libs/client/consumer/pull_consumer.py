@@ -69,7 +69,8 @@ class PullConsumer:
         self._started = False
         #: RocketMQ's message trace of what polls return (enable_msg_trace); started by start().
         self._msg_trace: Optional[MsgTracer] = MsgTracer(
-            group, namesrv, o.trace_topic, instance_name=o.instance_name) if o.enable_msg_trace else None
+            group, namesrv, o.trace_topic, instance_name=o.instance_name, access_key=o.access_key,
+            secret_key=o.secret_key) if o.enable_msg_trace else None
 
     @property
     def group(self) -> str:

@@ -133,7 +133,8 @@ class PushConsumer:
                 None if o.max_reconsume_times < 0 else o.max_reconsume_times, o.consume_timeout * 60_000)
         if o.enable_msg_trace:
             self._service.msg_trace = MsgTracer(self.group, self.namesrv, o.trace_topic,
-                                                instance_name=o.instance_name)
+                                                instance_name=o.instance_name, access_key=o.access_key,
+                                                secret_key=o.secret_key)
             self._service.msg_trace.start()
         self._service.start()
         try:

@@ -46,6 +46,7 @@ def system_group_core(config: SystemGroupConfig, instance_name: str, hooks: Cons
         pull_batch_size=config.pull_batch_size, persist_consumer_offset_interval_ms=config.persist_offset_interval_ms,
         rebalance_interval_ms=config.rebalance_interval_ms, instance_name=instance_name,
         heartbeat_broker_interval_ms=config.heartbeat_broker_interval_ms,
-        poll_name_server_interval_ms=config.poll_name_server_interval_ms)
+        poll_name_server_interval_ms=config.poll_name_server_interval_ms,
+        access_key=config.access_key or None, secret_key=config.secret_key or None)
     return ConsumerCore(config.consumer_group, config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""), options,
                         hooks, consume_type="CONSUME_ACTIVELY")
