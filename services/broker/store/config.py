@@ -56,6 +56,9 @@ class MessageStoreConfig:
     delete_commit_log_files_interval: int = 100
     delete_consume_queue_files_interval: int = 100
     message_index_enable: bool = True
+    #: Check each record's BODYCRC over the commitlog's last three files when a cleanly stopped store
+    #: starts (a crashed one is always checked): a damaged record is cut, not served.
+    check_crc_on_recover: bool = True
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 5_000_000 * 4
     max_msgs_num_batch: int = 64

@@ -150,17 +150,22 @@ class MessageStore:
         self.last_exit_ok = not os.path.exists(cfg.abort_path)
         start = self.checkpoint.dispatched_phy_offset
         t0 = time.monotonic()
+        size = cfg.mapped_file_size_commit_log
+        names = sorted(n for n in os.listdir(cfg.store_path_commit_log) if n.isdigit()) \
+            if os.path.isdir(cfg.store_path_commit_log) else []
         if self.last_exit_ok:
-            end = self.commitlog.recover(start, check_crc=False)
+            walk = start
+            if cfg.check_crc_on_recover and names:
+                # As RocketMQ's recoverNormally: the last three files are walked with CRC checks, so a
+                # record damaged while the broker was stopped is cut (and logged), never served.
+                walk = min(walk, int(names[-3] if len(names) >= 3 else names[0]))
+            end = self.commitlog.recover(walk - walk % size, check_crc=cfg.check_crc_on_recover)
         else:
             # After a crash, walk with CRC checks from the start of the file holding the
             # older of the two checkpointed offsets, and over at least the last two files:
             # a torn or corrupt record is cut there, and everything after it with it.
-            size = cfg.mapped_file_size_commit_log
             cp = self.checkpoint
             walk = min(start, cp.physic_flushed_offset or start)
-            names = sorted(n for n in os.listdir(cfg.store_path_commit_log) if n.isdigit()) \
-                if os.path.isdir(cfg.store_path_commit_log) else []
             if len(names) >= 2:
                 walk = min(walk, int(names[-2]))
             end = self.commitlog.recover(walk - walk % size, check_crc=True)
