@@ -5,6 +5,7 @@ Run::
     python bench/consumer_bench.py                               # backlog of 1,000,000 1 KiB messages, e2e at 2,000 msg/s
     python bench/consumer_bench.py --modes pull --backlog 200000  # a smaller backlog, pull consumer only
     python bench/consumer_bench.py --modes e2e --rate 2000 --duration 10
+    python bench/consumer_bench.py --modes pull,e2e --acl on   # plain ACL on, every request signed (see producer_bench)
     python bench/consumer_bench.py --namesrv 127.0.0.1:9876      # use running services instead
     python bench/consumer_bench.py --modes pull,push --tracing exported   # every span exported (see producer_bench)
     python bench/consumer_bench.py --modes pull,push --curve on   # CurveZMQ on every connection (see producer_bench)
@@ -39,7 +40,7 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from producer_bench import (  # noqa: E402
-    CURVE_MODES, TRACING_MODES, Services, Tracing, cpu_per_process, curve_keys, percentile, process_times, report_cpu,
+    ACL_MODES, ADMIN_ACCOUNT, CLIENT_ACCOUNT, CURVE_MODES, TRACING_MODES, Services, acl_setup, Tracing, cpu_per_process, curve_keys, percentile, process_times, report_cpu,
     watched_pids)
 
 from rocketmesh import Admin, Message, Producer  # noqa: E402
@@ -51,7 +52,7 @@ SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
 def fill(namesrv: str, n: int, size: int, queues: int) -> None:
-    with Admin(namesrv) as admin:
+    with Admin(namesrv, **ADMIN_ACCOUNT) as admin:
         admin.create_topic(TOPIC, read_queue_nums=queues, write_queue_nums=queues)
         admin.wait_topic_route(TOPIC)
         have = sum(o.max_offset for o in admin.topic_status(TOPIC).values())
@@ -60,7 +61,7 @@ def fill(namesrv: str, n: int, size: int, queues: int) -> None:
     body = b"x" * size
     batch = 64
     t0 = time.monotonic()
-    with Producer("bench-fill", namesrv) as p:
+    with Producer("bench-fill", namesrv, **CLIENT_ACCOUNT) as p:
         futures = []
         for _ in range(0, n - have, batch):
             futures.append(p.send_batch_async([Message(TOPIC, body) for _ in range(batch)]))
@@ -73,7 +74,7 @@ def fill(namesrv: str, n: int, size: int, queues: int) -> None:
 
 def drain_pull(namesrv: str, n: int, batch: int) -> float:
     group = f"bench-pull-{time.time_ns()}"
-    with PullConsumer(group, namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=batch,
+    with PullConsumer(group, namesrv, **CLIENT_ACCOUNT, consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=batch,
                       pull_threshold_for_all=50_000) as c:
         c.subscribe(TOPIC)
         got = 0
@@ -104,7 +105,7 @@ def drain_push(namesrv: str, n: int, batch: int, consume_batch: int, threads: in
                 done.set()
         return SUCCESS
 
-    c = PushConsumer(group, namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=batch,
+    c = PushConsumer(group, namesrv, **CLIENT_ACCOUNT, consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=batch,
                      consume_message_batch_max_size=consume_batch, consume_thread_nums=threads)
     c.subscribe(TOPIC)
     c.register_listener(listener)
@@ -118,7 +119,7 @@ def drain_push(namesrv: str, n: int, batch: int, consume_batch: int, threads: in
 
 
 def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, float, int]:
-    with Admin(namesrv) as admin:
+    with Admin(namesrv, **ADMIN_ACCOUNT) as admin:
         admin.create_topic(E2E_TOPIC, read_queue_nums=8, write_queue_nums=8)
         admin.wait_topic_route(E2E_TOPIC)
     lat: list[float] = []
@@ -131,7 +132,7 @@ def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, flo
                 lat.append((now - int(m.body[:19])) / 1e6)
         return SUCCESS
 
-    c = PushConsumer(f"bench-e2e-{time.time_ns()}", namesrv)
+    c = PushConsumer(f"bench-e2e-{time.time_ns()}", namesrv, **CLIENT_ACCOUNT)
     c.subscribe(E2E_TOPIC)
     c.register_listener(listener)
     c.start()
@@ -139,7 +140,7 @@ def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, flo
     time.sleep(1.0)
     pad = b"x" * max(0, size - 19)
     sent = 0
-    with Producer("bench-e2e", namesrv) as p:
+    with Producer("bench-e2e", namesrv, **CLIENT_ACCOUNT) as p:
         # Steady state only: the first send looks up the route and connects.
         p.send(Message(E2E_TOPIC, str(time.time_ns()).encode() + pad))
         time.sleep(0.5)
@@ -163,11 +164,11 @@ def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, flo
 
 
 def wake(namesrv: str, n: int) -> tuple[float, float]:
-    with Admin(namesrv) as admin:
+    with Admin(namesrv, **ADMIN_ACCOUNT) as admin:
         admin.create_topic("ConsumerBenchWake", read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route("ConsumerBenchWake")
     out = []
-    with PullConsumer(f"bench-wake-{time.time_ns()}", namesrv) as c, Producer("bench-wake", namesrv) as p:
+    with PullConsumer(f"bench-wake-{time.time_ns()}", namesrv, **CLIENT_ACCOUNT) as c, Producer("bench-wake", namesrv, **CLIENT_ACCOUNT) as p:
         c.subscribe("ConsumerBenchWake")
         while not c.assignment():
             time.sleep(0.05)
@@ -201,16 +202,19 @@ def main() -> None:
     ap.add_argument("--tracing", choices=TRACING_MODES, default="off",
                     help="no OpenTelemetry SDK (off), an SDK that samples nothing, or every span exported "
                          "over OTLP/HTTP to a local receiver; this process and the services alike")
+    ap.add_argument("--acl", choices=ACL_MODES, default="off",
+                    help="plain ACL on the name server and broker, every client request signed (see producer_bench)")
     ap.add_argument("--curve", choices=CURVE_MODES, default="off",
                     help="CurveZMQ on every connection (keys made for the run), this process and the services alike")
     a = ap.parse_args()
     modes = a.modes.split(",")
     tracing = Tracing(a.tracing, "consumer-bench")
     curve_dir = curve_keys(a.curve)
+    *acl_sets, acl_dir = acl_setup(a.acl)
     services = None
     namesrv = a.namesrv
     if namesrv is None:
-        services = Services(["mappedFileSizeCommitLog=268435456", *a.set])
+        services = Services(["mappedFileSizeCommitLog=268435456", *a.set], acl_sets=tuple(acl_sets))
         namesrv = services.namesrv
     try:
         if "pull" in modes or "push" in modes:
@@ -247,6 +251,8 @@ def main() -> None:
             print(f"tracing {a.tracing}: {spans:,} spans received", flush=True)
         if curve_dir is not None:
             shutil.rmtree(curve_dir, ignore_errors=True)
+        if acl_dir is not None:
+            shutil.rmtree(acl_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

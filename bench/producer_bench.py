@@ -11,6 +11,7 @@ Run::
     python bench/producer_bench.py --ha --set brokerRole=SYNC_MASTER --modes sync1,sync16,sync64   # with a slave
     python bench/producer_bench.py --modes sync1,async --tracing exported   # every span exported (OTLP/HTTP)
     python bench/producer_bench.py --modes sync1,async --curve on   # every connection CurveZMQ-encrypted
+    python bench/producer_bench.py --modes sync1,async --acl on     # plain ACL on, every request signed
 
 Modes:
   sync1, sync4, sync16, sync64   send() in a loop on 1, 4, 16, 64 threads
@@ -41,6 +42,11 @@ temporary directory) is named by ROCKETMESH_CURVE_SECRET_KEY_FILE in this proces
 services it starts serve with CurveZMQ and its clients connect with it (with the server's key pair as their
 own: the handshake and per-message crypto cost the same as with a client pair). Not with --namesrv: running
 services must be started with the keys by whoever started them.
+
+``--acl on`` (also consumer_bench's): the name server and broker run with aclEnable and a plain_acl.yml made
+for the run; producers and consumers sign every request with a non-admin account allowed PUB|SUB on every
+topic and group (so each request pays for the signature and the permission lookup), the admin (topic
+creation) and the broker's registration with an admin account. Not with --namesrv.
 """
 
 from __future__ import annotations
@@ -81,6 +87,29 @@ def next_topic() -> str:
 
 TRACING_MODES = ("off", "sampled-off", "exported")
 CURVE_MODES = ("off", "on")
+ACL_MODES = ("off", "on")
+#: ``--acl on``: the keywords the bench's producers and consumers sign with, and its Admin's; empty when off.
+CLIENT_ACCOUNT: dict[str, str] = {}
+ADMIN_ACCOUNT: dict[str, str] = {}
+
+
+def acl_setup(mode: str) -> tuple[list[str], list[str], Optional[str]]:
+    """``--acl on``: write a plain_acl.yml for the run and fill CLIENT_ACCOUNT / ADMIN_ACCOUNT (before any
+    client is made). Returns the ``--set`` items of the servers (name server and brokers), those of the services
+    that sign (brokers, ha), and the directory to remove at the end (None: off)."""
+    if mode == "off":
+        return [], [], None
+    acl_dir = tempfile.mkdtemp(prefix="bench-acl-")
+    path = os.path.join(acl_dir, "plain_acl.yml")
+    with open(path, "w") as f:
+        f.write("accounts:\n"
+                "  - {accessKey: benchadmin, secretKey: benchadmin-secret, admin: true}\n"
+                "  - {accessKey: benchclient, secretKey: benchclient-secret, defaultTopicPerm: PUB|SUB,"
+                " defaultGroupPerm: SUB}\n")
+    CLIENT_ACCOUNT.update(access_key="benchclient", secret_key="benchclient-secret")
+    ADMIN_ACCOUNT.update(access_key="benchadmin", secret_key="benchadmin-secret")
+    return (["aclEnable=true", f"aclFile={path}"], ["accessKey=benchadmin", "secretKey=benchadmin-secret"],
+            acl_dir)
 
 
 def curve_keys(mode: str) -> Optional[str]:
@@ -191,7 +220,11 @@ def percentile(sorted_values: list[float], p: float) -> float:
 class Services:
     """A name server and one broker (or one stub) as child processes in a temporary folder."""
 
-    def __init__(self, broker_sets: list[str], stub: bool = False, ha: bool = False) -> None:
+    def __init__(self, broker_sets: list[str], stub: bool = False, ha: bool = False,
+                 acl_sets: tuple[list[str], list[str]] = ([], [])) -> None:
+        # --acl on: the ACL keys go to the name server and the brokers, the account to the brokers and ha.
+        acl_server, acl_account = acl_sets
+        broker_sets = [*broker_sets, *acl_server, *acl_account]
         self.dir = tempfile.mkdtemp(prefix="producer-bench-")
         self.ns_port, self.broker_port = free_port(), free_port()
         self.namesrv = f"127.0.0.1:{self.ns_port}"
@@ -200,7 +233,8 @@ class Services:
             self._start([os.path.abspath(__file__), "--serve-stub", str(self.ns_port)], "stub", "listening on")
             return
         self._start(["-m", "rocketmesh.namesrv", "-p", str(self.ns_port), "--listen-address", "127.0.0.1",
-                     "--kv-config-path", os.path.join(self.dir, "kv.json")], "namesrv", "listening on")
+                     "--kv-config-path", os.path.join(self.dir, "kv.json"),
+                     *[a for item in acl_server for a in ("--set", item)]], "namesrv", "listening on")
         args = ["-m", "rocketmesh.broker", "-n", self.namesrv, "--listen-port", str(self.broker_port),
                 "--store-dir", os.path.join(self.dir, "store"), "--set", "brokerIP1=127.0.0.1"]
         for item in broker_sets:
@@ -216,7 +250,8 @@ class Services:
                     slave += ["--set", item]
             self._start(slave, "slave", "listening on")
             self._start(["-m", "rocketmesh.ha", "-n", self.namesrv, "--listen-port", "0",
-                         "--set", "brokerName=broker-a"], "ha", "listening on")
+                         "--set", "brokerName=broker-a", *[a for item in acl_account for a in ("--set", item)]],
+                        "ha", "listening on")
 
     def _start(self, args: list[str], name: str, ready: str, timeout_s: float = 30.0) -> None:
         out = open(os.path.join(self.dir, f"{name}.stdout"), "w+")
@@ -470,7 +505,7 @@ def run_async(producer: Producer, window: int, duration: float, body: bytes) -> 
 
 def run_async_auto(namesrv: str, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
     """``async`` with a second producer that has auto_batch on (warmed up like the first)."""
-    with Producer(GROUP + "-auto", namesrv, auto_batch=True) as producer:
+    with Producer(GROUP + "-auto", namesrv, auto_batch=True, **CLIENT_ACCOUNT) as producer:
         for _ in range(200):
             producer.send(Message(TOPIC, body))
         return run_async(producer, window, duration, body)
@@ -544,6 +579,9 @@ def main(argv: Optional[list[str]] = None) -> int:
                          "over OTLP/HTTP to a local receiver; this process and the services alike")
     ap.add_argument("--curve", choices=CURVE_MODES, default="off",
                     help="CurveZMQ on every connection (keys made for the run), this process and the services alike")
+    ap.add_argument("--acl", choices=ACL_MODES, default="off",
+                    help="plain ACL on the name server and broker, every client request signed (an account made "
+                         "for the run)")
     ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
     ap.add_argument("--serve-otlp", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -555,11 +593,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 0
     tracing = Tracing(args.tracing, "producer-bench")
     curve_dir = curve_keys(args.curve)
+    *acl_sets, acl_dir = acl_setup(args.acl)
 
     services = None
     if args.namesrv is None:
         services = Services([f"mappedFileSizeCommitLog={256 * 1024 * 1024}", *args.set], stub=args.stub,
-                            ha=args.ha)
+                            ha=args.ha, acl_sets=tuple(acl_sets))
         namesrv = services.namesrv
     else:
         namesrv = args.namesrv
@@ -579,12 +618,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     names = [TOPIC] if args.topics == 1 else [f"{TOPIC}-{i}" for i in range(args.topics)]
     _topics = itertools.cycle(names)
     try:
-        with Admin(namesrv) as admin:
+        with Admin(namesrv, **ADMIN_ACCOUNT) as admin:
             for name in names:
                 admin.create_topic(name, args.queues, args.queues)
             for name in names:
                 admin.wait_topic_route(name, timeout_s=60)
-        with Producer(GROUP, namesrv) as producer:
+        with Producer(GROUP, namesrv, **CLIENT_ACCOUNT) as producer:
             # Warm-up: connections, routes, the broker's first files, every queue's consume-queue file (made
             # once per queue: with many topics, making them would otherwise be most of a short run).
             for _ in range(max(2000, 2 * len(names) * args.queues)):
@@ -621,6 +660,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"tracing {args.tracing}: {spans:,} spans received", flush=True)
         if curve_dir is not None:
             shutil.rmtree(curve_dir, ignore_errors=True)
+        if acl_dir is not None:
+            shutil.rmtree(acl_dir, ignore_errors=True)
     return 0
 
 

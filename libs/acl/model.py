@@ -69,13 +69,18 @@ class Permission(IntFlag):
         return "|".join(n for n in names if n) or "none"
 
 
+_DENY, _ANY, _PUB_OR_SUB = int(Permission.DENY), int(Permission.ANY), int(Permission.PUB | Permission.SUB)
+
+
 def allows(needed: Permission, owned: Permission) -> bool:
     """RocketMQ's Permission.checkPermission: DENY refuses all, ANY is PUB or SUB, else the bit must be owned."""
-    if owned & Permission.DENY:
+    # On plain ints: IntFlag's operators cost more than the rest of a request's check.
+    n, o = int(needed), int(owned)
+    if o & _DENY:
         return False
-    if needed & Permission.ANY:
-        return bool(owned & (Permission.PUB | Permission.SUB))
-    return bool(needed & owned)
+    if n & _ANY:
+        return bool(o & _PUB_OR_SUB)
+    return bool(n & o)
 
 
 @dataclass(frozen=True)

@@ -43,12 +43,8 @@ class SessionCredentials:
 def signature(secret_key: str, code: int, ext: dict[str, Any], body: bytes) -> str:
     """The Signature of a request with ``code``, ``ext`` (any Signature in it is left out) and ``body``."""
     fields = {k: v for k, v in ext.items() if k != SIGNATURE}
-    mac = hmac.new(secret_key.encode(), digestmod=hashlib.sha256)
-    mac.update(b"%d\x00" % int(code))
-    mac.update(orjson.dumps(fields, option=orjson.OPT_SORT_KEYS))
-    mac.update(b"\x00")
-    mac.update(body)
-    return base64.b64encode(mac.digest()).decode("ascii")
+    content = b"".join((b"%d\x00" % int(code), orjson.dumps(fields, option=orjson.OPT_SORT_KEYS), b"\x00", body))
+    return base64.b64encode(hmac.digest(secret_key.encode(), content, hashlib.sha256)).decode("ascii")
 
 
 class AclSigner:

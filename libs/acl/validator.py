@@ -84,12 +84,14 @@ class RequiredAccess:
             if name.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 self.group(name[len(RETRY_GROUP_TOPIC_PREFIX):], Permission.SUB)
             else:
-                self.topics[name] = self.topics.get(name, Permission(0)) | perm
+                prev = self.topics.get(name)
+                self.topics[name] = perm if prev is None else prev | perm
 
     def group(self, name: Any, perm: Permission) -> None:
         """Need ``perm`` on consumer group ``name``."""
         if isinstance(name, str) and name:
-            self.groups[name] = self.groups.get(name, Permission(0)) | perm
+            prev = self.groups.get(name)
+            self.groups[name] = perm if prev is None else prev | perm
 
 
 def _json_body(cmd: RemotingCommand) -> dict:
@@ -196,11 +198,11 @@ class PlainAccessValidator:
         """Raise AclDenied when ``cmd`` from ``remote_ip`` may not pass."""
         self.maybe_reload()
         config = self.config
-        what = f"{code_name(cmd.code, False)} from {remote_ip or '?'}"
         if any(p.matches(remote_ip) for p in config.global_white_remote_addresses):
             return
         ext = cmd.ext
         access_key = ext.get(ACCESS_KEY)
+        what = _What(cmd.code, remote_ip)  # formatted only into a refusal
         if not isinstance(access_key, str) or not access_key:
             raise AclDenied(f"[{self.service}] ACL refused {what}: no AccessKey (the request is not signed and "
                             "the address is not in globalWhiteRemoteAddresses)")
@@ -251,6 +253,20 @@ class PlainAccessValidator:
                 log.warning("acl_refused", remark=exc.remark)
                 raise RequestError(ResponseCode.NO_PERMISSION, exc.remark) from None
         return hook
+
+
+class _What:
+    """``CODE from ip``, for a refusal's remark; costs nothing until formatted."""
+
+    __slots__ = ("code", "ip")
+
+    def __init__(self, code: int, ip: str) -> None:
+        self.code, self.ip = code, ip
+
+    def __str__(self) -> str:
+        return f"{code_name(self.code, False)} from {self.ip or '?'}"
+
+    __format__ = lambda self, spec: str(self)  # noqa: E731 - f-strings call __format__
 
 
 def _needed(perm: Permission) -> str:
