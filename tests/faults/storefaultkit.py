@@ -82,11 +82,12 @@ def push_consumer(namesrv: str, group: str, topic: str, listener: Collector, **s
     return c.start()
 
 
-def rss_kib(pid: int) -> int:
-    """The process's resident set (VmRSS, KiB)."""
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
+    """A memory figure of the process from /proc/PID/status, KiB: VmRSS (resident set), RssAnon (its
+    anonymous part: the heap, where a leak shows) or RssFile (mapped file pages, the store's files)."""
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1])
     return 0
 
