@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from rocketmesh.broker.store import MessageExtBrokerInner, MessageStore, MessageStoreConfig
+from rocketmesh.model.codec import decode_record
 from rocketmesh.model.message import MessageConst
 
 #: Small files, so a test crosses file boundaries after a few dozen messages.
@@ -37,3 +38,15 @@ def msg(topic: str = "TopicTest", body: bytes = b"hello", queue_id: int = 0, tag
 
 def now_ms() -> int:
     return int(time.time() * 1000)
+
+
+def check_queues_agree_with_commitlog(store: MessageStore) -> int:
+    """Every consume queue entry points at a record of its topic, queue and offset; returns how many entries."""
+    count = 0
+    for cq in store.consume_queues():
+        for off in range(cq.min_offset, cq.max_offset):
+            phys, size, _ = cq.get(off)
+            m = decode_record(store.commitlog.read(phys, size))
+            assert (m.topic, m.queue_id, m.queue_offset, m.store_size) == (cq.topic, cq.queue_id, off, size)
+            count += 1
+    return count

@@ -9,21 +9,9 @@ import time
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.model.codec import decode_record
 
-from storekit import msg, open_store
+from storekit import check_queues_agree_with_commitlog, msg, open_store
 
 WRITER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store_crash_writer.py")
-
-
-def check_queues_agree_with_commitlog(store):
-    """Every consume queue entry points at a record of its topic, queue and offset."""
-    count = 0
-    for cq in store.consume_queues():
-        for off in range(cq.min_offset, cq.max_offset):
-            phys, size, _ = cq.get(off)
-            m = decode_record(store.commitlog.read(phys, size))
-            assert (m.topic, m.queue_id, m.queue_offset, m.store_size) == (cq.topic, cq.queue_id, off, size)
-            count += 1
-    return count
 
 
 def test_clean_restart_keeps_everything_and_continues_offsets(tmp_path):
