@@ -65,6 +65,19 @@ def check_message(msg: Any, max_message_size: int) -> None:
             f"the message body is {len(body)} bytes, over the maximum of {max_message_size} bytes "
             "(max_message_size)", _ILLEGAL
         )
+    _check_properties(msg)
+
+
+def _check_properties(msg: Message) -> None:
+    r"""Properties travel as ``name\x01value\x02``: a separator inside a name or value would be read back as
+    other properties (a value ``x\x02DELAY\x013`` as a delay level), so it is refused, not sent."""
+    for name, value in msg.properties.items():
+        for what, text in (("name", name), ("value", value)):
+            if isinstance(text, str) and ("\x01" in text or "\x02" in text):
+                raise MQClientError(
+                    f"the property {name!r} has a {what} holding \\x01 or \\x02, the separators of the property "
+                    "encoding, which would split it into other properties; remove them", _ILLEGAL
+                )
 
 
 #: Properties that keep a message out of a batch: a delay level, a delivery time, a transaction.
