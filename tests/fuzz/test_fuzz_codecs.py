@@ -348,3 +348,31 @@ def test_subscription_builder_raises_only_filter_syntax_error(reliability) -> No
     run()
     reliability.fuzz("subscription expressions (TAG / SQL92)", inputs=tally.inputs,
                      note="unknown types, non-string expressions, empty tag lists, bad SQL92")
+
+
+def test_client_sends_only_properties_that_read_back_the_same(reliability) -> None:
+    """The producer's check refuses exactly the properties the wire encoding would mangle: whatever it lets
+    through reads back (as the broker's filter and the consumer read it) as the same name-value pairs."""
+    from rocketmesh.client.errors import MQClientError
+    from rocketmesh.client.validators import check_message
+
+    tally = Tally()
+
+    @fuzz_settings(300)
+    @example({"a": "x\x02DELAY\x013"})  # a value that would set a delay level
+    @example({"k\x01": "v"})
+    @given(st.dictionaries(hostile_text.filter(bool), hostile_text, max_size=4))
+    @tally.counted
+    def run(props: dict[str, str]) -> None:
+        msg = Message("FuzzTopic", b"body", properties=dict(props))
+        try:
+            check_message(msg, 4 * 1024 * 1024)
+        except MQClientError as exc:
+            assert "separators" in str(exc)
+            assert any("\x01" in t or "\x02" in t for kv in props.items() for t in kv)
+            return
+        assert decode_properties(encode_properties(msg.properties)) == msg.properties
+
+    run()
+    reliability.fuzz("producer property check", inputs=tally.inputs,
+                     note="names and values with \\x01/\\x02: refused with MESSAGE_ILLEGAL, or read back unchanged")
