@@ -21,7 +21,6 @@ class NamesrvConfig(MetricsConfig, AclServerConfig):
 
     listen_port: int = 9876
     metrics_prom_exporter_port: PortRange = PortRange(5556)
-    #: The interface to bind; 0.0.0.0 so that containers are reachable.
     #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
     listen_address: str = "127.0.0.1"
     #: How often brokers silent for ``broker_channel_expired_time`` are looked for.
