@@ -1,24 +1,15 @@
-"""Helpers for the store fault cases (disk full, corrupt files, soak): a small filesystem, a consumer
-that counts what it got, and a look at a service process's memory and open files."""
+"""Helpers for the store fault cases (disk full, soak): a small filesystem, and a look at a service
+process's memory and open files. Traffic and consumers come from faultload.py."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import subprocess
-import threading
-from collections import Counter
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import pytest
-
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from rocketmesh.model.message import MessageExt
-
-#: Client intervals short enough that a consumer finds its queues within a second or two.
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000,
-                   persist_consumer_offset_interval_ms=1000)
 
 
 @contextlib.contextmanager
@@ -43,43 +34,6 @@ def tmpfs(mount_point: Path, size: str) -> Iterator[Path]:
         # A process still holding a file there must not leave the mount behind: lazy unmount then.
         if subprocess.run(["umount", str(mount_point)], capture_output=True, timeout=30).returncode != 0:
             subprocess.run(["umount", "-l", str(mount_point)], capture_output=True, timeout=30)
-
-
-class Collector:
-    """A push consumer's listener that keeps every message it is given (counted by key, for duplicates)."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.keys: Counter[str] = Counter()
-        self.bodies: list[bytes] = []
-
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        with self.lock:
-            for m in msgs:
-                self.keys[m.keys or ""] += 1
-                self.bodies.append(m.body)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    def count(self) -> int:
-        with self.lock:
-            return sum(self.keys.values())
-
-    def missing(self, keys: Iterable[str]) -> list[str]:
-        with self.lock:
-            return [k for k in keys if not self.keys[k]]
-
-    def duplicated(self) -> int:
-        with self.lock:
-            return sum(n - 1 for n in self.keys.values() if n > 1)
-
-
-def push_consumer(namesrv: str, group: str, topic: str, listener: Collector, **settings: object) -> PushConsumer:
-    """A started clustering push consumer of ``topic`` from its first offset."""
-    c = PushConsumer(group, namesrv, instance_name=group, consume_from="CONSUME_FROM_FIRST_OFFSET",
-                     **{**FAST_CLIENT, **settings})
-    c.subscribe(topic, "*")
-    c.register_listener(listener)
-    return c.start()
 
 
 def rss_kib(pid: int, field: str = "VmRSS") -> int:

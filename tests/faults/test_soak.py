@@ -16,8 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-import pytest
-from storefaultkit import Collector, open_fds, push_consumer, rss_kib
+from faultload import Deliveries, start_consumer
+from storefaultkit import open_fds, rss_kib
 
 from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, child_pids, wait_for
 from rocketmesh import Message, Producer
@@ -56,18 +56,18 @@ class Samples:
 
 def steady_sender(producer: Producer, prefix: str, stop: threading.Event, acked: list[str],
                   errors: list[str]) -> Callable[[], None]:
-    """A loop that sends RATE messages a second (keys ``prefix<i>``) until ``stop``."""
+    """A loop that sends RATE messages a second (bodies ``prefix<i>-`` x 16) until ``stop``."""
 
     def run() -> None:
         i = 0
         start = time.monotonic()
         while not stop.is_set():
-            m = Message(TOPIC, f"{prefix}{i}".encode() * 16, keys=f"{prefix}{i}")
+            m = Message(TOPIC, f"{prefix}{i}-".encode() * 16)
             if i % DELAY_EVERY == 0:
                 m.delay_level = 1
             try:
                 producer.send(m)
-                acked.append(f"{prefix}{i}")
+                acked.append(f"{prefix}{i}-" * 16)
             except Exception as exc:  # noqa: BLE001 - counted; the soak asserts there are none
                 errors.append(f"{prefix}{i}: {exc}")
             i += 1
@@ -85,8 +85,8 @@ def test_steady_traffic_keeps_memory_files_and_lag_flat(
     broker = start_broker(namesrv.addr, messageDelayLevel=LEVELS, defaultTopicQueueNums=4)
     scheduler = start_scheduler(namesrv.addr, rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000,
                                 pollNameServerIntervalMs=1000)
-    got = Collector()
-    consumer = push_consumer(namesrv.addr, "soak-readers", TOPIC, got)
+    got = Deliveries()
+    consumer = start_consumer(namesrv.addr, "soak-readers", TOPIC, got)
     acked: list[str] = []
     errors: list[str] = []
     stop = threading.Event()
@@ -104,7 +104,7 @@ def test_steady_traffic_keeps_memory_files_and_lag_flat(
             pids = {"namesrv": namesrv.pid, "broker": broker.pid, "scheduler": scheduler.pid}
             for n, child in enumerate(child_pids(broker.pid)):
                 pids[f"broker-child{n}"] = child  # the dispatch worker
-            samples.take(pids, len(acked) - got.count())
+            samples.take(pids, len(acked) - len(got.count))
             if time.monotonic() - t0 < warmup:
                 warm_index = len(samples.lag)
             assert broker.alive and scheduler.alive and namesrv.alive
