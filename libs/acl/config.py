@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from rocketmesh.runtime.config import ConfigError
+
 #: RocketMQ's file name, looked for in the service's config directory when aclFile is not given.
 DEFAULT_ACL_FILE = "plain_acl.yml"
 
@@ -30,6 +32,14 @@ class ClientCredentialsConfig:
 
     access_key: str = ""
     secret_key: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        # Checked here, where every service's config is made, so a half-given account stops the start
+        # with the config error rather than surfacing later as a traceback or as unsigned requests.
+        if bool(self.access_key) != bool(self.secret_key):
+            given, missing = ("accessKey", "secretKey") if self.access_key else ("secretKey", "accessKey")
+            raise ConfigError(f"accessKey and secretKey go together: {given} is set but {missing} is not "
+                              "(give both to sign this service's requests, or neither)")
 
 
 def resolve_acl_file(acl_file: str, config_dir: str) -> str:

@@ -93,6 +93,7 @@ class BrokerConfig(MetricsConfig, AclServerConfig, ClientCredentialsConfig):
     server_busy_poll_us: int = 100
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0 <= self.server_busy_poll_us <= MAX_BUSY_POLL_US:
             raise ConfigError(f"serverBusyPollUs must be within 0..{MAX_BUSY_POLL_US}, got {self.server_busy_poll_us}")
 

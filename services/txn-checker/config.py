@@ -37,6 +37,7 @@ class TxnCheckerConfig(SystemGroupConfig):
     check_concurrency: int = 32
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         for key, value, low, high in (("transactionTimeOut", self.transaction_time_out, 0, None),
                                       ("transactionCheckInterval", self.transaction_check_interval, 1, None),
                                       ("transactionCheckMax", self.transaction_check_max, 1, None),

@@ -71,3 +71,23 @@ def test_signing_round_trip_and_what_it_refuses(tmp_path) -> None:
     AclSigner(SessionCredentials("abcdef", "123456"), lambda: time.time() - 61)(old)
     with pytest.raises(AclDenied, match="replay window"):
         v.check(old, "127.0.0.1")
+
+
+def test_half_an_account_stops_a_service_start_naming_both_keys(capsys: pytest.CaptureFixture[str]) -> None:
+    from rocketmesh.broker.config import load_broker_config
+    from rocketmesh.ha.config import HaConfig
+    from rocketmesh.ha.service import HaService
+    from rocketmesh.runtime.config import ConfigError
+    from rocketmesh.runtime.service_main import run_system_service
+
+    # The ha service's own entry, as `python -m rocketmesh.ha` runs it: a config error, exit 2, no traceback.
+    status = run_system_service("ha", "Replicate.", HaConfig, HaService,
+                                ["-n", "127.0.0.1:1", "--set", "accessKey=rocketmq2"])
+    err = capsys.readouterr().err
+    assert status == 2 and "ha config error" in err and "Traceback" not in err
+    assert "accessKey" in err and "secretKey" in err
+    # The broker's loader (its own, beside the services' common one) says the same.
+    with pytest.raises(ConfigError, match="accessKey is set but secretKey is not"):
+        load_broker_config(None, {"accessKey": "rocketmq2"}, environ={})
+    with pytest.raises(ConfigError, match="secretKey is set but accessKey is not"):
+        load_broker_config(None, {"secretKey": "12345678"}, environ={})
