@@ -13,6 +13,11 @@ latency fault tolerance off. RocketMQ gets this for free from TCP (a refused
 connection fails at once); over ZeroMQ a dead peer only shows as a request
 that times out, so without it every other send would wait out part of its
 timeout on a broker known to be down.
+
+A bench that a failed send caused is lifted once a heartbeat reaches the
+broker again (``mark_reached``), as RocketMQ 5's fault detector does: RocketMQ
+4 benches such a broker for ten minutes, so a broker paused past the send
+timeout and then resumed would get no sends from that producer for as long.
 """
 
 from __future__ import annotations
@@ -57,6 +62,8 @@ class FaultItem:
     name: str
     current_latency: float
     start_timestamp: float
+    #: When a failed send benched it (clock ms); 0 when a slow answer did.
+    failed_at: float = 0.0
 
     def is_available(self, now_ms: float) -> bool:
         """True once the bench time is over."""
@@ -71,17 +78,36 @@ class LatencyFaultTolerance:
         self._items: dict[str, FaultItem] = {}
         self._lock = threading.Lock()
         self._which_item_worst = 0
+        self._reached: dict[str, float] = {}
 
-    def update_fault_item(self, name: str, current_latency: float, not_available_duration: float) -> None:
-        """Record a latency and bench ``name`` for ``not_available_duration`` ms from now."""
-        start = self._clock() + not_available_duration
+    def update_fault_item(self, name: str, current_latency: float, not_available_duration: float,
+                          failed: bool = False) -> None:
+        """Record a latency and bench ``name`` for ``not_available_duration`` ms from now (``failed``: a send
+        to it failed, rather than answered slowly)."""
+        now = self._clock()
+        start = now + not_available_duration
+        failed_at = now if failed else 0.0
         with self._lock:
             item = self._items.get(name)
             if item is None:
-                self._items[name] = FaultItem(name, current_latency, start)
+                self._items[name] = FaultItem(name, current_latency, start, failed_at)
             else:
                 item.current_latency = current_latency
                 item.start_timestamp = start
+                item.failed_at = failed_at
+
+    def mark_reached(self, name: str) -> None:
+        """A request (a heartbeat) reached ``name`` and was answered just now."""
+        self._reached[name] = self._clock()
+
+    def reached_at(self, name: str) -> float:
+        """When ``name`` was last reached (clock ms), 0 when never."""
+        return self._reached.get(name, 0.0)
+
+    def failed_before(self, name: str, t: float) -> bool:
+        """True when ``name`` is benched because a send to it failed before ``t`` (clock ms)."""
+        item = self._items.get(name)
+        return item is not None and 0 < item.failed_at < t
 
     def is_available(self, name: str) -> bool:
         """True when ``name`` has no entry or its bench time is over."""
@@ -138,7 +164,17 @@ class MQFaultStrategy:
         """Report a send's latency (``isolation``: it failed) when fault tolerance is on."""
         if self.send_latency_fault_enable:
             latency = ISOLATION_LATENCY_MS if isolation else current_latency
-            self.latency.update_fault_item(broker_name, current_latency, compute_not_available_duration(latency))
+            self.latency.update_fault_item(broker_name, current_latency, compute_not_available_duration(latency),
+                                           failed=isolation)
+
+    def _available(self, broker_name: str) -> bool:
+        """Not benched, or benched for a failure and reached by a heartbeat since (the bench is lifted)."""
+        if self.latency.is_available(broker_name):
+            return True
+        if self.latency.failed_before(broker_name, self.unreachable.reached_at(broker_name)):
+            self.latency.remove(broker_name)
+            return True
+        return False
 
     def mark_unreachable(self, broker_name: str, duration_ms: float = UNREACHABLE_DURATION_MS) -> None:
         """Skip ``broker_name`` for ``duration_ms`` (no connection to it came up)."""
@@ -173,7 +209,7 @@ class MQFaultStrategy:
     def _select_latency_aware(self, tp: TopicPublishInfo, last_broker_name: Optional[str]) -> MessageQueue:
         mqs = tp.message_queues
         n = len(mqs)
-        available = self.latency.is_available
+        available = self._available
         reachable = self.unreachable.is_available
         index = tp.next_index()
         for i in range(n):

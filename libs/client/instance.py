@@ -535,6 +535,7 @@ class ClientInstance:
 
     def mark_broker_reachable(self, broker_name: str) -> None:
         """``broker_name`` answered again: stop skipping it."""
+        self.unreachable.mark_reached(broker_name)  # also lifts producers' benches for failed sends
         if broker_name in self.unreachable:
             self.unreachable.remove(broker_name)
 

@@ -100,6 +100,25 @@ def test_enabled_strategy_avoids_isolated_broker_until_it_recovers() -> None:
     assert {strategy.select_one_message_queue(tp).broker_name for _ in range(50)} == {"a", "b"}
 
 
+def test_a_failed_broker_reached_again_by_a_heartbeat_is_no_longer_benched() -> None:
+    """A broker paused past the send timeout and resumed gets sends again once a heartbeat reaches it, not
+    ten minutes later; a slow answer's bench is not lifted that way, nor a failure after the heartbeat."""
+    clock = FakeClock()
+    strategy = MQFaultStrategy(True, clock=clock)
+    tp = publish_info("a", "b")
+    strategy.unreachable.mark_reached("a")  # a heartbeat before the failure does not count
+    clock.now += 1
+    strategy.update_fault_item("a", 1000, True)
+    assert {strategy.select_one_message_queue(tp).broker_name for _ in range(50)} == {"b"}
+    clock.now += 1000
+    strategy.unreachable.mark_reached("a")
+    assert {strategy.select_one_message_queue(tp).broker_name for _ in range(50)} == {"a", "b"}
+    strategy.update_fault_item("b", 600, False)  # slow, not failed: benched 30 s whatever heartbeats say
+    clock.now += 1
+    strategy.unreachable.mark_reached("b")
+    assert {strategy.select_one_message_queue(tp).broker_name for _ in range(50)} == {"a"}
+
+
 def test_enabled_strategy_small_latency_does_not_bench() -> None:
     clock = FakeClock()
     strategy = MQFaultStrategy(True, clock=clock)
