@@ -5,7 +5,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from rocketmesh.runtime.config import ConfigError
+from rocketmesh.runtime.config import ConfigError, env_names
+
+#: The variables that give a process its account (the config loader's names for accessKey / secretKey): the
+#: services and the CLI read them, ``rocketmesh up`` hands its account on in them. Unlike an argument, a
+#: process's environment is readable by its own user only.
+ACCESS_KEY_ENV = env_names("access_key")[-1]
+SECRET_KEY_ENV = env_names("secret_key")[-1]
 
 #: RocketMQ's file name, looked for in the service's config directory when aclFile is not given.
 DEFAULT_ACL_FILE = "plain_acl.yml"

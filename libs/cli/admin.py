@@ -16,6 +16,8 @@ import threading
 import time
 from typing import Any, Callable, Optional
 
+# Where --access-key / --secret-key default from: the names the services read their own keys from.
+from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
 from rocketmesh.runtime.config import camel_case
@@ -625,11 +627,6 @@ def run_consume(a: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     return 0
-
-
-#: Where the CLI's --access-key / --secret-key default from (the services' own keys read the same names).
-ACCESS_KEY_ENV = "ROCKETMESH_ACCESS_KEY"
-SECRET_KEY_ENV = "ROCKETMESH_SECRET_KEY"
 
 
 def credentials(a: argparse.Namespace) -> dict[str, Optional[str]]:

@@ -30,7 +30,7 @@ from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, namesrv_commands,
 from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
-from rocketmesh.cli.security import exposure_warning, key_paths, up_curve_env
+from rocketmesh.cli.security import exposure_warning, key_paths, up_account, up_curve_env
 from rocketmesh.remoting.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
@@ -70,13 +70,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"rocketmesh up: --curve-keys: {exc} (rocketmesh keys DIR makes them)", file=sys.stderr)
         return 2
     curve = bool(args.curve_keys) or bool(os.environ.get(SECRET_KEY_ENV))
+    try:
+        account = up_account(args.set, args.broker_config)
+    except ValueError as exc:
+        print(f"rocketmesh up: {exc}", file=sys.stderr)
+        return 2
 
     spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
                     scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,
                     slave_port=args.slave_port, ha_port=args.ha_port,
                     metrics_port=None if args.no_metrics else args.metrics_port,
                     broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
-                    sets=tuple(args.set))
+                    sets=tuple(args.set), account=account)
 
     ports = {"namesrv": args.namesrv_port, "broker": args.broker_port, "scheduler": args.scheduler_port,
              "txn-checker": args.txn_checker_port,
@@ -90,7 +95,7 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     def start(cmd: ServiceCommand) -> Child:
         return sup.start(ChildSpec(cmd.name, SERVICES[cmd.kind], list(cmd.argv),
-                                   os.path.join(logs, f"{cmd.name}.log"), env))
+                                   os.path.join(logs, f"{cmd.name}.log"), {**env, **cmd.env}))
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)

@@ -9,8 +9,10 @@ file's commands are what :func:`namesrv_commands` and :func:`service_commands` g
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, ClientCredentialsConfig
 
 #: Where each service's Prometheus port is, from the broker's (metricsPromExporterPort): RocketMQ's 5557 for it.
 METRICS_PORT_OFFSETS = {"namesrv": -1, "broker-a": 0, "scheduler": 1, "txn-checker": 2, "ha": 3, "broker-a-s": 4,
@@ -24,8 +26,8 @@ METRICS_REPLICAS = 10
 ROLE_KEYS = ("brokerrole", "brokerid")
 #: ``--set`` keys that reach the name servers too: the ACL they check requests against.
 ACL_SERVER_KEYS = ("aclenable", "aclfile", "aclreloadintervalms")
-#: ``--set`` keys that reach the system services (scheduler, txn-checker, ha) too: the account their
-#: requests are signed with (the brokers sign theirs, REGISTER_BROKER, with it as well).
+#: ``--set`` keys that name the account the services' own requests are signed with. They go on no command
+#: line (where ``ps`` shows them): :attr:`MeshSpec.account` carries them, :func:`account_env` hands them on.
 CREDENTIAL_KEYS = ("accesskey", "secretkey")
 
 
@@ -38,10 +40,25 @@ def _set_item(item: str) -> str:
     return item
 
 
+def _key(item: str) -> str:
+    return item.partition("=")[0].strip().lower()
+
+
 def _sets_of(spec: "MeshSpec", keys: tuple[str, ...]) -> list[str]:
     """``--set`` arguments for the items of ``spec.sets`` whose key is one of ``keys`` (lower-case)."""
-    return [a for item in spec.sets if item.partition("=")[0].strip().lower() in keys
-            for a in ("--set", _set_item(item))]
+    return [a for item in spec.sets if _key(item) in keys for a in ("--set", _set_item(item))]
+
+
+def _broker_sets(spec: "MeshSpec", skip: tuple[str, ...] = ()) -> list[str]:
+    """``--set`` arguments for a broker: every item but the account's (and ``skip``'s keys)."""
+    return [a for item in spec.sets if _key(item) not in CREDENTIAL_KEYS + skip for a in ("--set", _set_item(item))]
+
+
+def account_env(account: Optional[ClientCredentialsConfig]) -> dict[str, str]:
+    """The environment that gives a service ``account`` (not its arguments, which ``ps`` shows anyone)."""
+    if account is None:
+        return {}
+    return {ACCESS_KEY_ENV: account.access_key, SECRET_KEY_ENV: account.secret_key}
 
 
 @dataclass(frozen=True)
@@ -61,8 +78,12 @@ class MeshSpec:
     #: The broker's Prometheus port, the others' are offset from it; None: no Prometheus endpoints.
     metrics_port: Optional[int] = 5557
     broker_config: Optional[str] = None
-    #: ``--set KEY=VALUE`` items for the brokers (the slave takes all but its role keys).
+    #: ``--set KEY=VALUE`` items for the brokers (the slave takes all but its role keys; accessKey and
+    #: secretKey are left to ``account``).
     sets: tuple[str, ...] = ()
+    #: The account the brokers (REGISTER_BROKER) and the system services sign with, given in their
+    #: environment; None: they send unsigned requests.
+    account: Optional[ClientCredentialsConfig] = field(default=None, repr=False)
 
     def metrics_ports(self) -> dict[str, int]:
         base = self.metrics_port if self.metrics_port is not None else 0
@@ -80,11 +101,13 @@ class MeshSpec:
 
 @dataclass(frozen=True)
 class ServiceCommand:
-    """One service: ``name`` (namesrv, broker-a, ...), ``kind`` (``rocketmesh <kind>``), its arguments."""
+    """One service: ``name`` (namesrv, broker-a, ...), ``kind`` (``rocketmesh <kind>``), its arguments, and
+    what its environment adds (the account's keys)."""
 
     name: str
     kind: str
     argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
 def _metrics(spec: MeshSpec, name: str) -> list[str]:
@@ -115,7 +138,7 @@ def _system(spec: MeshSpec, name: str, namesrv: str, port: int, *extra: str) -> 
     named = ["--set", f"instanceName={name}"] if port else []
     return ServiceCommand(name, name, (
         "-n", namesrv, "--listen-port", str(port), "--set", f"listenAddress={spec.host}", *named, *extra,
-        *_metrics(spec, name), *_sets_of(spec, CREDENTIAL_KEYS)))
+        *_metrics(spec, name)), account_env(spec.account))
 
 
 def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
@@ -124,15 +147,14 @@ def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
     out = [ServiceCommand("broker-a", "broker", (
         "-n", namesrv, "--listen-port", str(spec.broker_port),
         "--store-dir", os.path.join(spec.data_dir, "broker-a", "store"), "--broker-name", "broker-a",
-        "--set", f"listenAddress={spec.host}", *_metrics(spec, "broker-a"), *conf,
-        *[a for item in spec.sets for a in ("--set", _set_item(item))]))]
+        "--set", f"listenAddress={spec.host}", *_metrics(spec, "broker-a"), *conf, *_broker_sets(spec)),
+        account_env(spec.account))]
     if spec.ha:
-        slave_sets = [item for item in spec.sets if item.partition("=")[0].strip().lower() not in ROLE_KEYS]
         out.append(ServiceCommand("broker-a-s", "broker", (
             "-n", namesrv, "--listen-port", str(spec.slave_port),
             "--store-dir", os.path.join(spec.data_dir, "broker-a-s", "store"), "--broker-name", "broker-a",
             "--set", f"listenAddress={spec.host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
-            *_metrics(spec, "broker-a-s"), *conf, *[a for item in slave_sets for a in ("--set", _set_item(item))])))
+            *_metrics(spec, "broker-a-s"), *conf, *_broker_sets(spec, ROLE_KEYS)), account_env(spec.account)))
         out.append(_system(spec, "ha", namesrv, spec.ha_port, "--set", "brokerName=broker-a"))
     out.append(_system(spec, "scheduler", namesrv, spec.scheduler_port))
     out.append(_system(spec, "txn-checker", namesrv, spec.txn_checker_port))

@@ -14,6 +14,8 @@ from typing import Optional, Sequence
 
 import zmq.auth
 
+from rocketmesh.acl.config import ClientCredentialsConfig
+from rocketmesh.acl.model import PlainAccessConfig
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.remoting.curve import (
     AUTHORIZED_CLIENTS_ENV,
@@ -26,7 +28,7 @@ from rocketmesh.remoting.curve import (
     CurveConfig,
     load_curve,
 )
-from rocketmesh.runtime.config import ConfigError, env_names, read_properties
+from rocketmesh.runtime.config import ConfigError, camel_case, env_names, read_properties
 
 KEYS_DESCRIPTION = """\
 Make the CurveZMQ key pairs of a mesh in DIR (zmq.auth certificate files):
@@ -127,23 +129,57 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _acl_enabled(sets: Sequence[str], broker_config: Optional[str]) -> bool:
-    """Whether the brokers ``up`` starts get aclEnable=true: from --set, the config file or the environment
-    (the keys and order of runtime.config)."""
+def _up_setting(name: str, sets: Sequence[str], broker_config: Optional[str]) -> str:
+    """The broker setting ``name`` (snake_case) as ``up``'s brokers get it: from the config file, the
+    environment, then --set (the keys and order of runtime.config); empty when none gives it."""
+    keys = (camel_case(name), name)
     value = ""
     if broker_config:
         try:
             props = read_properties(broker_config)
         except (OSError, ConfigError):
             props = {}
-        value = props.get("aclEnable", props.get("acl_enable", value))
-    for var in env_names("acl_enable"):
+        value = props.get(keys[0], props.get(name, value))
+    for var in env_names(name):
         value = os.environ.get(var, value)
     for item in sets:
         key, _, v = item.partition("=")
-        if key.strip() in ("aclEnable", "acl_enable"):
+        if key.strip() in keys:
             value = v
-    return value.strip().lower() in ("true", "1", "yes", "on")
+    return value.strip()
+
+
+def _acl_enabled(sets: Sequence[str], broker_config: Optional[str]) -> bool:
+    """Whether the brokers ``up`` starts get aclEnable=true."""
+    return _up_setting("acl_enable", sets, broker_config).lower() in ("true", "1", "yes", "on")
+
+
+def up_account(sets: Sequence[str], broker_config: Optional[str]) -> Optional[ClientCredentialsConfig]:
+    """The account ``rocketmesh up``'s broker registers with and its scheduler, txn-checker and ha sign with.
+
+    accessKey / secretKey where given (--set, broker config, environment: ROCKETMESH_SECRET_KEY keeps the
+    secret off the command line). Otherwise, with aclEnable on, the first admin account of aclFile: the
+    mesh's own services need one (REGISTER_BROKER and their requests are admin operations), and the file
+    already holds it, so ``up --set aclEnable=true --set aclFile=PATH`` is all a user types. None: ACL off
+    and no account, requests unsigned. ValueError (ConfigError, AclConfigError naming the file), before
+    anything starts, when no account can be had.
+    """
+    access_key = _up_setting("access_key", sets, broker_config)
+    secret_key = _up_setting("secret_key", sets, broker_config)
+    if access_key or secret_key:
+        return ClientCredentialsConfig(access_key, secret_key)  # ConfigError when given by half
+    if not _acl_enabled(sets, broker_config):
+        return None
+    acl_file = _up_setting("acl_file", sets, broker_config)
+    if not acl_file:
+        raise ConfigError("aclEnable=true needs --set aclFile=PATH (the plain_acl.yml the name server and the "
+                          "broker both read, and whose admin account the mesh's own services sign with)")
+    path = os.path.abspath(os.path.expanduser(acl_file))
+    admin = next((a for a in PlainAccessConfig.load(path).accounts.values() if a.admin), None)
+    if admin is None:
+        raise ConfigError(f"aclFile {path} has no account with admin: true, which the broker's registration and "
+                          "the scheduler, txn-checker and ha need: add one, or give accessKey / secretKey")
+    return ClientCredentialsConfig(admin.access_key, admin.secret_key)
 
 
 def exposure_warning(host: str, ports: dict[str, int], sets: Sequence[str], broker_config: Optional[str],

@@ -9,10 +9,12 @@ import subprocess
 import time
 
 import orjson
+import pytest
 from otlp_receiver import OtlpReceiver
-from procs import cli_command, free_port, run_cli, wait_for
-from rocketmesh import Message, Producer
-from rocketmesh.remoting import RemotingClient, RequestCode, request
+from procs import child_pids, cli_command, free_port, run_cli, wait_for
+from rocketmesh import Message, Producer, PullConsumer
+from rocketmesh.client.errors import MQBrokerError
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 
 run = run_cli
 
@@ -100,6 +102,83 @@ def run_port_free(port: int) -> bool:
 
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+ACL_YAML = """\
+accounts:
+  - accessKey: rocketmq2
+    secretKey: "12345678"
+    admin: true
+  - accessKey: orders-app
+    secretKey: orders-secret
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms:
+      - AclUp=PUB|SUB
+    groupPerms:
+      - acl-up-group=SUB
+"""
+
+
+def test_up_with_acl_serves_accounts_and_refuses_the_rest(tmp_path, reliability):
+    """The issue's command, nothing more: the services take the file's admin account, through their
+    environment (never an argument ``ps`` would show)."""
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(ACL_YAML)
+    ns_port = free_port()
+    up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
+                           "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
+                           "--txn-checker-port", str(free_port()), "--no-metrics",
+                           "--set", "aclEnable=true", "--set", f"aclFile={acl_file}",
+                           "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",
+                           "--set", "maxIndexNum=40000"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    namesrv = f"127.0.0.1:{ns_port}"
+    app = dict(access_key="orders-app", secret_key="orders-secret")
+    try:
+        lines: list[str] = []
+        while not lines or "Stop with Ctrl-C" not in lines[-1]:
+            line = up.stdout.readline()
+            assert line, "rocketmesh up exited early:\n" + "".join(lines)
+            lines.append(line)
+        children = child_pids(up.pid)
+        assert len(children) == 4
+        for pid in children:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                assert b"12345678" not in f.read()
+
+        # Admin operations: the admin account's keys on the CLI pass, none are refused.
+        topic = ["admin", "update-topic", "-n", namesrv, "-t", "AclUp", "-r", "1", "-w", "1"]
+        refused = run(*topic)
+        assert refused.returncode != 0 and "NO_PERMISSION" in refused.stderr, refused.stderr
+        reliability.security("rocketmesh admin update-topic without keys, mesh from up with aclEnable",
+                             refused=refused.stderr.strip().splitlines()[-1][:160])
+        created = run(*topic, "--access-key", "rocketmq2", "--secret-key", "12345678")
+        assert created.returncode == 0, created.stderr
+
+        with pytest.raises(MQBrokerError) as err:
+            with Producer("acl-up-anon", namesrv) as anonymous:
+                anonymous.send(Message("AclUp", b"anonymous"))
+        assert err.value.response_code == ResponseCode.NO_PERMISSION, err.value
+        reliability.security("send without credentials, mesh from up with aclEnable", refused=str(err.value)[:160])
+
+        # The non-admin account sends, a delayed message too: the scheduler re-puts it with its own account.
+        with Producer("acl-up-p", namesrv, **app) as producer:
+            producer.send(Message("AclUp", b"now"))
+            producer.send(Message("AclUp", b"later", delay_level=1))
+        consumer = PullConsumer("acl-up-group", namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **app)
+        consumer.subscribe("AclUp")
+        consumer.start()
+        try:
+            got: set[bytes] = set()
+            wait_for(lambda: got.update(m.body for m in consumer.poll(500)) or {b"now", b"later"} <= got, 20,
+                     "the account's message and the delayed one")
+        finally:
+            consumer.shutdown()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        rest, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, rest
 
 
 def test_up_reports_a_service_that_cannot_start(tmp_path):
