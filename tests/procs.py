@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
+from rocketmesh.acl import AclSigner, SessionCredentials
+from rocketmesh.acl.config import account_env
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 
@@ -120,11 +122,17 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def remoting_probe(addr: str, code: int = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) -> ReadyCheck:
-    """Ready when a request with ``code`` to ``addr`` gets any response (even an error code)."""
+def probe_client(credentials: Optional[SessionCredentials] = None) -> RemotingClient:
+    """A client for the tests' own look at a process, signing with ``credentials`` where ACL is on."""
+    return RemotingClient(name="probe", rpc_hook=None if credentials is None else AclSigner(credentials))
 
-    def check(_: "ServiceProcess") -> bool:
-        with RemotingClient(name="probe") as client:
+
+def remoting_probe(addr: str, code: int = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) -> ReadyCheck:
+    """Ready when a request with ``code`` to ``addr`` gets any response (even an error code: NO_PERMISSION
+    from a server checking ACL says it serves as well); signed with the process's ``credentials``."""
+
+    def check(proc: "ServiceProcess") -> bool:
+        with probe_client(proc.credentials) as client:
             try:
                 client.invoke_sync(addr, request(code), 300)
                 return True
@@ -146,7 +154,9 @@ def stdout_line(pattern: str) -> ReadyCheck:
 
 class ServiceProcess:
     """One service run as ``python -P -m rocketmesh.<module> <args>`` (as ``rocketmesh up`` runs it), or as
-    ``command`` followed by ``args`` (the console script, say)."""
+    ``command`` followed by ``args`` (the console script, say). ``credentials``: the ACL account it signs its
+    own requests with, handed over in its environment as ``rocketmesh up`` does; the tests' probes of it sign
+    with it too."""
 
     def __init__(
         self,
@@ -157,6 +167,7 @@ class ServiceProcess:
         env: Optional[dict[str, str]] = None,
         name: Optional[str] = None,
         command: Optional[Sequence[str]] = None,
+        credentials: Optional[SessionCredentials] = None,
     ) -> None:
         self.module = module
         self.command = list(command) if command is not None else python_module_argv(f"rocketmesh.{module}")
@@ -164,7 +175,9 @@ class ServiceProcess:
         self.data_dir = Path(data_dir)
         self.ready = ready
         self.name = name or module
-        self.env = env or {}
+        self.credentials = credentials
+        self.env = {**(env or {}),
+                    **(account_env(credentials.access_key, credentials.secret_key) if credentials else {})}
         self.proc: Optional[subprocess.Popen] = None
         self.stdout_path = self.data_dir / f"{self.name}.stdout"
         self.stderr_path = self.data_dir / f"{self.name}.stderr"
@@ -288,7 +301,8 @@ class BrokerProcess(ServiceProcess):
     its environment."""
 
     def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "broker-a",
-                 cluster: str = "DefaultCluster", env: Optional[dict[str, str]] = None, **config: object) -> None:
+                 cluster: str = "DefaultCluster", env: Optional[dict[str, str]] = None,
+                 credentials: Optional[SessionCredentials] = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.broker_name = name
@@ -299,14 +313,16 @@ class BrokerProcess(ServiceProcess):
                 "--set", "listenAddress=127.0.0.1", "--set", "brokerIP1=127.0.0.1"]
         for key, value in {**TEST_STORE_CONFIG, **config}.items():
             args += ["--set", f"{key}={value}"]
-        super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name)
+        super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
+                         credentials=credentials)
 
     def wait_registered(self, timeout_s: float = 10.0) -> None:
-        """Until the (first) name server lists this broker in its cluster table."""
+        """Until the (first) name server lists this broker in its cluster table (asked with the broker's
+        account: a name server checking ACL answers no one else)."""
         import orjson
 
         deadline = time.monotonic() + timeout_s
-        with RemotingClient(name="probe") as client:
+        with probe_client(self.credentials) as client:
             while True:
                 with contextlib.suppress(RemotingError):
                     resp = client.invoke_sync(self.namesrv_addr, request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
@@ -326,7 +342,7 @@ class SystemServiceProcess(ServiceProcess):
 
     def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "",
                  command: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None,
-                 **config: object) -> None:
+                 credentials: Optional[SessionCredentials] = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         name = name or self.module
@@ -335,7 +351,7 @@ class SystemServiceProcess(ServiceProcess):
         for key, value in config.items():
             args += ["--set", f"{key}={value}"]
         super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
-                         command=command)
+                         command=command, credentials=credentials)
 
     def status(self, timeout_ms: int = 3000) -> dict:
         """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it did."""

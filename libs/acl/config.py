@@ -48,6 +48,12 @@ class ClientCredentialsConfig:
                               "(give both to sign this service's requests, or neither)")
 
 
+def account_env(access_key: str, secret_key: str) -> dict[str, str]:
+    """The environment that gives a service its account: how ``rocketmesh up`` (and the tests) hand it
+    over, rather than as arguments, which ``ps`` shows anyone."""
+    return {ACCESS_KEY_ENV: access_key, SECRET_KEY_ENV: secret_key}
+
+
 def resolve_acl_file(acl_file: str, config_dir: str) -> str:
     """The path of the ACL file: ``acl_file`` (relative ones under ``config_dir``), or the default name there."""
     path = os.path.expanduser(acl_file or DEFAULT_ACL_FILE)

@@ -12,7 +12,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Mapping, Optional
 
-from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV, ClientCredentialsConfig
+from rocketmesh.acl import config as acl_config
+from rocketmesh.acl.config import ClientCredentialsConfig
 
 #: Where each service's Prometheus port is, from the broker's (metricsPromExporterPort): RocketMQ's 5557 for it.
 METRICS_PORT_OFFSETS = {"namesrv": -1, "broker-a": 0, "scheduler": 1, "txn-checker": 2, "ha": 3, "broker-a-s": 4,
@@ -27,7 +28,7 @@ ROLE_KEYS = ("brokerrole", "brokerid")
 #: ``--set`` keys that reach the name servers too: the ACL they check requests against.
 ACL_SERVER_KEYS = ("aclenable", "aclfile", "aclreloadintervalms")
 #: ``--set`` keys that name the account the services' own requests are signed with. They go on no command
-#: line (where ``ps`` shows them): :attr:`MeshSpec.account` carries them, :func:`account_env` hands them on.
+#: line (where ``ps`` shows them): :attr:`MeshSpec.account` carries them into the services' environment.
 CREDENTIAL_KEYS = ("accesskey", "secretkey")
 
 
@@ -54,11 +55,9 @@ def _broker_sets(spec: "MeshSpec", skip: tuple[str, ...] = ()) -> list[str]:
     return [a for item in spec.sets if _key(item) not in CREDENTIAL_KEYS + skip for a in ("--set", _set_item(item))]
 
 
-def account_env(account: Optional[ClientCredentialsConfig]) -> dict[str, str]:
-    """The environment that gives a service ``account`` (not its arguments, which ``ps`` shows anyone)."""
-    if account is None:
-        return {}
-    return {ACCESS_KEY_ENV: account.access_key, SECRET_KEY_ENV: account.secret_key}
+def _account_env(account: Optional[ClientCredentialsConfig]) -> dict[str, str]:
+    """The environment that gives a service ``account`` (none: no account)."""
+    return {} if account is None else acl_config.account_env(account.access_key, account.secret_key)
 
 
 @dataclass(frozen=True)
@@ -138,7 +137,7 @@ def _system(spec: MeshSpec, name: str, namesrv: str, port: int, *extra: str) -> 
     named = ["--set", f"instanceName={name}"] if port else []
     return ServiceCommand(name, name, (
         "-n", namesrv, "--listen-port", str(port), "--set", f"listenAddress={spec.host}", *named, *extra,
-        *_metrics(spec, name)), account_env(spec.account))
+        *_metrics(spec, name)), _account_env(spec.account))
 
 
 def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
@@ -148,13 +147,13 @@ def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
         "-n", namesrv, "--listen-port", str(spec.broker_port),
         "--store-dir", os.path.join(spec.data_dir, "broker-a", "store"), "--broker-name", "broker-a",
         "--set", f"listenAddress={spec.host}", *_metrics(spec, "broker-a"), *conf, *_broker_sets(spec)),
-        account_env(spec.account))]
+        _account_env(spec.account))]
     if spec.ha:
         out.append(ServiceCommand("broker-a-s", "broker", (
             "-n", namesrv, "--listen-port", str(spec.slave_port),
             "--store-dir", os.path.join(spec.data_dir, "broker-a-s", "store"), "--broker-name", "broker-a",
             "--set", f"listenAddress={spec.host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
-            *_metrics(spec, "broker-a-s"), *conf, *_broker_sets(spec, ROLE_KEYS)), account_env(spec.account)))
+            *_metrics(spec, "broker-a-s"), *conf, *_broker_sets(spec, ROLE_KEYS)), _account_env(spec.account)))
         out.append(_system(spec, "ha", namesrv, spec.ha_port, "--set", "brokerName=broker-a"))
     out.append(_system(spec, "scheduler", namesrv, spec.scheduler_port))
     out.append(_system(spec, "txn-checker", namesrv, spec.txn_checker_port))

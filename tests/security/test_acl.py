@@ -57,23 +57,15 @@ class Mesh:
         self.acl_file = root / "plain_acl.yml"
         self.acl_file.write_text(ACL_YAML)
         acl = dict(aclEnable="true", aclFile=str(self.acl_file), aclReloadIntervalMs=RELOAD_MS)
-        account = dict(accessKey=ADMIN.access_key, secretKey=ADMIN.secret_key)
         self.namesrv = NamesrvProcess(root / "namesrv", **acl).start()
-        self.broker = BrokerProcess(root / "broker", self.namesrv.addr, **acl, **account)
+        self.broker = BrokerProcess(root / "broker", self.namesrv.addr, credentials=ADMIN, **acl)
         self.broker.start(timeout_s=30)
+        self.broker.wait_registered()  # so REGISTER_BROKER was signed, and accepted
         self.admin = Admin(self.namesrv.addr, access_key=ADMIN.access_key, secret_key=ADMIN.secret_key)
-        # Registered (and so REGISTER_BROKER was signed): the signed admin sees the broker's route.
-        wait_for(lambda: self._routable("TBW102"), 15, "broker registered under ACL")
         for topic in (TOPIC, DENIED_TOPIC):
             self.admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
             self.admin.wait_topic_route(topic)
         self.system: list = []
-
-    def _routable(self, topic: str) -> bool:
-        try:
-            return bool(self.admin.topic_route(topic).broker_datas)
-        except MQBrokerError:
-            return False
 
     def stop(self) -> None:
         self.admin.close()
@@ -248,15 +240,14 @@ def test_a_bad_acl_file_stops_the_start_with_its_reason(tmp_path: Path) -> None:
 
 
 def test_system_services_work_under_acl_with_their_own_account(mesh: Mesh) -> None:
-    account = dict(accessKey=ADMIN.access_key, secretKey=ADMIN.secret_key)
     root = mesh.acl_file.parent
-    mesh.system.append(SchedulerProcess(root / "scheduler", mesh.namesrv.addr, name="scheduler",
+    mesh.system.append(SchedulerProcess(root / "scheduler", mesh.namesrv.addr, name="scheduler", credentials=ADMIN,
                                         rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000,
-                                        pollNameServerIntervalMs=1000, **account).start(timeout_s=30))
+                                        pollNameServerIntervalMs=1000).start(timeout_s=30))
     mesh.system.append(TxnCheckerProcess(root / "txn-checker", mesh.namesrv.addr, name="txn-checker",
-                                         transactionTimeOut=1000, transactionCheckInterval=500,
+                                         credentials=ADMIN, transactionTimeOut=1000, transactionCheckInterval=500,
                                          heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000,
-                                         persistOffsetIntervalMs=500, **account).start(timeout_s=30))
+                                         persistOffsetIntervalMs=500).start(timeout_s=30))
     keys = dict(access_key=ADMIN.access_key, secret_key=ADMIN.secret_key)
 
     class Listener:
