@@ -15,6 +15,7 @@ from pathlib import Path
 from procs import run_cli, wait_for
 
 from rocketmesh import Admin, MQClientError, Message, Producer
+from rocketmesh.acl import SessionCredentials
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
@@ -58,6 +59,20 @@ def test_the_delay_and_timer_examples_are_accepted(namesrv, broker) -> None:
     with Producer("readme-delays", namesrv.addr) as producer:
         namespace = {"producer": producer, "Message": Message}
         exec(python_block("deliver_at_ms="), namespace)  # each send raises if the broker refuses it
+
+
+def test_the_acl_file_and_client_example_work_together(tmp_path: Path, start_namesrv, start_broker) -> None:
+    """The README's plain_acl.yml, checked by a name server and a broker, and its signed producer, as shown."""
+    [acl_yaml] = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "accessKey: orders-app" in b]
+    acl_file = tmp_path / "plain_acl.yml"
+    acl_file.write_text(acl_yaml)
+    acl = dict(aclEnable="true", aclFile=str(acl_file))
+    ns = start_namesrv(**acl)
+    start_broker(ns.addr, credentials=SessionCredentials("rocketmq2", "12345678"), **acl)
+    with Admin(ns.addr, access_key="rocketmq2", secret_key="12345678") as admin:
+        admin.create_topic("orders")
+        admin.wait_topic_route("orders")
+    exec(on_mesh(python_block("access_key="), ns.addr), {})  # the send raises if the broker refuses it
 
 
 def test_the_tracing_example_exports_the_send_span(namesrv, broker, otlp_receiver) -> None:
