@@ -41,7 +41,7 @@ Make the CurveZMQ key pairs of a mesh in DIR (zmq.auth certificate files):
                       one another's clients)
 
 Existing keys are never overwritten without --force (clients holding the old server.key could no
-longer connect).
+longer connect); --force replaces the files above and keeps other public keys in authorized_clients/.
 """
 
 
@@ -56,7 +56,8 @@ def key_paths(key_dir: str) -> dict[str, str]:
 
 def make_keys(key_dir: str, force: bool = False) -> dict[str, str]:
     """Write a server and a client key pair and ``authorized_clients/`` into ``key_dir``; FileExistsError
-    naming what is there unless ``force``. Returns :func:`key_paths`."""
+    naming what is there unless ``force``, which replaces these files and keeps any other key a user put into
+    ``authorized_clients/``. Returns :func:`key_paths`."""
     paths = key_paths(key_dir)
     there = [p for p in paths.values() if os.path.exists(p)]
     if there and not force:
@@ -73,8 +74,12 @@ def make_keys(key_dir: str, force: bool = False) -> dict[str, str]:
         for name in (SERVER_CERT, CLIENT_CERT):
             shutil.copy(os.path.join(tmp, f"{name}.key"), auth)
         if os.path.isdir(paths["authorized"]):
-            shutil.rmtree(paths["authorized"])
-        for role in ("server_secret", "server_public", "client_secret", "client_public", "authorized"):
+            # Only the keys made here are replaced: public keys a user added for other clients stay admitted.
+            for name in os.listdir(auth):
+                os.replace(os.path.join(auth, name), os.path.join(paths["authorized"], name))
+        else:
+            os.replace(auth, paths["authorized"])
+        for role in ("server_secret", "server_public", "client_secret", "client_public"):
             os.replace(os.path.join(tmp, os.path.basename(paths[role])), paths[role])
     return paths
 
@@ -105,7 +110,7 @@ def add_keys_command(sub: argparse._SubParsersAction) -> None:
                        description=KEYS_DESCRIPTION, formatter_class=HelpFormatter,
                        epilog="examples:\n  rocketmesh keys ./mesh-keys\n  rocketmesh up --curve-keys ./mesh-keys")
     p.add_argument("dir", help="where the key files go (made if missing)")
-    p.add_argument("--force", action="store_true", help="replace keys already in DIR")
+    p.add_argument("--force", action="store_true", help="replace the keys this command made in DIR (other keys in authorized_clients/ stay)")
     p.set_defaults(func=cmd_keys)
 
 

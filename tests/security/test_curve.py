@@ -4,6 +4,7 @@ clients that know (or do not know) its public key, a TCP relay that reads what c
 
 from __future__ import annotations
 
+import shutil
 import socket
 import threading
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+import zmq.auth
 from procs import BrokerProcess, NamesrvProcess, run_cli
 
 from rocketmesh import Message, MessageQueue, Producer, PullConsumer
@@ -23,7 +25,15 @@ from rocketmesh.remoting import (
     SocketOptions,
     request,
 )
-from rocketmesh.remoting.curve import SECRET_KEY_ENV, SERVER_KEY_ENV, CurveConfig, CurveKeys, load_curve
+from rocketmesh.remoting.curve import (
+    AUTHORIZED_CLIENTS_ENV,
+    CLIENT_KEY_ENV,
+    SECRET_KEY_ENV,
+    SERVER_KEY_ENV,
+    CurveConfig,
+    CurveKeys,
+    load_curve,
+)
 from rocketmesh.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
 from rocketmesh.runtime.config import ConfigError
 
@@ -210,6 +220,40 @@ def test_keys_makes_the_key_files_and_refuses_to_overwrite_them(tmp_path: Path, 
                          f"{again.stderr.strip()[:120]}", note="--force replaces them")
     forced = run_cli("keys", str(target), "--force")
     assert forced.returncode == 0 and Path(paths["server_secret"]).read_bytes() != before
+
+
+def test_a_server_admitting_listed_clients_only_serves_them_and_no_other(keys, tmp_path: Path, start_namesrv,
+                                                                       monkeypatch: pytest.MonkeyPatch,
+                                                                       reliability) -> None:
+    # A client key the user adds to authorized_clients/ survives `rocketmesh keys --force`, which replaces the
+    # mesh's own keys (so the old server key is admitted no longer).
+    zmq.auth.create_certificates(str(tmp_path), "alice")
+    authorized = Path(keys["authorized"])
+    shutil.copy(tmp_path / "alice.key", authorized)
+    old_server_key = Path(keys["server_public"]).read_bytes()
+    forced = run_cli("keys", str(authorized.parent), "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert sorted(p.name for p in authorized.iterdir()) == ["alice.key", "client.key", "server.key"]
+    assert (authorized / "server.key").read_bytes() == Path(keys["server_public"]).read_bytes() != old_server_key
+
+    # This process's own clients (the readiness probe) use the listed client key.
+    monkeypatch.setenv(SERVER_KEY_ENV, keys["server_public"])
+    monkeypatch.setenv(CLIENT_KEY_ENV, keys["client_secret"])
+    ns = start_namesrv(env={SECRET_KEY_ENV: keys["server_secret"], AUTHORIZED_CLIENTS_ENV: keys["authorized"]})
+    cluster_info = request(RequestCode.GET_BROKER_CLUSTER_INFO)
+    for listed in (str(tmp_path / "alice.key_secret"), keys["client_secret"]):
+        admitted = load_curve(CurveConfig(curve_server_key_file=keys["server_public"], curve_client_key_file=listed))
+        with RemotingClient(name="listed", options=SocketOptions(curve=admitted)) as client:
+            assert client.invoke_sync(ns.addr, cluster_info, 3000).code == ResponseCode.SUCCESS
+    # The server key is right, the client key is not listed: the ZAP handler turns the handshake down.
+    with RemotingClient(name="unlisted", options=SocketOptions(curve=CurveKeys.for_client(keys["server_public"]))) as c:
+        started = time.monotonic()
+        with pytest.raises(RemotingConnectError, match="admits listed clients only") as err:
+            c.invoke_sync(ns.addr, cluster_info, 1000)
+        took = time.monotonic() - started
+    assert took < 3, took
+    reliability.security("request from a client whose key is not in authorized_clients/ (ZAP)",
+                         refused=f"RemotingConnectError after {took:.1f} s", note="listed client keys are served")
 
 
 def test_up_on_a_wildcard_without_acl_warns(tmp_path: Path, reliability) -> None:
