@@ -115,6 +115,17 @@ def run_cli(*args: str, timeout: float = 60, cwd: Optional[Path] = None,
                           env=None if env is None else {**os.environ, **env}, stdin=subprocess.DEVNULL)
 
 
+def read_until_up(up: subprocess.Popen) -> str:
+    """What a ``rocketmesh up`` started with its output on a text pipe printed up to "Stop with Ctrl-C" (it
+    serves from there); AssertionError with that output if it exits first."""
+    lines: list[str] = []
+    while not lines or "Stop with Ctrl-C" not in lines[-1]:
+        line = up.stdout.readline()
+        assert line, "rocketmesh up exited early:\n" + "".join(lines)
+        lines.append(line)
+    return "".join(lines)
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

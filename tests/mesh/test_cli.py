@@ -11,7 +11,7 @@ import time
 import orjson
 import pytest
 from otlp_receiver import OtlpReceiver
-from procs import child_pids, cli_command, free_port, run_cli, wait_for
+from procs import child_pids, cli_command, free_port, read_until_up, run_cli, wait_for
 from rocketmesh import Message, Producer, PullConsumer
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
@@ -136,11 +136,7 @@ def test_up_with_acl_serves_accounts_and_refuses_the_rest(tmp_path, reliability)
     namesrv = f"127.0.0.1:{ns_port}"
     app = dict(access_key="orders-app", secret_key="orders-secret")
     try:
-        lines: list[str] = []
-        while not lines or "Stop with Ctrl-C" not in lines[-1]:
-            line = up.stdout.readline()
-            assert line, "rocketmesh up exited early:\n" + "".join(lines)
-            lines.append(line)
+        read_until_up(up)
         children = child_pids(up.pid)
         assert len(children) == 4
         for pid in children:

@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from procs import cli_command, free_port, wait_for
+from procs import cli_command, free_port, read_until_up, wait_for
 from rocketmesh import Message, Producer
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.message import MessageExt
@@ -153,13 +153,8 @@ def test_up_serves_the_broker_s_metrics_and_prints_the_urls(tmp_path):
                            "--set", "mappedFileSizeCommitLog=4194304"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines: list[str] = []
-        while not lines or "Stop with Ctrl-C" not in lines[-1]:
-            line = up.stdout.readline()
-            assert line, "rocketmesh up exited early:\n" + "".join(lines)
-            lines.append(line)
         url = f"http://127.0.0.1:{metrics_port}/metrics"
-        assert url in "".join(lines)
+        assert url in read_until_up(up)
         with Producer("metrics-up-producer", f"127.0.0.1:{ns_port}") as producer:
             producer.send(Message("MetricsUpT", "hello"))
         assert sample(scrape(url), "rocketmq_messages_in_total", topic="MetricsUpT") == 1
