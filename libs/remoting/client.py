@@ -60,6 +60,7 @@ from rocketmesh.remoting.errors import (
 )
 from rocketmesh.remoting.frames import readable, recv_frames, send_frames
 from rocketmesh.remoting.mailbox import Mailbox
+from rocketmesh.remoting.monitor import EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import CallbackSink, PendingRequest, PendingTable, settle
 
@@ -115,6 +116,8 @@ class _Connection:
     sock: zmq.Socket
     backlog: collections.deque = field(default_factory=collections.deque)
     pollout: bool = False
+    #: Tells when ``sock``'s connection closes (None where ZeroMQ cannot monitor).
+    monitor: Optional[zmq.Socket] = None
 
 
 class RemotingClient:
@@ -156,6 +159,7 @@ class RemotingClient:
         self._endpoints: dict[str, str] = {}
         self._conns: dict[str, _Connection] = {}
         self._by_socket: dict[zmq.Socket, _Connection] = {}
+        self._by_monitor: dict[zmq.Socket, _Connection] = {}
         self._poller = zmq.Poller()
         self._push_pool = ThreadPoolExecutor(max(1, push_workers), thread_name_prefix=f"{name}-push")
         self._callback_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-callback")
@@ -436,7 +440,10 @@ class RemotingClient:
                     if obj == mbfd:
                         self._drain_mailbox()
                         continue
-                    conn = by_socket[obj]
+                    conn = by_socket.get(obj)
+                    if conn is None:
+                        self._on_monitor_event(self._by_monitor[obj])
+                        continue
                     if events & zmq.POLLIN:
                         self._drain_socket(conn)
                     if events & zmq.POLLOUT:
@@ -453,9 +460,11 @@ class RemotingClient:
             for entry in self._pending.drain():
                 settle(entry.future, None, RemotingSendRequestError("client is closed"))  # type: ignore[arg-type]
             for conn in self._conns.values():
+                close_monitor(conn.sock, conn.monitor)
                 conn.sock.close(0)
             self._conns.clear()
             self._by_socket.clear()
+            self._by_monitor.clear()
 
     def _drain_mailbox(self) -> None:
         send = self._send
@@ -475,7 +484,30 @@ class RemotingClient:
         self._conns[addr] = conn
         self._by_socket[sock] = conn
         self._poller.register(sock, zmq.POLLIN)
+        try:
+            conn.monitor = open_monitor(self._ctx, sock, zmq.EVENT_DISCONNECTED)
+        except zmq.ZMQError as exc:
+            self._log.warning("socket monitor unavailable; requests wait out their timeout when a connection "
+                              "closes", addr=addr, error=str(exc))
+        else:
+            self._by_monitor[conn.monitor] = conn
+            self._poller.register(conn.monitor, zmq.POLLIN)
         return conn
+
+    def _on_monitor_event(self, conn: _Connection) -> None:
+        """Fail the requests sent on a connection that closed: their answers can no longer come (RocketMQ's
+        failFast of a closed channel), so a long-polling pull to a killed broker does not wait out its hold."""
+        if not any(event == EVENT_DISCONNECTED for event, _ in read_events(conn.monitor)):
+            return
+        self._drain_socket(conn)  # answers that arrived before the connection closed
+        addr = conn.addr
+        lost = self._pending.pop_where(lambda e: e.sent and e.peer == addr)
+        if lost:
+            self._log.debug("connection_closed_requests_failed", addr=addr, requests=len(lost))
+        for entry in lost:
+            settle(entry.future, None, RemotingConnectError(  # type: ignore[arg-type]
+                f"the connection to {addr} closed before the response (opaque {entry.opaque}); "
+                "the server went away or restarted"))
 
     def _send(self, addr: str, frames: list, entry: PendingRequest) -> None:
         conn = self._conns.get(addr)

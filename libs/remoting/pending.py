@@ -118,6 +118,13 @@ class PendingTable:
             self._heap = [(e.deadline, e.opaque) for e in by_opaque.values()]
             heapq.heapify(self._heap)
 
+    def pop_where(self, predicate: Callable[[PendingRequest], bool]) -> list[PendingRequest]:
+        """Remove and return the entries ``predicate`` holds for (a walk over all: for rare events only)."""
+        taken = [e for e in self._by_opaque.values() if predicate(e)]
+        for entry in taken:
+            del self._by_opaque[entry.opaque]
+        return taken
+
     def drain(self) -> list[PendingRequest]:
         """Remove and return every entry (on shutdown)."""
         entries = list(self._by_opaque.values())

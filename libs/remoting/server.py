@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import struct
 import threading
 import time
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -53,8 +52,9 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
-from rocketmesh.remoting.frames import readable, recv_frames, recv_routed, send_routed
+from rocketmesh.remoting.frames import readable, recv_routed, send_routed
 from rocketmesh.remoting.mailbox import Mailbox
+from rocketmesh.remoting.monitor import EVENT_ACCEPTED, EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
 from rocketmesh.remoting.options import SocketOptions
 from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
 
@@ -74,11 +74,6 @@ _SETTLE_S = 0.3
 _SCAN_INTERVAL = 0.1
 #: Peer descriptions remembered before the cache starts over.
 _MAX_PEERS = 65_536
-#: ZeroMQ's v1 monitor event frame: uint16 event, uint32 value (here the socket descriptor), native order.
-_MONITOR_EVENT = struct.Struct("=HI")
-_EVENT_ACCEPTED = int(zmq.EVENT_ACCEPTED)
-_EVENT_DISCONNECTED = int(zmq.EVENT_DISCONNECTED)
-_monitor_seq = itertools.count(1)
 
 
 @dataclass(slots=True, eq=False)
@@ -617,43 +612,21 @@ class RemotingServer:
 
     def _open_monitor(self, sock: zmq.Socket) -> Optional[zmq.Socket]:
         """Watch ``sock``'s connections come and go; None (and no disconnect reports) where ZeroMQ cannot."""
-        addr = f"inproc://rocketmesh-monitor-{os.getpid()}-{next(_monitor_seq)}"
-        monitor = self._ctx.socket(zmq.PAIR)
-        # Unbounded: ZeroMQ's I/O thread sends events blocking, so a full pipe would stall every socket.
-        monitor.setsockopt(zmq.RCVHWM, 0)
-        monitor.setsockopt(zmq.LINGER, 0)
         try:
-            sock.monitor(addr, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
-            # Connected before the bind: no event can be sent while nobody is there to read it.
-            monitor.connect(addr)
+            return open_monitor(self._ctx, sock, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)
         except zmq.ZMQError as exc:
-            monitor.close(0)
             self._log.warning("socket monitor unavailable; closed connections are not reported", error=str(exc))
             return None
-        return monitor
 
     def _close_monitor(self, sock: zmq.Socket) -> None:
         monitor, self._monitor = self._monitor, None
-        if monitor is None:
-            return
-        try:
-            sock.disable_monitor()
-        except zmq.ZMQError:
-            pass
-        monitor.close(0)
+        close_monitor(sock, monitor)
 
     def _drain_monitor(self, monitor: zmq.Socket) -> None:
-        while readable(monitor):
-            try:
-                frames = recv_frames(monitor)
-            except zmq.Again:
-                return
-            if len(frames[0]) < _MONITOR_EVENT.size:
-                continue
-            event, fd = _MONITOR_EVENT.unpack_from(frames[0])
-            if event == _EVENT_ACCEPTED:
+        for event, fd in read_events(monitor):
+            if event == EVENT_ACCEPTED:
                 closed = self._connections.accepted(fd)
-            elif event == _EVENT_DISCONNECTED:
+            elif event == EVENT_DISCONNECTED:
                 closed = self._connections.disconnected(fd)
             else:
                 continue

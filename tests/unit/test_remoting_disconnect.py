@@ -1,5 +1,5 @@
-"""RemotingServer.on_disconnect over real loopback TCP (and a real process killed), and the connection
-bookkeeping behind it."""
+"""Closed connections noticed at once over real loopback TCP (and real processes killed): the server's
+on_disconnect, the client's failing of requests in flight, and the connection bookkeeping behind them."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import select
 import subprocess
 import sys
 import threading
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Iterator
 
 import pytest
 
-from rocketmesh.remoting import RemotingClient, RemotingServer, ResponseCode, request, response_to
+from rocketmesh.remoting import RemotingClient, RemotingConnectError, RemotingServer, ResponseCode, request, response_to
 from rocketmesh.remoting.connections import ClosedRoute, ConnectionTable
 
 ECHO = 1001
@@ -148,3 +149,37 @@ def test_a_route_that_redials_keeps_its_client() -> None:
     assert table.disconnected(7) is None
     assert table.connected(b"a")
     assert table.disconnected(9) == ClosedRoute(b"a", b"a", last=True)
+
+
+def test_requests_in_flight_to_a_killed_server_fail_at_once_not_at_their_timeout() -> None:
+    """A long hold (a pull) waiting on a server whose process dies fails when its connection closes."""
+    hold = 1002
+    script = (
+        "import sys, time\n"
+        "from rocketmesh.remoting import RemotingServer, ResponseCode, response_to\n"
+        "s = RemotingServer('127.0.0.1:0', 'doomed-server')\n"
+        f"s.register({ECHO}, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS))\n"
+        f"s.register({hold}, lambda cmd, ctx: time.sleep(120))\n"
+        "s.start()\n"
+        "print(s.address, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-P", "-c", script], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        assert select.select([proc.stdout], [], [], 30)[0], "the server process said nothing for 30 s"
+        addr = proc.stdout.readline().strip()
+        with RemotingClient(name="held") as client:
+            assert client.invoke_async(addr, request(ECHO), 5000).result(5).code == ResponseCode.SUCCESS
+            held = client.invoke_async(addr, request(hold), 60_000)
+            with pytest.raises(FutureTimeout):
+                held.result(0.5)  # held, as a long-polling pull is
+            proc.kill()
+            proc.wait(5)
+            with pytest.raises(RemotingConnectError, match="closed before the response"):
+                held.result(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
