@@ -178,6 +178,9 @@ class _CallableResolver:
     def consumer_deploy_in(self, client_id: str) -> str:
         return self.fn(client_id)
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({getattr(self.fn, '__qualname__', type(self.fn).__name__)})"
+
 
 class AllocateMachineRoomNearby(AllocateStrategy):
     """Consume in your own machine room; share out rooms that have no consumer.
