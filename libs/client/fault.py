@@ -14,10 +14,12 @@ connection fails at once); over ZeroMQ a dead peer only shows as a request
 that times out, so without it every other send would wait out part of its
 timeout on a broker known to be down.
 
-A bench that a failed send caused is lifted once a heartbeat reaches the
-broker again (``mark_reached``), as RocketMQ 5's fault detector does: RocketMQ
-4 benches such a broker for ten minutes, so a broker paused past the send
-timeout and then resumed would get no sends from that producer for as long.
+A bench that a send failing on the way (no connection, no answer) caused is
+lifted once a heartbeat reaches the broker again (``mark_reached``), as
+RocketMQ 5's fault detector does for brokers it marked unreachable: RocketMQ 4
+benches such a broker for ten minutes, so a broker paused past the send timeout
+and then resumed would get no sends from that producer for as long. A broker
+that answered with an error stays benched for its time.
 """
 
 from __future__ import annotations
@@ -62,7 +64,8 @@ class FaultItem:
     name: str
     current_latency: float
     start_timestamp: float
-    #: When a failed send benched it (clock ms); 0 when a slow answer did.
+    #: When a send that failed on the way (the broker out of reach) benched it (clock ms); 0 when a slow or
+    #: error answer did.
     failed_at: float = 0.0
 
     def is_available(self, now_ms: float) -> bool:
@@ -160,12 +163,16 @@ class MQFaultStrategy:
         self.latency = LatencyFaultTolerance(clock)
         self.unreachable = unreachable if unreachable is not None else LatencyFaultTolerance(clock)
 
-    def update_fault_item(self, broker_name: str, current_latency: float, isolation: bool) -> None:
-        """Report a send's latency (``isolation``: it failed) when fault tolerance is on."""
+    def update_fault_item(self, broker_name: str, current_latency: float, isolation: bool,
+                          reachable: bool = True) -> None:
+        """Report a send's latency (``isolation``: it failed; ``reachable``: the broker answered, with an
+        error, rather than the request failing on the way) when fault tolerance is on. Only a bench for an
+        unreachable broker is lifted by a heartbeat that reaches it: a broker that answers sends with errors
+        answers heartbeats too."""
         if self.send_latency_fault_enable:
             latency = ISOLATION_LATENCY_MS if isolation else current_latency
             self.latency.update_fault_item(broker_name, current_latency, compute_not_available_duration(latency),
-                                           failed=isolation)
+                                           failed=isolation and not reachable)
 
     def _available(self, broker_name: str) -> bool:
         """Not benched, or benched for a failure and reached by a heartbeat since (the bench is lifted)."""

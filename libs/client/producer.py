@@ -703,7 +703,7 @@ class Producer:
             try:
                 resp = invoke(addr, cmd, max(1, attempt_ms))
             except (RemotingConnectError, RemotingTimeoutError, RemotingSendRequestError) as exc:
-                fault.update_fault_item(broker, (_monotonic() - start) * 1000, True)
+                fault.update_fault_item(broker, (_monotonic() - start) * 1000, True, reachable=False)
                 if isinstance(exc, RemotingConnectError):
                     instance.mark_broker_unreachable(broker)
                     instance.request_route_refresh(topic)
@@ -760,7 +760,7 @@ class Producer:
                 addr, RemotingCommand(code, 0, 0, None, ext, body, traceparent), timeout_ms
             )
         except RemotingError as exc:
-            self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True)
+            self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True, reachable=False)
             if isinstance(exc, RemotingConnectError):
                 self._instance.mark_broker_unreachable(mq.broker_name)
             raise from_remoting(exc, addr) from exc
@@ -860,7 +860,8 @@ class _AsyncSend:
     def _on_error(self, exc: BaseException) -> None:
         producer = self.producer
         broker = self.mq.broker_name
-        producer._fault.update_fault_item(broker, (_monotonic() - self.start) * 1000, True)
+        producer._fault.update_fault_item(broker, (_monotonic() - self.start) * 1000, True,
+                                          reachable=not isinstance(exc, RemotingError))
         if isinstance(exc, RemotingConnectError):
             producer._instance.mark_broker_unreachable(broker)
         closed = producer._closed or producer._instance.closed

@@ -102,13 +102,14 @@ def test_enabled_strategy_avoids_isolated_broker_until_it_recovers() -> None:
 
 def test_a_failed_broker_reached_again_by_a_heartbeat_is_no_longer_benched() -> None:
     """A broker paused past the send timeout and resumed gets sends again once a heartbeat reaches it, not
-    ten minutes later; a slow answer's bench is not lifted that way, nor a failure after the heartbeat."""
+    ten minutes later; a slow answer's bench is not lifted that way, nor an error answer's, nor a failure
+    after the heartbeat."""
     clock = FakeClock()
     strategy = MQFaultStrategy(True, clock=clock)
     tp = publish_info("a", "b")
     strategy.unreachable.mark_reached("a")  # a heartbeat before the failure does not count
     clock.now += 1
-    strategy.update_fault_item("a", 1000, True)
+    strategy.update_fault_item("a", 1000, True, reachable=False)
     assert {strategy.select_one_message_queue(tp).broker_name for _ in range(50)} == {"b"}
     clock.now += 1000
     strategy.unreachable.mark_reached("a")
@@ -160,3 +161,14 @@ def test_every_broker_unreachable_still_yields_a_queue() -> None:
     strategy.mark_unreachable("b")
     assert strategy.select_one_message_queue(tp).broker_name in {"a", "b"}
     assert strategy.select_one_message_queue(tp, "a").broker_name == "b"
+
+
+def test_a_broker_that_answered_a_send_with_an_error_stays_benched_when_heartbeats_reach_it() -> None:
+    """It answers heartbeats as well as it answered the send: only a broker that was out of reach is let back."""
+    clock = FakeClock()
+    strategy = MQFaultStrategy(True, clock=clock)
+    tp = publish_info("a", "b")
+    strategy.update_fault_item("a", 10, True)  # SYSTEM_ERROR from a: benched 600 s
+    clock.now += 1000
+    strategy.unreachable.mark_reached("a")
+    assert {strategy.select_one_message_queue(tp).broker_name for _ in range(50)} == {"b"}
