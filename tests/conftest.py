@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 from pathlib import Path
@@ -11,7 +12,7 @@ import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import OtlpReceiver
 from procs import BrokerProcess, HaProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
-from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, write_report
+from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, merge_rows, save_rows, write_report
 from tracekit import install_app_exporter
 
 from rocketmesh import Admin, Producer
@@ -167,5 +168,15 @@ def reliability() -> ReliabilityRecorder:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     target = os.environ.get(REPORT_ENV)
-    if target and not _RECORDER.empty:
-        write_report(_RECORDER, Path(target))
+    if not target:
+        return
+    path = Path(target).absolute()
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is not None:  # the controller writes the report from every worker's rows
+        save_rows(_RECORDER, path.with_name(f"{path.name}.{worker}.json"))
+        return
+    for share in sorted(path.parent.glob(f"{glob.escape(path.name)}.*.json")):
+        merge_rows(_RECORDER, share)
+        share.unlink()
+    if not _RECORDER.empty:
+        write_report(_RECORDER, path)

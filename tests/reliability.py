@@ -9,13 +9,15 @@ A test takes the ``reliability`` fixture and records one row per case it ran::
 
 Rows are kept for the whole pytest session. When ``ROCKETMESH_RELIABILITY_REPORT`` names a
 file, the session ends by writing RELIABILITY.md there from the rows this session recorded
-(``make_report``); without it nothing is written. The file's own header says how to rerun it.
+(``make_report``); without it nothing is written. Under pytest-xdist each worker saves its rows
+beside that file and the controller merges them. The file's own header says how to rerun it.
 """
 
 from __future__ import annotations
 
+import json
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional, Sequence
@@ -131,7 +133,7 @@ def make_report(rec: ReliabilityRecorder, when: Optional[datetime] = None) -> st
             "| fault | cycles | sent | acknowledged | lost | duplicated | recovery (median) | notes |",
             "|---|---:|---:|---:|---:|---:|---|---|",
         ]
-        for r in rec.faults:
+        for r in sorted(rec.faults, key=lambda r: r.case):
             lines.append(f"| {_cell(r.case)} | {r.cycles} | {r.sent} | {r.acknowledged} | {r.lost} | "
                          f"{r.duplicated} | {_recovery(r.recovery_s)} | {_cell(r.note)} |")
         lines.append("")
@@ -145,7 +147,7 @@ def make_report(rec: ReliabilityRecorder, when: Optional[datetime] = None) -> st
             "| target | inputs | notes |",
             "|---|---:|---|",
         ]
-        for r in rec.fuzz_targets:
+        for r in sorted(rec.fuzz_targets, key=lambda r: r.target):
             lines.append(f"| {_cell(r.target)} | {r.inputs} | {_cell(r.note)} |")
         lines.append("")
     if rec.checks:
@@ -155,7 +157,7 @@ def make_report(rec: ReliabilityRecorder, when: Optional[datetime] = None) -> st
             "| attempt | refused with | notes |",
             "|---|---|---|",
         ]
-        for r in rec.checks:
+        for r in sorted(rec.checks, key=lambda r: r.check):
             lines.append(f"| {_cell(r.check)} | {_cell(r.refused)} | {_cell(r.note)} |")
         lines.append("")
     return "\n".join(lines)
@@ -163,3 +165,18 @@ def make_report(rec: ReliabilityRecorder, when: Optional[datetime] = None) -> st
 
 def write_report(rec: ReliabilityRecorder, path: Path) -> None:
     path.write_text(make_report(rec))
+
+
+def save_rows(rec: ReliabilityRecorder, path: Path) -> None:
+    """Write ``rec``'s rows to ``path`` as JSON (a pytest-xdist worker's share of the report)."""
+    path.write_text(json.dumps({"faults": [asdict(r) for r in rec.faults],
+                                "fuzz": [asdict(r) for r in rec.fuzz_targets],
+                                "security": [asdict(r) for r in rec.checks]}))
+
+
+def merge_rows(rec: ReliabilityRecorder, path: Path) -> None:
+    """Add the rows ``save_rows`` wrote to ``path`` to ``rec``."""
+    data = json.loads(path.read_text())
+    rec.faults += [FaultRow(**r) for r in data["faults"]]
+    rec.fuzz_targets += [FuzzRow(**r) for r in data["fuzz"]]
+    rec.checks += [SecurityRow(**r) for r in data["security"]]
