@@ -67,15 +67,25 @@ mkdir -p "$WHEELS"
 rm -f "$WHEELS"/rocketmesh-*.whl   # always this tree's code; the dependencies' wheels stay cached
 target="$ROOT"; [ "$SPARK" = 1 ] && target="$ROOT[spark]"
 log "building wheels into $WHEELS"
+# One fixed date for the files in the wheel (SOURCE_DATE_EPOCH) and for the wheel itself (docker build's cache
+# looks at its mtime): unchanged code gives the same wheel, docker build reuses its layers and the image keeps
+# its id, so `up -d` after a rebuild recreates no container (a build for --spark next to a running mesh would
+# otherwise restart every service of it).
+export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-315532800}"
 python3 -m pip wheel -q --find-links "$WHEELS" -w "$WHEELS" "$target"
+touch -d "@$SOURCE_DATE_EPOCH" "$WHEELS"/rocketmesh-*.whl
 
 # --- 3. docker build ----------------------------------------------------------------------------------
+# The build stages are tagged too (NAME-build:cache, NAME-spark-build:cache): untagged, the prune below would
+# delete them, and with them docker build's cache, so that every build made a new image.
 log "docker build -t $IMAGE"
+docker build -q --build-arg WHEELS=.cache/wheels --target build -t "${IMAGE%%:*}-build:cache" "$ROOT" >/dev/null
 docker build -q --build-arg WHEELS=.cache/wheels --target runtime -t "$IMAGE" "$ROOT" >/dev/null
 if [ "$SPARK" = 1 ]; then
   log "docker build -t ${IMAGE%%:*}-spark:latest (target spark)"
+  docker build -q --build-arg WHEELS=.cache/wheels --target spark-build -t "${IMAGE%%:*}-spark-build:cache" "$ROOT" >/dev/null
   docker build -q --build-arg WHEELS=.cache/wheels --target spark -t "${IMAGE%%:*}-spark:latest" "$ROOT" >/dev/null
 fi
-# The build stages and the images the new ones replaced, untagged now (only this Dockerfile's: by label).
+# The images the new ones replaced, untagged now (only this Dockerfile's: by label).
 docker image prune -f --filter label=rocketmesh.image=1 >/dev/null
 log "done: $IMAGE"

@@ -1,8 +1,14 @@
-"""docker-compose.yml for real, against a Docker engine: build the image, `up -d`, wait for health, send
-and consume from the host (127.0.0.1 published ports) and from a client container, a delayed and a
-transactional message arrive, `--scale scheduler=3` still delivers every delayed message (at least once,
-duplicates reported; each replica serving its own metrics port), the master
-stopped and a consumer finishes from the slave, `down -v`.
+"""docker-compose.yml for real, against a Docker engine: build the image, `up -d`, wait for health, add
+the second broker group of docker-compose.broker-b.yml to the running mesh (nothing else recreated, both
+groups in cluster-list, a topic on broker-b taking sends and consumed), send and consume from the host
+(127.0.0.1 published ports) and from a client container, a delayed and a transactional message arrive,
+`--scale scheduler=3` still delivers every delayed message (at least once, duplicates reported; each
+replica serving its own metrics port), the master stopped and a consumer finishes from the slave,
+`down -v` (every volume of the project gone, broker-b's too).
+
+Opt-in, ROCKETMESH_DOCKER_SPARK=1 (a 1.4 GB image and about two minutes more): the `spark` profile, its
+image built by docker/build-image.sh --spark, the example job's closed windows read from its volume and
+its alerts consumed from the host.
 
 The engine: the one `docker info` reaches; else, as root with dockerd installed, a dockerd started here
 (data under /tmp, stopped by its pid at the end; see ../shared/notes/docker-on-these-machines.md); under
@@ -13,13 +19,16 @@ skipped with one line, but under CI=true that is a failure. The image comes from
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 from typing import Iterator, Optional
 
@@ -36,6 +45,8 @@ CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 COMPOSE_ENV = {"MAPPED_FILE_SIZE_COMMIT_LOG": str(64 * 1024 * 1024), "TRANSACTION_CHECK_INTERVAL": "2000",
                "TRANSACTION_TIME_OUT": "1000", "ROCKETMESH_IMAGE": "rocketmesh:latest"}
 APT_PACKAGES = ["docker.io", "docker-compose", "debootstrap"]
+#: The spark profile's test is opt-in: its image is 1.4 GB and it runs about two minutes.
+SPARK = os.environ.get("ROCKETMESH_DOCKER_SPARK", "").lower() in ("1", "true", "yes")
 
 
 def _run(*cmd: str, timeout: float = 120, env: Optional[dict] = None,
@@ -126,8 +137,20 @@ def _port_free(port: int) -> bool:
 
 
 class Compose:
+    """The test's compose project; every command names all its files (an override added on the way too, so
+    that `down -v` removes the override's containers and volumes as well)."""
+
     def __init__(self) -> None:
-        self.cmd = [*_compose_cmd(), "-p", PROJECT, "-f", str(ROOT / "docker-compose.yml")]
+        self.base = [*_compose_cmd(), "-p", PROJECT]
+        self.files = [ROOT / "docker-compose.yml"]
+
+    @property
+    def cmd(self) -> list[str]:
+        return [*self.base, *(arg for f in self.files for arg in ("-f", str(f)))]
+
+    def add_file(self, name: str) -> None:
+        """Pass the override ``name`` to this and every later command."""
+        self.files.append(ROOT / name)
 
     def __call__(self, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
         return _run(*self.cmd, *args, timeout=timeout, env=COMPOSE_ENV)
@@ -148,16 +171,27 @@ class Compose:
 
 
 MESH = {"namesrv": 1, "namesrv-2": 1, "broker-a": 1, "broker-a-s": 1, "ha": 1, "scheduler": 1, "txn-checker": 1}
+#: docker-compose.broker-b.yml's services.
+BROKER_B = {"broker-b": 1, "broker-b-s": 1, "ha-b": 1}
+
+
+def _project_volumes() -> list[str]:
+    """The project's volumes left in the engine."""
+    label = f"label=com.docker.compose.project={PROJECT}"
+    return _run("docker", "volume", "ls", "-q", "--filter", label).stdout.split()
 
 
 @pytest.fixture(scope="module")
 def mesh(engine) -> Iterator[Compose]:
-    busy = [p for p in (9876, 9877, 10911, 10921, *range(5556, 5563), *range(5570, 5590)) if not _port_free(p)]
+    busy = [p for p in (9876, 9877, 10911, 10921, 10931, 10941, *range(5556, 5566), *range(5570, 5590))
+            if not _port_free(p)]
     if busy:
         pytest.fail(f"ports the compose file publishes on 127.0.0.1 are taken: {busy}")
     t0 = time.monotonic()
-    _run(str(ROOT / "docker" / "build-image.sh"), timeout=600)
-    print(f"\nimage built in {time.monotonic() - t0:.0f} s")
+    # The spark image too when its test runs: built now, before `up`, so that nothing rebuilds rocketmesh:latest
+    # under the running mesh (a changed image would make a later `up -d` recreate every service).
+    _run(str(ROOT / "docker" / "build-image.sh"), *(["--spark"] if SPARK else []), timeout=1200)
+    print(f"\nimage{'s (and the spark target)' if SPARK else ''} built in {time.monotonic() - t0:.0f} s")
     compose = Compose()
     try:
         t0 = time.monotonic()
@@ -167,7 +201,11 @@ def mesh(engine) -> Iterator[Compose]:
         yield compose
     finally:
         if os.environ.get("ROCKETMESH_KEEP_COMPOSE") != "1":
+            volumes = _project_volumes()
             compose("down", "-v", "--remove-orphans", timeout=120)
+            print(f"`down -v` removed {len(volumes)} volumes: {sorted(volumes)}")
+            left = _project_volumes()
+            assert not left, f"`down -v` left volumes of the project: {left}"
 
 
 class Received:
@@ -211,6 +249,151 @@ class Orders:
 
     def check_local_transaction(self, msg):  # noqa: ANN001
         return LocalTransactionState.COMMIT_MESSAGE
+
+
+#: Reads the spark job's parquet output in a throwaway container of the spark image (pyarrow is there): one
+#: JSON line a row, window bounds in epoch ms. Only the files the file sink committed, those its
+#: _spark_metadata log lists (a batch's part files are in the directory, empty or half-written, before its
+#: log entry is; Spark writes each log file under a dot-name and renames it).
+READ_TOTALS = """
+import json, os, sys, urllib.parse, pyarrow as pa, pyarrow.parquet as pq
+log = "/data/merchant-totals/_spark_metadata"
+paths = set()
+for name in sorted(os.listdir(log)) if os.path.isdir(log) else ():
+    if not name.startswith("."):
+        with open(os.path.join(log, name)) as f:
+            entries = [json.loads(line) for line in f.read().splitlines()[1:] if line.strip()]  # line 1: "v1"
+        paths |= {urllib.parse.urlparse(e["path"]).path for e in entries if e.get("action", "add") == "add"}
+if not paths:
+    sys.exit(0)  # no batch committed yet
+t = pa.concat_tables([pq.read_table(p) for p in sorted(paths)])
+for c in ("window_start", "window_end"):
+    t = t.set_column(t.schema.get_field_index(c), c, t[c].cast(pa.timestamp("ms")).cast(pa.int64()))
+for row in t.to_pylist():
+    print(json.dumps(row))
+"""
+#: The spark profile's feed: an order every 10 ms of event time (order_events' default spacing), so a full
+#: one-minute window holds 6,000 orders.
+ORDERS_PER_WINDOW = 6000
+
+
+def _merchant_totals(volume: str) -> list[dict]:
+    """The closed windows the spark job has written to ``volume`` so far."""
+    out = _run("docker", "run", "--rm", "-v", f"{volume}:/data:ro", "--entrypoint", "python3",
+               "rocketmesh-spark:latest", "-c", READ_TOTALS, timeout=60).stdout
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def _epoch_ms(text: str) -> int:
+    """An alert's window bound (Spark's JSON timestamp, e.g. 2026-11-25T01:33:00.000Z) in epoch ms."""
+    return int(datetime.fromisoformat(text).timestamp() * 1000)
+
+
+@pytest.mark.skipif(not SPARK, reason="the spark profile (a 1.4 GB image, ~2 min) is opt-in: "
+                                      "ROCKETMESH_DOCKER_SPARK=1 pytest tests/docker")
+def test_the_spark_profile(mesh: Compose) -> None:
+    """`--profile spark up -d`: the order feed and the example job run against the mesh; the job's closed
+    windows appear in the spark-data volume (each full window exactly the orders the feed sent in it) and
+    an alert for each of them reaches MerchantAlerts."""
+    # Its image, rocketmesh-spark:latest, was built by the fixture (docker/build-image.sh --spark).
+    with Admin(NAMESRV) as admin:  # so that the host's consumer has a route before the first alert
+        admin.create_topic("MerchantAlerts", read_queue_nums=4, write_queue_nums=4)
+        admin.wait_topic_route("MerchantAlerts")
+    alerts = Received("docker-alerts-group", "MerchantAlerts")
+    volume = f"{PROJECT}_spark-data"
+    t0 = time.monotonic()
+    try:
+        with alerts.consumer:
+            mesh("--profile", "spark", "up", "-d", timeout=300)
+            # The first window is partial (the feed starts within it); the second is the first full one. It
+            # closes once the watermark (latest event time - 10 s) passes its end: event time runs twice as
+            # fast as the clock (200 orders a second, 10 ms apart), so about a minute after the feed starts.
+            totals: list[dict] = []
+
+            def two_windows_and_their_alerts() -> bool:
+                nonlocal totals
+                totals = _merchant_totals(volume)
+                windows = sorted({r["window_start"] for r in totals})
+                due = {(r["merchant"], r["window_start"]) for r in totals
+                       if r["amount"] >= 5000.0 and r["window_start"] in windows[:2]}
+                with alerts.lock:
+                    got = {(m["merchant"], _epoch_ms(m["window_start"]))
+                           for m in map(json.loads, alerts.bodies)}
+                return len(windows) >= 2 and due <= got
+
+            wait_for(two_windows_and_their_alerts, 240, interval_s=5,
+                     what="two closed windows in the spark-data volume and their alerts on MerchantAlerts")
+    finally:
+        mesh("--profile", "spark", "rm", "-s", "-f", "spark", "spark-orders", timeout=120)
+    print(f"spark profile: two closed windows and their alerts {time.monotonic() - t0:.0f} s after `up`")
+
+    windows = sorted({r["window_start"] for r in totals})
+    merchants = {f"m-{i}" for i in range(20)}
+    for r in totals:
+        assert r["window_end"] - r["window_start"] == 60_000, r  # --window 1 minute
+        assert r["merchant"] in merchants and r["orders"] > 0 and r["amount"] > 0, r
+    keys = [(r["window_start"], r["merchant"]) for r in totals]
+    assert len(keys) == len(set(keys)), "a closed window written twice"
+    per_window = {w: sum(r["orders"] for r in totals if r["window_start"] == w) for w in windows}
+    # Exactly once: every full window has every order of its minute, once (the first one starts before the feed).
+    assert all(n == ORDERS_PER_WINDOW for w, n in per_window.items() if w != windows[0]), per_window
+    assert 0 < per_window[windows[0]] <= ORDERS_PER_WINDOW, per_window
+    # An alert is the row it was made from (--alert-amount 5000: a busy merchant's minute).
+    rows = {(r["merchant"], r["window_start"]): r for r in totals}
+    for body in alerts.bodies:
+        alert = json.loads(body)
+        key = (alert["merchant"], _epoch_ms(alert["window_start"]))
+        if key in rows:  # alerts of a window closed after the last read of the volume are not in ``rows``
+            row = rows[key]
+            assert (alert["orders"], alert["amount"], _epoch_ms(alert["window_end"])) == (
+                row["orders"], row["amount"], row["window_end"]), (alert, row)
+    print(f"spark job: {len(totals)} rows in {len(windows)} closed windows, orders per window {per_window}; "
+          f"{len(alerts.bodies)} alerts")
+
+
+def test_a_second_broker_group(mesh: Compose) -> None:
+    """docker-compose.broker-b.yml added to the running mesh, as the README does it: broker-b's master, slave
+    and ha come up healthy and nothing else is recreated; cluster-list shows both groups; a topic created on
+    broker-b with the README's command takes sends from the host, and they are consumed. (The fixture's
+    `down -v` then removes broker-b's volumes with the others.)"""
+    t0 = time.monotonic()
+    running = {service: mesh.containers(service) for service in ("mesh", *MESH)}
+    mesh.add_file("docker-compose.broker-b.yml")
+    mesh("up", "-d", timeout=300)
+    wait_for(lambda: mesh.all_healthy({**MESH, **BROKER_B}), 90, what="broker-b, broker-b-s and ha-b healthy",
+             interval_s=1)
+    # mesh recreated would have cut every running service off the published ports (and from broker-b).
+    assert {service: mesh.containers(service) for service in running} == running, "up -d recreated containers"
+    assert {f"{PROJECT}_broker-b-store", f"{PROJECT}_broker-b-s-store"} <= set(_project_volumes())
+    print(f"\nbroker-b healthy in {time.monotonic() - t0:.0f} s")
+
+    cluster_list = [sys.executable, "-m", "rocketmesh.cli", "admin", "cluster-list", "-n", NAMESRV]
+    rows = {("broker-a", "0", "127.0.0.1:10911"), ("broker-a", "1", "127.0.0.1:10921"),
+            ("broker-b", "0", "127.0.0.1:10931"), ("broker-b", "1", "127.0.0.1:10941")}
+
+    def both_groups() -> bool:
+        listed = {tuple(line.split()[1:4]) for line in _run(*cluster_list, timeout=30).stdout.splitlines()[1:]}
+        return rows <= listed
+
+    wait_for(both_groups, 30, interval_s=1, what="cluster-list showing both groups, master and slave")
+    # The README's command (it names one name server; the broker registers the topic with both).
+    _run(sys.executable, "-m", "rocketmesh.cli", "admin", "update-topic", "-n", "127.0.0.1:9876",
+         "-b", "127.0.0.1:10931", "-t", "DockerB", timeout=30)
+    with Admin(NAMESRV) as admin:
+        route = admin.wait_topic_route("DockerB")
+    assert [q.broker_name for q in route.queue_datas] == ["broker-b"], route
+
+    got = Received("docker-b-group", "DockerB")
+    with got.consumer, Producer("docker-b-producer", NAMESRV) as producer:
+        bodies = [f"b-{i}" for i in range(20)]
+        queues = {producer.send(Message("DockerB", body)).message_queue.broker_name for body in bodies}
+        assert queues == {"broker-b"}, queues
+        wait_for(lambda: got.has(bodies), 30, interval_s=0.2, what="the 20 messages sent to broker-b consumed")
+    # ha-b replicates broker-b to broker-b-s.
+    ha_b = mesh.containers("ha-b")[0]
+    wait_for(lambda: "0 bytes behind" in _run("docker", "exec", ha_b, "rocketmesh", "health", "ha",
+                                              check=False).stdout, 30, interval_s=0.5, what="broker-b-s caught up")
+    print(f"broker-b added, listed, sent to and consumed from in {time.monotonic() - t0:.0f} s")
 
 
 def test_the_mesh_in_containers(mesh: Compose) -> None:

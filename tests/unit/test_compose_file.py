@@ -127,12 +127,32 @@ def test_the_broker_b_override_is_broker_a_s_group_by_another_name():
             assert f"{name}-store" in over["volumes"]
             for key in ("brokerClusterName", "flushDiskType", "mappedFileSizeCommitLog", "fileReservedTime"):
                 assert key in b["environment"], (name, key)
-    ports = over["services"]["mesh"]["ports"]
+        # The shell's OTEL_* and log level reach broker-b's services as they reach broker-a's.
+        assert set(b["environment"]) == set(a["environment"]), name
+
+
+def test_adding_broker_b_to_a_running_mesh_leaves_mesh_as_it_is():
+    """The override must not change `mesh` (a recreated mesh strands every running service in the old
+    network namespace): docker-compose.yml publishes broker-b's ports already, each port once, and lists
+    mesh's ports in ascending order, the order compose v1 sorts them into when it merges files (another
+    order gives mesh another config hash with the override than without, and `up -d` recreates it)."""
+    base = _load("docker-compose.yml")
+    over = _load("docker-compose.broker-b.yml")
+    assert "mesh" not in over["services"]
+    ports = base["services"]["mesh"]["ports"]
     assert {"127.0.0.1:10931:10931", "127.0.0.1:10941:10941", "127.0.0.1:5563-5565:5563-5565"} <= set(ports)
-    published = set()
-    for spec in [*base["services"]["mesh"]["ports"], *ports]:
+    published: list[int] = []
+    for spec in ports:
         host, hport, _ = spec.split(":")
         lo, _, hi = hport.partition("-")
-        new = set(range(int(lo), int(hi or lo) + 1))
-        assert host == "127.0.0.1" and not new & published, spec  # loopback, and no port twice
-        published |= new
+        new = list(range(int(lo), int(hi or lo) + 1))
+        assert host == "127.0.0.1" and not set(new) & set(published), spec  # loopback, and no port twice
+        published += new
+    assert published == sorted(published)
+    served: set[int] = set()
+    for name, svc in over["services"].items():
+        cmd = svc["command"]
+        if cmd[0] == "broker":  # the brokers' ports (the ha service's status port is not published, as ha's)
+            served.add(int(cmd[cmd.index("--listen-port") + 1]))
+        served.update(metrics_ports(cmd))
+    assert served <= set(published)
