@@ -40,6 +40,10 @@ def allocate(fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
 
+#: warm()'s read size: under glibc's default mmap threshold (128 KiB).
+_WARM_CHUNK = 64 * 1024
+
+
 def warm(fd: int, size: int) -> None:
     """Read a new (allocated, all-zero) file once so its pages are in the page cache.
 
@@ -47,10 +51,14 @@ def warm(fd: int, size: int) -> None:
     unlike MAP_POPULATE, so this can run beside the writers. A file closed
     meanwhile just ends the warming.
     """
-    chunk = 8 * 1024 * 1024
+    # Read into one small buffer: a pread of megabytes would allocate its result in the calling thread's
+    # malloc arena, and each arena keeps such a freed block resident (anonymous memory growing by a file's
+    # size per arena, up to glibc's many arenas). Below the mmap threshold the buffer is simply reused.
+    buf = bytearray(_WARM_CHUNK)
     try:
-        for off in range(0, size, chunk):
-            os.pread(fd, min(chunk, size - off), off)
+        for off in range(0, size, _WARM_CHUNK):
+            if os.preadv(fd, [buf], off) <= 0:
+                break
     except OSError:
         pass
 
