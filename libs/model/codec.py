@@ -74,7 +74,8 @@ def encode_properties(props: dict[str, str]) -> bytes:
 def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
     """Inverse of :func:`encode_properties`; tolerant of a missing final separator.
 
-    A name ends at its first ``\x01``, so a value may hold more of them. Raises CorruptRecord for
+    A name ends at its first ``\x01``, so a value may hold more of them; an item without one is
+    dropped, as RocketMQ drops it. Raises CorruptRecord for
     bytes that are not UTF-8 (they came from a damaged record or a hostile peer, never from
     :func:`encode_properties`).
     """
@@ -86,8 +87,8 @@ def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
         raise CorruptRecord(f"properties are not UTF-8: {exc}") from None
     out: dict[str, str] = {}
     for item in text.split(PROPERTY_SEPARATOR):
-        name, _, value = item.partition(NAME_VALUE_SEPARATOR)
-        if name:  # an empty name (a stray separator) names nothing
+        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
+        if name and sep:  # an empty name (a stray separator) or a name without a value names nothing
             out[name] = value
     return out
 

@@ -262,6 +262,8 @@ def test_batch_decoder_raises_only_corrupt_record(reliability) -> None:
     @example(BATCH_ITEM_HEADER.pack(2**31 - 1, 0, 0, 0, 2**31 - 1))  # huge declared total and body
     @example(BATCH_ITEM_HEADER.pack(22, 0, 0, 0, -5) + b"\x00\x00")  # negative body length
     @example(BATCH_ITEM_HEADER.pack(22, 0, 0, 0, 0))  # properties length missing
+    # a property name without its \x01: dropped, not read as a name with an empty value
+    @example(b"\x00\x00\x00\x1d" + bytes(17) + b"\x07X\x01\x02XX\x00\x02")
     @given(st.binary(max_size=96) | st.lists(messages, min_size=1, max_size=4).map(encode_batch).flatmap(_mutations))
     @tally.counted
     def run(body: bytes) -> None:
