@@ -158,7 +158,7 @@ def stdout_line(pattern: str) -> ReadyCheck:
     rx = re.compile(pattern)
 
     def check(proc: "ServiceProcess") -> bool:
-        return any(rx.search(line) for line in proc.stdout_text().splitlines())
+        return any(rx.search(line) for line in proc.stdout_text(this_run=True).splitlines())
 
     return check
 
@@ -192,6 +192,8 @@ class ServiceProcess:
         self.proc: Optional[subprocess.Popen] = None
         self.stdout_path = self.data_dir / f"{self.name}.stdout"
         self.stderr_path = self.data_dir / f"{self.name}.stderr"
+        #: Where this run's output starts in stdout_path (a restart appends to the last run's).
+        self._run_stdout_offset = 0
 
     # -- life cycle --------------------------------------------------------
 
@@ -203,6 +205,7 @@ class ServiceProcess:
         env["PYTHONUNBUFFERED"] = "1"
         env.update(self.env)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
+            self._run_stdout_offset = out.tell()
             self.proc = subprocess.Popen(
                 [*self.command, *self.args],
                 stdout=out,
@@ -252,9 +255,13 @@ class ServiceProcess:
     def pid(self) -> Optional[int]:
         return None if self.proc is None else self.proc.pid
 
-    def stdout_text(self) -> str:
+    def stdout_text(self, this_run: bool = False) -> str:
+        """Everything the process printed, over all its runs; ``this_run``: since the last start only."""
         try:
-            return self.stdout_path.read_text(errors="replace")
+            with open(self.stdout_path, "rb") as f:
+                if this_run:
+                    f.seek(self._run_stdout_offset)
+                return f.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 
