@@ -7,7 +7,7 @@ import contextlib
 import os
 import subprocess
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Optional
 
 import pytest
 
@@ -46,6 +46,18 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-def open_fds(pid: int) -> int:
-    """How many files the process has open."""
-    return len(os.listdir(f"/proc/{pid}/fd"))
+def open_fds(pid: int, outside: Optional[Path] = None) -> int:
+    """How many files the process has open (``outside``: not counting those under that folder)."""
+    fd_dir = f"/proc/{pid}/fd"
+    names = os.listdir(fd_dir)
+    if outside is None:
+        return len(names)
+    prefix = str(outside.resolve()) + os.sep
+    count = 0
+    for name in names:
+        try:
+            target = os.readlink(os.path.join(fd_dir, name))
+        except OSError:  # closed meanwhile
+            continue
+        count += not target.startswith(prefix)
+    return count

@@ -4,8 +4,10 @@ Every service process's resident memory (VmRSS, and its anonymous part RssAnon) 
 sampled throughout; after a warm-up they must stay flat (anonymous RSS growth under RSS_GROWTH_MAX, open
 files at most FD_GROWTH_MAX more). VmRSS is recorded but not bounded: it also counts the pages of the
 store's mapped files a process has touched (the broker's and its dispatch worker's commitlog), which grow
-with the data stored and are page cache the kernel reclaims, not a leak.
-the consumer's lag stays bounded, and every acknowledged message is consumed in the end. The CI run is
+with the data stored and are page cache the kernel reclaims, not a leak. Likewise the files a process has
+open in the store folder are counted apart: a mapped file stays open (twice: its descriptor and the
+mapping's) until it expires, as RocketMQ keeps its mapped files, so they grow with the files stored. The
+consumer's lag stays bounded, and every acknowledged message is consumed in the end. The CI run is
 about a minute; ROCKETMESH_LONG_FAULTS=1 runs ten.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 from faultload import Deliveries, start_consumer
@@ -43,14 +46,19 @@ class Samples:
 
     rss: dict[str, list[int]] = field(default_factory=dict)
     anon: dict[str, list[int]] = field(default_factory=dict)
+    #: Open files outside the store folder (where a leak would show).
     fds: dict[str, list[int]] = field(default_factory=dict)
+    #: Open files in the store folder (its mapped files).
+    store_fds: dict[str, list[int]] = field(default_factory=dict)
     lag: list[int] = field(default_factory=list)
 
-    def take(self, pids: dict[str, int], lag: int) -> None:
+    def take(self, pids: dict[str, int], lag: int, store_dir: Path) -> None:
         for name, pid in pids.items():
             self.rss.setdefault(name, []).append(rss_kib(pid))
             self.anon.setdefault(name, []).append(rss_kib(pid, "RssAnon"))
-            self.fds.setdefault(name, []).append(open_fds(pid))
+            outside = open_fds(pid, outside=store_dir)
+            self.fds.setdefault(name, []).append(outside)
+            self.store_fds.setdefault(name, []).append(open_fds(pid) - outside)
         self.lag.append(lag)
 
 
@@ -104,7 +112,7 @@ def test_steady_traffic_keeps_memory_files_and_lag_flat(
             pids = {"namesrv": namesrv.pid, "broker": broker.pid, "scheduler": scheduler.pid}
             for n, child in enumerate(child_pids(broker.pid)):
                 pids[f"broker-child{n}"] = child  # the dispatch worker
-            samples.take(pids, len(acked) - len(got.count))
+            samples.take(pids, len(acked) - len(got.count), broker.store_dir)
             if time.monotonic() - t0 < warmup:
                 warm_index = len(samples.lag)
             assert broker.alive and scheduler.alive and namesrv.alive
@@ -125,7 +133,8 @@ def test_steady_traffic_keeps_memory_files_and_lag_flat(
         growth[name] = ((anon[-1] - anon[w]) / anon[w], fds[-1] - fds[w])
         figures.append(f"{name} RSS {rss[w] / 1024:.1f}->{rss[-1] / 1024:.1f} MiB "
                        f"(anon {anon[w] / 1024:.1f}->{anon[-1] / 1024:.1f}, {growth[name][0]:+.1%}), "
-                       f"fds {fds[w]}->{fds[-1]}")
+                       f"fds {fds[w]}->{fds[-1]} (store files {samples.store_fds[name][w]}->"
+                       f"{samples.store_fds[name][-1]})")
     max_lag = max(samples.lag[warm_index:])
     lost = len(got.missing(acked))
     reliability.fault(f"soak: {duration:.0f} s steady traffic ({PRODUCERS}x{RATE} msg/s, 1 in {DELAY_EVERY} "
