@@ -7,7 +7,6 @@ and ``MessageConst`` holds the reserved property keys.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Optional
@@ -181,28 +180,6 @@ _EXT_FIELDS = ("topic", "body", "properties", "flag", "queue_id", "queue_offset"
                "prepared_transaction_offset", "body_crc", "msg_id")
 
 
-#: ``name\x01value\x02`` repeated, separators nowhere else: where splitting on both at once is right.
-_WELL_FORMED_PROPERTIES = re.compile(rb"(?:[^\x01\x02]*\x01[^\x01\x02]*\x02)*").fullmatch
-
-
-def _split_properties(raw: bytes) -> dict[str, str]:
-    """Wire-form properties as a dict, read exactly as the broker's filter reads them (codec.decode_properties)."""
-    if _WELL_FORMED_PROPERTIES(raw):
-        # One name-value separator per property, each property ended: the fast split.
-        try:
-            it = iter(raw.decode().replace("\x02", "\x01").split("\x01"))
-        except UnicodeDecodeError:
-            pass
-        else:
-            props = dict(zip(it, it))
-            props.pop("", None)
-            return props
-    # A value holding a separator, no final separator, or not UTF-8 (CorruptRecord).
-    from rocketmesh.model.codec import decode_properties  # codec imports this module
-
-    return decode_properties(raw)
-
-
 class MessageExt:
     """A stored message as read back from a broker's commitlog.
 
@@ -267,7 +244,10 @@ class MessageExt:
             if type(raw) is tuple:  # the record's own, then what the pull added (MIN_OFFSET, MAX_OFFSET)
                 raw = raw[0] + raw[1]
             if raw:
-                props = _split_properties(raw)
+                # The broker's filter's reading of them (codec imports this module, hence here).
+                from rocketmesh.model.codec import decode_properties
+
+                props = decode_properties(raw)
             self._properties = props
         return props
 
