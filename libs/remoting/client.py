@@ -299,11 +299,14 @@ class RemotingClient:
         if self._rpc_hook is not None:
             self._rpc_hook(cmd)
         frames = cmd.encode()
+        size = len(frames[0])
         limit = self.options.max_message_size
-        if limit >= 0 and (len(frames[0]) > limit or len(frames[1]) > limit):
-            raise RemotingSendRequestError(f"request of {len(frames[1])} body bytes exceeds the {limit} byte limit")
-        if len(frames[0]) > self.options.max_header_size:
-            raise RemotingSendRequestError(f"request header of {len(frames[0])} bytes is too large")
+        if limit >= 0 and size > limit:
+            raise RemotingSendRequestError(
+                f"request of {size} bytes ({len(cmd.body)} body bytes) exceeds the {limit} byte limit")
+        header_size = size - 4 - len(cmd.body)
+        if header_size > self.options.max_header_size:
+            raise RemotingSendRequestError(f"request header of {header_size} bytes is too large")
         return frames
 
     def _connect_hint(self) -> str:

@@ -10,8 +10,8 @@ import zmq
 from rocketmesh.remoting.command import MAX_HEADER_SIZE
 from rocketmesh.remoting.curve import CurveKeys, curve_from_env
 
-#: RocketMQ's default maxMessageSize (4 MiB) plus room for a header.
-DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024 + MAX_HEADER_SIZE
+#: RocketMQ's default maxMessageSize (4 MiB) plus room for a header and its length field.
+DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024 + MAX_HEADER_SIZE + 4
 
 
 @dataclass(frozen=True, slots=True)

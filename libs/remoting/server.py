@@ -6,8 +6,8 @@ with. Responses from other threads (executor workers, a long-poll waker, a
 push) come back to the I/O thread through a Mailbox; nothing but the I/O
 thread touches the socket.
 
-Frames on the socket are ``[identity, header, body]``: ZeroMQ's ROUTER puts
-the connection's identity first, the rest is the codec's ``[header, body]``.
+Frames on the socket are ``[identity, command]``: ZeroMQ's ROUTER puts
+the connection's identity first, then the codec's one frame.
 A RemotingClient's sync-call connections have identities
 ``<client identity> NUL <n>``; the client identity (what ``push`` wants) is
 the part before the NUL, while responses go back on the connection the

@@ -34,7 +34,7 @@ from rocketmesh.model.codec import (
     encode_properties,
 )
 from rocketmesh.model.message import Message
-from rocketmesh.remoting import ProtocolError, RemotingCommand, decode
+from rocketmesh.remoting import ProtocolError, RemotingCommand, decode, pack_frame
 from rocketmesh.remoting import headers as request_headers
 from rocketmesh.remoting.headers import HeaderError, from_ext
 
@@ -65,7 +65,10 @@ def _header(**fields: Any) -> bytes:
 # --- the wire command decoder ----------------------------------------------------------------------
 
 frames_strategy = st.lists(
-    st.binary(max_size=64) | st.builds(_header, ext=st.dictionaries(st.text(max_size=8), json_values, max_size=4))
+    st.binary(max_size=64)
+    | st.builds(lambda h, b: pack_frame(h, b), st.builds(_header, ext=st.dictionaries(st.text(max_size=8), json_values,
+                                                                                      max_size=4)), st.binary(max_size=8))
+    | st.builds(_header, ext=st.dictionaries(st.text(max_size=8), json_values, max_size=4))
     | st.integers() | st.none() | st.text(max_size=8) | st.builds(bytearray, st.binary(max_size=8)),
     max_size=4,
 )
@@ -79,8 +82,11 @@ def test_decode_random_frames_raises_only_protocol_error(reliability) -> None:
     @example([b"null", b""])
     @example([b"[]", b""])
     @example([b'{"opaque": 1}', 7])
-    @example([_header(opaque=True), b""])
-    @example([_header(opaque=2**64 - 1, code=-1), b""])
+    @example([pack_frame(_header(opaque=True))])
+    @example([pack_frame(_header(opaque=2**64 - 1, code=-1))])
+    @example([pack_frame(b'{"opaque": 1e400}')])
+    @example([b"\xff\xff\xff\xff{}"])
+    @example([b"\x00\x00\x00\x02{}"])
     @example([b'{"opaque": 1e400}', b""])
     @given(frames_strategy)
     @tally.counted
@@ -108,7 +114,7 @@ def test_decode_wrong_header_types_raises_only_protocol_error(reliability) -> No
     def run(header: dict[str, Any], body: bytes) -> None:
         raw = orjson.dumps(header)
         try:
-            cmd = decode([raw, body])
+            cmd = decode([pack_frame(raw, body)])
         except ProtocolError as exc:
             # The error keeps what it could read, so a server can still answer: never a wrong type.
             assert exc.opaque is None or type(exc.opaque) is int
@@ -125,7 +131,7 @@ def test_decode_wrong_header_types_raises_only_protocol_error(reliability) -> No
 def test_decode_refuses_oversized_header() -> None:
     huge = _header(remark="x" * (300 * 1024))
     try:
-        decode([huge, b""])
+        decode([pack_frame(huge)])
     except ProtocolError as exc:
         assert "exceeds" in str(exc)
     else:

@@ -20,14 +20,13 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import orjson
 import pytest
 import zmq
 from fuzzkit import Tally, fuzz_settings
-from hypothesis import example, given
+from hypothesis import given
 from hypothesis import strategies as st
 from procs import TEST_STORE_CONFIG, BrokerProcess, NamesrvProcess
 from storekit import check_queues_agree_with_commitlog, open_store
@@ -35,7 +34,8 @@ from storekit import check_queues_agree_with_commitlog, open_store
 from rocketmesh import Message, Producer
 from rocketmesh.model.codec import decode_message_id, decode_record, encode_batch
 from rocketmesh.namesrv.processor import NamesrvProcessor
-from rocketmesh.remoting import ONEWAY_FLAG, RESPONSE_FLAG, ProtocolError, RemotingClient, RemotingError, decode, request
+from rocketmesh.remoting import (ONEWAY_FLAG, RESPONSE_FLAG, ProtocolError, RemotingClient, RemotingError, decode,
+                                 pack_frame, request)
 from rocketmesh.remoting import headers as request_headers
 from rocketmesh.remoting.codes import RequestCode, ResponseCode
 from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
@@ -262,8 +262,13 @@ def registered_codes(peer: RawPeer, opaques: Iterator[int]) -> set[int]:
             if peer.replies.get(opaque) != ResponseCode.REQUEST_CODE_NOT_SUPPORTED}
 
 
-def orjson_frames(header: dict[str, Any], body: bytes) -> list[bytes]:
-    return [orjson.dumps(header), body]
+def orjson_frames(header: dict[str, Any], body: bytes, framing: str = "whole") -> list[bytes]:
+    """The request ``header`` + ``body`` as the wire frames it (``whole``), or mis-framed: header and body in two
+    frames without the length field (``split``), or a stray frame after the request (``extra``)."""
+    if framing == "split":
+        return [orjson.dumps(header), body]
+    frames = [pack_frame(orjson.dumps(header), body)]
+    return frames + [b"extra"] if framing == "extra" else frames
 
 
 # --- hostile inputs ----------------------------------------------------------------------------------
@@ -356,7 +361,7 @@ def fuzz_target(peer: RawPeer, mesh: Mesh, tally: Tally, codes: list[int], examp
     # (test_fuzz_codecs.py) covers malformed headers in depth.
     structured = st.tuples(code_values, st.sampled_from([None] * 9 + ["x"]), flags,
                            st.none() | st.text(max_size=8) | json_ints, hostile_ext(), bodies,
-                           st.sampled_from([2] * 18 + [1, 3]))
+                           st.sampled_from(["whole"] * 18 + ["split", "extra"]))
 
     @fuzz_settings(examples)
     @given(st.one_of(raw_frames, structured, structured, structured))
@@ -366,11 +371,10 @@ def fuzz_target(peer: RawPeer, mesh: Mesh, tally: Tally, codes: list[int], examp
         if isinstance(shape, list):
             frames = shape
         else:
-            code, opaque_kind, flag, remark, ext, body, nframes = shape
+            code, opaque_kind, flag, remark, ext, body, framing = shape
             header: dict[str, Any] = {"code": code, "opaque": next(opaques) if opaque_kind is None else opaque_kind,
                                       "flag": flag, "remark": remark, "ext": ext}
-            frames = orjson_frames(header, body)
-            frames = frames[:nframes] if nframes < 2 else frames + [b"extra"] * (nframes - 2)
+            frames = orjson_frames(header, body, framing)
             hold = hold_of(code, ext)
         owed = peer.send(frames, hold)
         peer.pump(owed if hold is not None and hold == 0.0 else None)

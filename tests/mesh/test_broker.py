@@ -16,7 +16,7 @@ from procs import wait_for
 from rocketmesh import Message, Producer
 from rocketmesh.client import Admin, MQBrokerError, SendStatus
 from rocketmesh.model.codec import decode_records, encode_batch, encode_properties
-from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, pack_frame, request
 
 FAST_LIVENESS = dict(scanNotActiveBrokerInterval=200, brokerChannelExpiredTime=1500)
 
@@ -131,9 +131,10 @@ def test_bad_input_gets_clear_errors_and_the_broker_keeps_serving(start_namesrv,
     raw = ctx.socket(zmq.DEALER)
     raw.setsockopt(zmq.LINGER, 0)
     raw.connect(f"tcp://{addr}")
-    for frames in ([b"\xff\xfe"], [b"not json", b""], [b"[]", b""], [b'{"code": "x", "opaque": 1}', b""],
-                   [b"{" * 10_000, b""], [b'{"code": 10, "opaque": 1, "flag": 0, "ext": []}', b"x"],
-                   [b"a", b"b", b"c", b"d"]):
+    for frames in ([b"\xff\xfe"], [pack_frame(b"not json")], [pack_frame(b"[]")],
+                   [pack_frame(b'{"code": "x", "opaque": 1}')], [pack_frame(b"{" * 10_000)],
+                   [pack_frame(b'{"code": 10, "opaque": 1, "flag": 0, "ext": []}', b"x")],
+                   [b'{"code": 10, "opaque": 1, "flag": 0, "ext": {}}', b"x"], [b"a", b"b", b"c", b"d"]):
         raw.send_multipart(frames)
     time.sleep(0.3)
     raw.close()

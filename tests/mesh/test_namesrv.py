@@ -10,7 +10,7 @@ import orjson
 import zmq
 
 from procs import NamesrvProcess, ServiceProcess, free_port, remoting_probe
-from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, decode, request
+from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, decode, pack_frame, request
 
 
 def topic_config(name: str, queues: int = 4, perm: int = 6) -> dict[str, Any]:
@@ -254,11 +254,12 @@ def test_garbage_does_not_kill_it(namesrv: NamesrvProcess, remoting_client: Remo
     try:
         for frames in (
             [b"\xff\xfe"],
-            [b"{", b""],
-            [b"null", b"x"],
-            [b'{"code": "103", "opaque": 1}', b""],
-            [b"{}", b"", b"", b""],
-            [b'{"code": 105, "opaque": 2, "ext": {"topic": ["not", "a", "string"]}}', b""],
+            [pack_frame(b"{")],
+            [pack_frame(b"null", b"x")],
+            [b'{"code": 103, "opaque": 3}', b""],  # two frames, no length field: dropped
+            [pack_frame(b'{"code": "103", "opaque": 1}')],
+            [pack_frame(b"{}"), b"", b"", b""],
+            [pack_frame(b'{"code": 105, "opaque": 2, "ext": {"topic": ["not", "a", "string"]}}')],
         ):
             sock.send_multipart(frames)
         answers = {}

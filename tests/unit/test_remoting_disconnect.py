@@ -183,3 +183,69 @@ def test_requests_in_flight_to_a_killed_server_fail_at_once_not_at_their_timeout
         if proc.poll() is None:
             proc.kill()
             proc.wait(5)
+
+
+def test_an_answer_read_after_its_server_died_never_aborts_the_reader() -> None:
+    """libzmq aborts the process when a ZMQ_IMMEDIATE socket (every client socket) learns of a closed connection
+    between the frames of a multipart message. It looks for such news on every 100th read, so a client that had
+    read 49 two-frame answers died reading the second frame of the 50th (``Assertion failed: !_more``) when the
+    server was killed just after sending it. A command is one frame, read whole or not at all: the reader here
+    (a process of its own, so that an abort fails this test and not the test run) gets the answer."""
+    server_script = (
+        "import os, threading, time\n"
+        "from rocketmesh.remoting import RemotingServer, ResponseCode, response_to\n"
+        "s = RemotingServer('127.0.0.1:0', 'dies-after-answering')\n"
+        "n = [0]\n"
+        "def echo(cmd, ctx):\n"
+        "    n[0] += 1\n"
+        "    if n[0] == 50:  # the last answer leaves first, then the process dies\n"
+        "        threading.Thread(target=lambda: (time.sleep(0.2), os._exit(0))).start()\n"
+        "    return response_to(cmd, ResponseCode.SUCCESS, body=b'x' * 10)\n"
+        f"s.register({ECHO}, echo)\n"
+        "s.start()\n"
+        "print(s.address, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    # The reader does what RemotingClient's sockets do: ZMQ_IMMEDIATE, and whole messages read with recv_frames.
+    reader_script = (
+        "import sys, time, zmq\n"
+        "from rocketmesh.remoting import decode, request\n"
+        "from rocketmesh.remoting.frames import recv_frames, send_frames\n"
+        "sock = zmq.Context.instance().socket(zmq.DEALER)\n"
+        "sock.setsockopt(zmq.IMMEDIATE, 1)\n"
+        "sock.setsockopt(zmq.LINGER, 0)\n"
+        "sock.connect('tcp://' + sys.argv[1])\n"
+        "poller = zmq.Poller()\n"
+        "poller.register(sock, zmq.POLLIN)\n"
+        "answers = []\n"
+        "for i in range(50):\n"
+        "    deadline = time.monotonic() + 10\n"
+        "    while True:\n"
+        "        try:\n"
+        f"            send_frames(sock, request({ECHO}).encode())\n"
+        "            break\n"
+        "        except zmq.Again:  # not connected yet\n"
+        "            assert time.monotonic() < deadline, 'no connection'\n"
+        "            time.sleep(0.01)\n"
+        "    if i < 49:\n"
+        "        assert poller.poll(10_000), 'no answer'\n"
+        "    else:\n"
+        "        time.sleep(1.5)  # the answer and the closed connection both wait, unread\n"
+        "    answers.append(decode(recv_frames(sock)).code)\n"
+        "print(len(answers), set(answers), flush=True)\n"
+    )
+    server = subprocess.Popen([sys.executable, "-P", "-c", server_script], stdout=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert server.stdout is not None
+        assert select.select([server.stdout], [], [], 30)[0], "the server process said nothing for 30 s"
+        addr = server.stdout.readline().strip()
+        reader = subprocess.run([sys.executable, "-P", "-c", reader_script, addr], capture_output=True, text=True,
+                                stdin=subprocess.DEVNULL, timeout=60)
+        assert server.wait(10) == 0, "the server process was to exit once it had answered 50 requests"
+        assert reader.returncode == 0, f"the reader died ({reader.returncode}): {reader.stderr[-2000:]}"
+        assert reader.stdout.split() == ["50", "{0}"], reader.stdout
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(5)

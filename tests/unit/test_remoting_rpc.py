@@ -26,6 +26,7 @@ from rocketmesh.remoting import (
     ResponseCode,
     SocketOptions,
     decode,
+    pack_frame,
     request,
     response_to,
 )
@@ -356,12 +357,13 @@ def test_garbage_frames_are_dropped_or_answered(server: RemotingServer, client: 
     sock = raw_dealer(server)
     try:
         sock.send(b"\x00\xff garbage")
-        sock.send_multipart([b"not json", b"x"])
-        sock.send_multipart([b"[1,2,3]", b""])
-        sock.send_multipart([b"{}", b"", b"", b""])
-        sock.send_multipart([b'{"code": 10, "opaque": 5, "flag": 2', b""])  # truncated JSON
-        sock.send_multipart([b'{"opaque": 77, "flag": 2}', b""])  # oneway: no answer
-        sock.send_multipart([b'{"opaque": 99, "ext": "nope"}', b""])  # readable opaque: answered
+        sock.send(pack_frame(b"not json", b"x"))
+        sock.send(pack_frame(b"[1,2,3]"))
+        sock.send_multipart([pack_frame(b"{}"), b"", b"", b""])
+        sock.send_multipart([b'{"opaque": 98}', b""])  # header and body in two frames, no length field
+        sock.send(pack_frame(b'{"code": 10, "opaque": 5, "flag": 2'))  # truncated JSON
+        sock.send(pack_frame(b'{"opaque": 77, "flag": 2}'))  # oneway: no answer
+        sock.send(pack_frame(b'{"opaque": 99, "ext": "nope"}'))  # readable opaque: answered
         reply = decode(sock.recv_multipart())
         assert reply.opaque == 99 and reply.code == ResponseCode.SYSTEM_ERROR and reply.is_response
         assert "malformed" in (reply.remark or "")
