@@ -97,7 +97,7 @@ class RemotingCommand:
             encoded = _dumps(header)
         except TypeError as exc:  # orjson.JSONEncodeError is a TypeError
             raise ProtocolError(f"cannot encode header: {exc}", self.opaque, self.flag) from exc
-        return [b"".join((_pack_length(len(encoded)), encoded, self.body))]  # pack_frame, inlined: a hot path
+        return [pack_frame(encoded, self.body)]
 
 
 def request(

@@ -3,6 +3,7 @@ on_disconnect, the client's failing of requests in flight, and the connection bo
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import select
 import subprocess
@@ -36,6 +37,22 @@ class Gone:
     def wait_for(self, identity: bytes, timeout_s: float) -> bool:
         with self.cond:
             return self.cond.wait_for(lambda: identity in self.identities, timeout_s)
+
+
+@contextlib.contextmanager
+def script_process(script: str, *args: str, what: str) -> Iterator[tuple[subprocess.Popen, str]]:
+    """Run ``script`` in a Python process of its own; yields the process and the first line it prints (within
+    30 s, else the test fails naming ``what``), and kills it afterwards if it still runs."""
+    proc = subprocess.Popen([sys.executable, "-P", "-c", script, *args], stdout=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        assert select.select([proc.stdout], [], [], 30)[0], f"the {what} process said nothing for 30 s"
+        yield proc, proc.stdout.readline().strip()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(5)
 
 
 @pytest.fixture
@@ -84,20 +101,12 @@ def test_a_killed_client_process_is_reported(server: RemotingServer, gone: Gone)
         "print('ready', flush=True)\n"
         "time.sleep(60)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-P", "-c", script, server.address], stdout=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        assert select.select([proc.stdout], [], [], 30)[0], "the client process said nothing for 30 s"
-        assert proc.stdout.readline().strip() == "ready"
+    with script_process(script, server.address, what="client") as (proc, line):
+        assert line == "ready"
         assert not gone.wait_for(b"doomed", 0.5)
         proc.kill()  # SIGKILL: the kernel closes its connections
         proc.wait(5)
         assert gone.wait_for(b"doomed", 5)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
     # The server serves on.
     with RemotingClient(identity="after") as c:
         assert c.invoke_sync(server.address, request(ECHO)).body == b"after"
@@ -164,25 +173,15 @@ def test_requests_in_flight_to_a_killed_server_fail_at_once_not_at_their_timeout
         "print(s.address, flush=True)\n"
         "time.sleep(120)\n"
     )
-    proc = subprocess.Popen([sys.executable, "-P", "-c", script], stdout=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True)
-    try:
-        assert proc.stdout is not None
-        assert select.select([proc.stdout], [], [], 30)[0], "the server process said nothing for 30 s"
-        addr = proc.stdout.readline().strip()
-        with RemotingClient(name="held") as client:
-            assert client.invoke_async(addr, request(ECHO), 5000).result(5).code == ResponseCode.SUCCESS
-            held = client.invoke_async(addr, request(hold), 60_000)
-            with pytest.raises(FutureTimeout):
-                held.result(0.5)  # held, as a long-polling pull is
-            proc.kill()
-            proc.wait(5)
-            with pytest.raises(RemotingConnectError, match="closed before the response"):
-                held.result(10)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(5)
+    with script_process(script, what="server") as (proc, addr), RemotingClient(name="held") as client:
+        assert client.invoke_async(addr, request(ECHO), 5000).result(5).code == ResponseCode.SUCCESS
+        held = client.invoke_async(addr, request(hold), 60_000)
+        with pytest.raises(FutureTimeout):
+            held.result(0.5)  # held, as a long-polling pull is
+        proc.kill()
+        proc.wait(5)
+        with pytest.raises(RemotingConnectError, match="closed before the response"):
+            held.result(10)
 
 
 def test_an_answer_read_after_its_server_died_never_aborts_the_reader() -> None:
@@ -234,18 +233,9 @@ def test_an_answer_read_after_its_server_died_never_aborts_the_reader() -> None:
         "    answers.append(decode(recv_frames(sock)).code)\n"
         "print(len(answers), set(answers), flush=True)\n"
     )
-    server = subprocess.Popen([sys.executable, "-P", "-c", server_script], stdout=subprocess.PIPE,
-                              stdin=subprocess.DEVNULL, text=True)
-    try:
-        assert server.stdout is not None
-        assert select.select([server.stdout], [], [], 30)[0], "the server process said nothing for 30 s"
-        addr = server.stdout.readline().strip()
+    with script_process(server_script, what="server") as (server, addr):
         reader = subprocess.run([sys.executable, "-P", "-c", reader_script, addr], capture_output=True, text=True,
                                 stdin=subprocess.DEVNULL, timeout=60)
         assert server.wait(10) == 0, "the server process was to exit once it had answered 50 requests"
         assert reader.returncode == 0, f"the reader died ({reader.returncode}): {reader.stderr[-2000:]}"
         assert reader.stdout.split() == ["50", "{0}"], reader.stdout
-    finally:
-        if server.poll() is None:
-            server.kill()
-            server.wait(5)
