@@ -82,11 +82,16 @@ class ReplicaTracker:
         below it."""
         with self._cond:
             if self._acked < offset:
-                self._waiters.append((offset, time.monotonic() + timeout_s, callback))
+                deadline = time.monotonic() + timeout_s
+                # The timer sleeps until the earliest deadline: wake it only for an earlier one (not for
+                # every put: that would be a thread wake-up per send).
+                earlier = not self._waiters or deadline < self._waiters[0][1]
+                self._waiters.append((offset, deadline, callback))
                 if self._timer is None:
                     self._timer = threading.Thread(target=self._expire_loop, name="HaGroupTransfer", daemon=True)
                     self._timer.start()
-                self._cond.notify_all()
+                elif earlier:
+                    self._cond.notify_all()
                 return
         _call(callback, PutMessageStatus.PUT_OK)
 
