@@ -207,6 +207,7 @@ class RemotingServer:
         self._gone_at: dict[bytes, float] = {}
         self._srcfd_failed = False
         self._disconnect_callbacks: list[DisconnectCallback] = []
+        self._after_reads: list[Callable[[], None]] = []
         self._notifier: Optional[ThreadPoolExecutor] = None
         self._thread: Optional[threading.Thread] = None
         self._io_ident = -1
@@ -244,6 +245,13 @@ class RemotingServer:
         code; any other exception answers SYSTEM_ERROR with its text.
         """
         self._processors[int(code)] = _Processor(handler, executor, queue_capacity)
+
+    def after_reads(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` on the I/O thread after each round of reading (every request waiting,
+        up to a batch, handled) and before it waits for more: where work that inline handlers put off
+        to share among the round's requests is done (the broker's group commit). It must be quick
+        when there is nothing to do; one that raises is logged. It is called from the next round on."""
+        self._after_reads.append(callback)
 
     def register_default(self, handler: Handler) -> None:
         """Handle every code nothing is registered for (inline, on the I/O thread)."""
@@ -413,6 +421,7 @@ class RemotingServer:
         spin_worthwhile_s = 2 * busy_poll_s
         spin = False
         clock = time.perf_counter
+        after_reads = self._after_reads
         next_scan = time.monotonic() + _SCAN_INTERVAL
         try:
             while True:
@@ -435,6 +444,11 @@ class RemotingServer:
                         self._drain_monitor(monitor)
                     else:
                         self._drain_mailbox()
+                for callback in after_reads:
+                    try:
+                        callback()
+                    except Exception:  # noqa: BLE001 - the I/O loop must outlive a bad callback
+                        self._log.exception("after_reads_callback_failed")
                 now = time.monotonic()
                 if now >= next_scan:
                     next_scan = now + _SCAN_INTERVAL

@@ -532,3 +532,33 @@ def test_only_the_pushed_client_may_answer(server: RemotingServer) -> None:
             sock.close()
         answered.set()
         assert fut.result(5).body == b"genuine"
+
+
+def test_after_reads_answers_what_inline_handlers_put_off(server: RemotingServer, client: RemotingClient) -> None:
+    """A handler may leave its answer to the end of the I/O thread's round of reading (as the broker's group
+    commit does): every such request is answered then, on the I/O thread, and a callback that raises neither
+    stops the loop nor the other callbacks."""
+    put_off: list[tuple[RemotingCommand, RequestContext]] = []
+    threads: set[int] = set()
+
+    def defer(cmd: RemotingCommand, ctx: RequestContext) -> None:
+        put_off.append((cmd, ctx))
+        return None
+
+    def answer_put_off() -> None:
+        while put_off:
+            cmd, ctx = put_off.pop(0)
+            threads.add(threading.get_ident())
+            ctx.respond(response_to(cmd, ResponseCode.SUCCESS, body=cmd.body))
+
+    def broken() -> None:
+        raise RuntimeError("a broken callback")
+
+    server.register(2001, defer)
+    server.after_reads(broken)
+    server.after_reads(answer_put_off)
+    futs = [client.invoke_async(server.address, request(2001, body=str(i).encode()), 2000) for i in range(50)]
+    assert [f.result(5).body for f in futs] == [str(i).encode() for i in range(50)]
+    assert client.invoke_sync(server.address, request(2001, body=b"sync"), 2000).body == b"sync"
+    assert threads and threading.get_ident() not in threads and len(threads) == 1  # one thread: the I/O thread
+    assert client.invoke_sync(server.address, request(ECHO), 2000).code == ResponseCode.SUCCESS

@@ -10,7 +10,9 @@ and stores the rest. Either way, when puts wait to be durable (the store's
 ``put_waits``: SYNC_FLUSH, SYNC_MASTER) the answers go out once the store has
 made them durable (``MessageStore.when_durable``), from the thread that settles
 it, while the storing thread goes on with the next sends: concurrent producers
-share one disk flush and one replication round, and puts overlap the flush.
+share one disk flush and one replication round. Sends stored on the I/O thread
+share the fdatasync it does once it has read every request waiting
+(``MessageStore.flush_pending``, run after each round of reading).
 Sends never overtake each other: while anything is queued or being stored by
 the worker, new sends queue behind it, and answers come in the order the sends
 were stored.
@@ -112,7 +114,7 @@ class SendMessageProcessor:
         queue = self._queue
         if not queue and not self._busy and ctx.backlogged_ms() < self._inline_backlog_ms:
             # The broker keeps up: store and answer right here rather than pay two thread hand-offs.
-            self._handle([(cmd, ctx)])
+            self._handle([(cmd, ctx)], on_io_thread=True)
             return None
         if len(queue) >= self.config.send_thread_pool_queue_capacity:
             self.busy_rejections += 1
@@ -151,7 +153,7 @@ class SendMessageProcessor:
             finally:
                 self._busy = False
 
-    def _handle(self, batch: list[tuple[RemotingCommand, RequestContext]]) -> None:
+    def _handle(self, batch: list[tuple[RemotingCommand, RequestContext]], on_io_thread: bool = False) -> None:
         limit_ms = self.config.wait_time_mills_in_send_queue
         now = time.monotonic()
         stored: list[tuple[RemotingCommand, RequestContext, PutMessageResult]] = []
@@ -194,8 +196,9 @@ class SendMessageProcessor:
 
         if self._put_waits:
             # Answered once durable, from the thread that settles it; the storing thread goes on with
-            # the next sends meanwhile, so puts overlap the flush (and the slave's round).
-            self.store.when_durable(max_end, answer)
+            # the next sends meanwhile, so puts overlap the slave's round. On the I/O thread, the sends
+            # of one round of reading share the fdatasync it does when the round ends (flush_pending).
+            self.store.when_durable(max_end, answer, flush_here=on_io_thread)
         else:
             answer(PutMessageStatus.PUT_OK)
 

@@ -365,16 +365,19 @@ class MessageStore:
         return self.config.flush_disk_type is FlushDiskType.SYNC_FLUSH \
             or self.config.broker_role is BrokerRole.SYNC_MASTER
 
-    def when_durable(self, offset: int, done: Callable[[PutMessageStatus], None]) -> None:
+    def when_durable(self, offset: int, done: Callable[[PutMessageStatus], None], flush_here: bool = False) -> None:
         """Call ``done(status)`` once the commitlog up to ``offset`` is as durable as the config asks:
         on disk under SYNC_FLUSH (else FLUSH_DISK_TIMEOUT), then on a slave under SYNC_MASTER
         (FLUSH_SLAVE_TIMEOUT after syncFlushTimeout; SLAVE_NOT_AVAILABLE at once with no slave in
         sync); PUT_OK at once when neither applies. ``done`` runs on whichever thread settles it
-        (the flusher, the one that took the slave's acknowledgement): it must be quick."""
+        (one that flushed, the one that took the slave's acknowledgement): it must be quick.
+
+        ``flush_here``: the caller will call :meth:`flush_pending` on this thread before it waits for
+        anything else (the broker's I/O thread does, after each round of requests)."""
         cfg = self.config
         if cfg.broker_role is not BrokerRole.SYNC_MASTER:
             if self.group_commit is not None:
-                self.group_commit.when_flushed(offset, done)
+                self.group_commit.when_flushed(offset, done, flush_here)
             else:
                 done(PutMessageStatus.PUT_OK)
             return
@@ -388,9 +391,15 @@ class MessageStore:
                 self.replicas.when_acked(offset, done, cfg.sync_flush_timeout / 1000)
 
         if self.group_commit is not None:
-            self.group_commit.when_flushed(offset, flushed)
+            self.group_commit.when_flushed(offset, flushed, flush_here)
         else:
             flushed(PutMessageStatus.PUT_OK)
+
+    def flush_pending(self) -> None:
+        """Under SYNC_FLUSH, flush for the waiters :meth:`when_durable` was told to flush here, on this
+        thread (the flusher thread does it instead while fdatasyncs are slow). Cheap when none wait."""
+        if self.group_commit is not None:
+            self.group_commit.flush_pending()
 
     def wait_durable(self, offset: int) -> PutMessageStatus:
         """:meth:`when_durable`, waited for on this thread."""
