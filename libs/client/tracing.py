@@ -20,8 +20,6 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Optional, Sequence
 
-from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQueue
@@ -29,7 +27,10 @@ from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
     TRACEPARENT,
     ROOT,
+    make_current,
+    restore,
     span_context_of,
+    start_dropped,
     start_span,
     traceparent_of,
     tracing_enabled,
@@ -213,7 +214,7 @@ class SettleTrace:
     def __init__(self, span: Span) -> None:
         self.span = span
         self.traceparent = traceparent_of(span)
-        self._token = otel_context.attach(trace.set_span_in_context(span))
+        self._token = make_current(span)
 
     def finish(self, state: Optional[str], exc: Optional[BaseException] = None) -> None:
         """End the span with the transaction's outcome (``state``), or the error that kept it from being sent."""
@@ -223,7 +224,7 @@ class SettleTrace:
                 span.set_attribute(sc.ROCKETMQ_TRANSACTION_STATE, state)
             if exc is not None:
                 _fail(span, exc)
-        otel_context.detach(self._token)
+        restore(self._token)
         span.end()
 
 
@@ -267,7 +268,7 @@ class ProcessTrace:
     def __init__(self, span: Span) -> None:
         self.span = span
         self.recording = span.is_recording()
-        self._token = otel_context.attach(trace.set_span_in_context(span))
+        self._token = make_current(span)
 
     def raised(self, exc: BaseException) -> None:
         """The listener raised ``exc`` (it counts as a failure)."""
@@ -282,8 +283,22 @@ class ProcessTrace:
 
     def finish(self) -> None:
         """End the span and restore the context the consume thread had."""
-        otel_context.detach(self._token)
+        restore(self._token)
         self.span.end()
+
+
+class _SampledOutProcessTrace(ProcessTrace):
+    """A ProcessTrace whose span the sampler drops: made current and restored, nothing else (per message)."""
+
+    __slots__ = ()
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+        self.recording = False
+        self._token = make_current(span)
+
+    def finish(self) -> None:
+        restore(self._token)
 
 
 def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ProcessTrace]:
@@ -294,6 +309,11 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     if not tracing_enabled() or not msgs:
         return None
     first = msgs[0]
+    if len(msgs) == 1:
+        # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
+        dropped = start_dropped(lambda: _traceparent_in(first))
+        if dropped is not None:
+            return _SampledOutProcessTrace(dropped)
     topic = first.topic
     if len(msgs) == 1:
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Optional, Sequence
+import threading
+from contextvars import ContextVar, Token
+from typing import Any, Callable, Optional, Sequence
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
@@ -83,6 +86,9 @@ def start_span(name: str, kind: SpanKind, parent: Optional[str] = CURRENT,
                 return _start(name, kind, parent, links)
             trace_id, trace_state, flags = sctx[0], sctx[4], sctx[3] & _RANDOM
     elif parent is not ROOT:
+        if len(parent) == 55 and parent.startswith("00-") and (drops.sampled_too or parent[54] in _NOT_SAMPLED):
+            # Dropped for sure: nothing to do now; the ids are made if anyone asks (most never do).
+            return _DroppedSpan(parent, drops)
         ids = _parsed(parent)  # anything but a valid traceparent as the mesh writes it: the SDK decides
         if ids is None or not ids[0] or not ids[1] or (ids[2] & _SAMPLED and not drops.sampled_too):
             return _start(name, kind, parent, links)
@@ -90,6 +96,84 @@ def start_span(name: str, kind: SpanKind, parent: Optional[str] = CURRENT,
     new = drops.ids
     return NonRecordingSpan(SpanContext(trace_id or new.generate_trace_id(), new.generate_span_id(), False,
                                         _FLAGS[flags], trace_state))
+
+
+def make_current(span: Span) -> Token:
+    """Make ``span`` the current span (what ``trace.use_span`` does, without a context manager); hand
+    the token to :func:`restore` afterwards, on the same thread."""
+    var = _CONTEXT_VAR
+    if var is None:
+        return otel_context.attach(trace.set_span_in_context(span))
+    current = var.get()
+    # The context OpenTelemetry's set_value would build, made in one step (this runs per message).
+    return var.set(Context(current, **{_SPAN_KEY: span}) if current else Context({_SPAN_KEY: span}))
+
+
+def restore(token: Token) -> None:
+    """Make current again the context :func:`make_current` replaced."""
+    var = _CONTEXT_VAR
+    if var is None:
+        otel_context.detach(token)
+    else:
+        var.reset(token)
+
+
+def start_dropped(parent: "str | Callable[[], Optional[str]] | None") -> Optional[Span]:
+    """The span :func:`start_span` would start under ``parent`` (a ``traceparent``, or a function that
+    finds it), when the installed sampler drops it for sure; None when it might not (a sampled parent:
+    then call :func:`start_span`). The span's ids are made only if anyone asks for them; under
+    ``always_off`` ``parent`` is not even looked at until then. No parent, or a malformed one, gives a
+    trace of its own: for threads with no context of their own (a consume thread, the broker's I/O thread).
+    """
+    drops = _DROPS
+    if drops is None:
+        return None
+    if drops.sampled_too:
+        return _DroppedSpan(parent, drops)
+    if callable(parent):
+        parent = parent()
+    # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
+    if parent and len(parent) == 55 and parent.startswith("00-") and parent[54] not in _NOT_SAMPLED:
+        return None
+    return _DroppedSpan(parent, drops)
+
+
+class _DroppedSpan(NonRecordingSpan):
+    """The non-recording child of a ``traceparent`` that the installed sampler drops for sure, whose
+    SpanContext (the parent's trace id and flags, a new span id) is made the first time it is asked for:
+    a consumer's process span or a broker's request span is usually never asked. A ``traceparent`` that
+    is not hex gives a trace of its own."""
+
+    __slots__ = ("_parent", "_drops")
+
+    def __init__(self, parent: "str | Callable[[], Optional[str]] | None", drops: "_Dropping") -> None:
+        self._context = None  # type: ignore[assignment] - made by get_span_context
+        self._parent = parent
+        self._drops = drops
+
+    def get_span_context(self) -> SpanContext:
+        ctx = self._context
+        if ctx is None:
+            with _MAKING:  # one span id, whichever thread asks first
+                ctx = self._context
+                if ctx is None:
+                    ctx = self._context = self._make()
+        return ctx
+
+    def _make(self) -> SpanContext:
+        drops = self._drops
+        parent = self._parent
+        if callable(parent):
+            parent = parent()
+        ids = _parsed(parent) if parent else None
+        if ids is not None and ids[0] and ids[1]:
+            trace_id, flags = ids[0], ids[2] & _RANDOM
+        else:
+            trace_id, flags = drops.ids.generate_trace_id(), drops.root_flags
+        return SpanContext(trace_id, drops.ids.generate_span_id(), False, _FLAGS[flags])
+
+    def __repr__(self) -> str:
+        return f"NonRecordingSpan({self.get_span_context()!r})"
 
 
 def _start(name: str, kind: SpanKind, parent: Optional[str], links: Optional[Sequence[Link]]) -> Span:
@@ -188,6 +272,22 @@ _TRACER = trace.get_tracer("rocketmesh")
 _SAMPLED = TraceFlags.SAMPLED
 _RANDOM = 0x02  # W3C trace context level 2: the trace id is random (TraceFlags.RANDOM_TRACE_ID)
 _FLAGS = {0: TraceFlags(0), _RANDOM: TraceFlags(_RANDOM)}
+#: The last hex digit of a ``traceparent`` whose sampled flag is clear.
+_NOT_SAMPLED = frozenset("02468ace")
+_MAKING = threading.Lock()
+
+
+def _context_var() -> Optional[ContextVar]:
+    """The ContextVar under OpenTelemetry's default runtime context; None under any other (then the
+    public calls are used)."""
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    var = getattr(runtime, "_current_context", None)
+    return var if isinstance(var, ContextVar) else None
+
+
+_CONTEXT_VAR = _context_var()
+#: The key a context keeps its current span under (set_span_in_context's one key).
+_SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, Context())))
 #: Set once a provider is installed whose sampler drops spans for sure (see :func:`start_span`).
 _DROPS: Optional[_Dropping] = None
 _PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ

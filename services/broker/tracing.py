@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode
 from rocketmesh.remoting.command import ONEWAY_FLAG
 from rocketmesh.telemetry import semconv
-from rocketmesh.telemetry.propagation import start_span, tracing_enabled
+from rocketmesh.telemetry.propagation import make_current, restore, start_dropped, start_span, tracing_enabled
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
 
@@ -48,6 +47,14 @@ def traced(code: int, fn: Handler) -> Handler:
     def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
         if not tracing_enabled():
             return fn(req, ctx)
+        dropped = start_dropped(req.traceparent)
+        if dropped is not None:
+            # Sampled out: nothing to record or end, only the context to hand on (logs, a check-back).
+            token = make_current(dropped)
+            try:
+                return fn(req, ctx)
+            finally:
+                restore(token)
         ext: Any = req.ext if isinstance(req.ext, dict) else {}
         topic = ext.get(topic_key, "") if topic_key else ""
         span = start_span(semconv.span_name(op_type.value, topic) if topic else op_name, SpanKind.SERVER,
@@ -63,8 +70,7 @@ def traced(code: int, fn: Handler) -> Handler:
                 attrs[semconv.DESTINATION_PARTITION_ID] = str(ext["queueId"])
             span.set_attributes(attrs)
         ctx.on_respond = lambda resp: _end(span, resp)
-        # What trace.use_span does, without a generator-based context manager per request.
-        token = otel_context.attach(trace.set_span_in_context(span))
+        token = make_current(span)
         try:
             resp = fn(req, ctx)
         except BaseException as exc:
@@ -74,7 +80,7 @@ def traced(code: int, fn: Handler) -> Handler:
             span.end()
             raise
         finally:
-            otel_context.detach(token)
+            restore(token)
         if req.flag & ONEWAY_FLAG:
             span.end()
         return resp

@@ -63,3 +63,76 @@ def test_only_the_sdk_s_off_samplers_are_skipped() -> None:
     for sampler in (sampling.ALWAYS_ON, sampling.DEFAULT_ON, sampling.TraceIdRatioBased(0.0)):
         assert propagation._dropping_sampler(TracerProvider(sampler=sampler)) is None
     assert propagation._dropping_sampler(trace.NoOpTracerProvider()) is None
+
+
+REMOTE = {"sampled": SAMPLED, "unsampled": UNSAMPLED, "unsampled, random id": UNSAMPLED_RANDOM,
+          "malformed": "00-nothex", "not hex, right length": "00-" + "z" * 32 + "-" + "b" * 16 + "-00",
+          "absent": None}
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS.values(), ids=SAMPLERS.keys())
+@pytest.mark.parametrize("parent", REMOTE.values(), ids=REMOTE.keys())
+@pytest.mark.parametrize("lookup", [False, True], ids=["traceparent", "function"])
+def test_a_dropped_span_is_the_one_the_sdk_makes_on_a_thread_without_context(monkeypatch, sampler, parent,
+                                                                              lookup) -> None:
+    """start_dropped (a consume thread, the broker's I/O thread) answers None unless the sampler drops the
+    span for sure, and then gives the SDK's span: not recording, the parent's trace and flags or a new trace."""
+    provider = TracerProvider(sampler=sampler)
+    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    asked = []
+
+    def find() -> str | None:
+        asked.append(1)
+        return parent
+
+    ours = propagation.start_dropped(find if lookup else parent)
+    theirs = provider.get_tracer("sdk").start_span("process T", context=propagation.context_of(parent),
+                                                   kind=SpanKind.CONSUMER)
+    if ours is None:
+        # Only a sampled parent under parentbased_always_off, or a sampler that is not an off one, is left to
+        # start_span.
+        assert theirs.is_recording() or propagation._DROPS is None
+        return
+    assert not theirs.is_recording() and not ours.is_recording()
+    if lookup and sampler is sampling.ALWAYS_OFF:
+        assert not asked  # nothing looked up until someone asks for the span's context
+    a, b = ours.get_span_context(), theirs.get_span_context()
+    assert a.trace_flags == b.trace_flags
+    assert (a.trace_id == TRACE) == (b.trace_id == TRACE)
+    assert a.is_valid and a.span_id != 0 and not a.is_remote
+    assert ours.get_span_context() is a  # made once
+    ours.end()
+
+
+def test_a_dropped_span_gets_one_span_id_whichever_thread_asks_first(monkeypatch) -> None:
+    import threading
+
+    provider = TracerProvider(sampler=sampling.ALWAYS_OFF)
+    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    for _ in range(50):
+        span = propagation.start_dropped(UNSAMPLED)
+        seen = []
+        threads = [threading.Thread(target=lambda: seen.append(span.get_span_context())) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len({(c.trace_id, c.span_id) for c in seen}) == 1 and seen[0].trace_id == TRACE
+
+
+def test_make_current_then_restore_keeps_the_rest_of_the_context() -> None:
+    from opentelemetry import baggage
+
+    span = NonRecordingSpan(SpanContext(TRACE, 0xB7AD6B7169203331, False, TraceFlags(0)))
+    outer = otel_context.attach(baggage.set_baggage("tenant", "a"))
+    try:
+        token = propagation.make_current(span)
+        assert trace.get_current_span() is span and baggage.get_baggage("tenant") == "a"
+        propagation.restore(token)
+        assert trace.get_current_span() is trace.INVALID_SPAN and baggage.get_baggage("tenant") == "a"
+    finally:
+        otel_context.detach(outer)
+    token = propagation.make_current(span)  # from an empty context
+    assert trace.get_current_span() is span
+    propagation.restore(token)
+    assert trace.get_current_span() is trace.INVALID_SPAN
