@@ -20,13 +20,14 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Optional, Sequence
 
-from opentelemetry.trace import Link, Span, SpanKind, StatusCode
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
     TRACEPARENT,
     ROOT,
+    dropped_traceparent,
     make_current,
     restore,
     span_context_of,
@@ -153,6 +154,20 @@ class SendTrace:
         self.finish(exc)
 
 
+class _SampledOutSendTrace(SendTrace):
+    """A SendTrace whose span the sampler drops: only its context, for the messages and the request header."""
+
+    __slots__ = ()
+
+    def __init__(self, traceparent: str) -> None:
+        self.span = INVALID_SPAN
+        self.traceparent = traceparent
+        self.recording = False
+
+    def finish(self, exc: Optional[BaseException] = None) -> None:
+        return None
+
+
 class _Untraced:
     """Stands in for a SendTrace around a sync send when tracing is off (``with st or UNTRACED:``)."""
 
@@ -175,6 +190,11 @@ def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool
     tracing is off."""
     if not tracing_enabled():
         return None
+    tp = dropped_traceparent()
+    if tp is not None:  # sampled out: nothing to record, only the context to hand on
+        for m in msgs:
+            m.properties[TRACEPARENT] = tp
+        return _SampledOutSendTrace(tp)
     span = start_span(sc.span_name(_SEND, topic), SpanKind.PRODUCER)
     tp = traceparent_of(span)
     if tp is not None:

@@ -118,6 +118,25 @@ def restore(token: Token) -> None:
         var.reset(token)
 
 
+def dropped_traceparent() -> Optional[str]:
+    """The ``traceparent`` of a new child of the current span, when the installed sampler drops that child
+    for sure (then no span is needed, only its context to hand on: a send); None when it might not (then
+    start a span with :func:`start_span`). A child of no span is a trace of its own."""
+    drops = _DROPS
+    if drops is None:
+        return None
+    var = _CONTEXT_VAR
+    span = var.get().get(_SPAN_KEY) if var is not None else trace.get_current_span()
+    sctx = span.get_span_context() if span is not None else None
+    if sctx is not None and sctx[0] and sctx[1]:  # (trace_id, span_id, is_remote, trace_flags, ...)
+        if sctx[3] & _SAMPLED and not drops.sampled_too:
+            return None
+        trace_id, flags = sctx[0], sctx[3] & _RANDOM
+    else:
+        trace_id, flags = drops.ids.generate_trace_id(), drops.root_flags
+    return "00-%032x-%016x-%02x" % (trace_id, drops.ids.generate_span_id(), flags)
+
+
 def start_dropped(parent: "str | Callable[[], Optional[str]] | None") -> Optional[Span]:
     """The span :func:`start_span` would start under ``parent`` (a ``traceparent``, or a function that
     finds it), when the installed sampler drops it for sure; None when it might not (a sampled parent:

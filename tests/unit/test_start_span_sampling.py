@@ -136,3 +136,30 @@ def test_make_current_then_restore_keeps_the_rest_of_the_context() -> None:
     assert trace.get_current_span() is span
     propagation.restore(token)
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+CURRENTS = {"none": None, "sampled": SAMPLED, "unsampled": UNSAMPLED, "unsampled, random id": UNSAMPLED_RANDOM}
+
+
+@pytest.mark.parametrize("sampler", SAMPLERS.values(), ids=SAMPLERS.keys())
+@pytest.mark.parametrize("current", CURRENTS.values(), ids=CURRENTS.keys())
+def test_a_dropped_child_s_traceparent_is_the_one_the_sdk_span_would_hand_on(monkeypatch, sampler, current) -> None:
+    """dropped_traceparent (a send under an SDK that samples it out) answers None unless the sampler drops a
+    child of the current span for sure, and then the traceparent the SDK's non-recording child would have."""
+    provider = TracerProvider(sampler=sampler)
+    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    token = otel_context.attach(_current(current))
+    try:
+        ours = propagation.dropped_traceparent()
+        theirs = provider.get_tracer("sdk").start_span("send T", kind=SpanKind.PRODUCER)
+    finally:
+        otel_context.detach(token)
+    if ours is None:
+        assert theirs.is_recording() or propagation._DROPS is None
+        return
+    assert not theirs.is_recording()
+    a, b = propagation.span_context_of(ours), theirs.get_span_context()
+    assert a.trace_flags == b.trace_flags
+    assert (a.trace_id == TRACE) == (b.trace_id == TRACE)
+    assert a.span_id not in (0, 0xB7AD6B7169203331)
+    assert ours != propagation.dropped_traceparent()  # a span id of its own each time
