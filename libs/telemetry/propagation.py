@@ -86,9 +86,6 @@ def start_span(name: str, kind: SpanKind, parent: Optional[str] = CURRENT,
                 return _start(name, kind, parent, links)
             trace_id, trace_state, flags = sctx[0], sctx[4], sctx[3] & _RANDOM
     elif parent is not ROOT:
-        if len(parent) == 55 and parent.startswith("00-") and (drops.sampled_too or parent[54] in _NOT_SAMPLED):
-            # Dropped for sure: nothing to do now; the ids are made if anyone asks (most never do).
-            return _DroppedSpan(parent, drops)
         ids = _parsed(parent)  # anything but a valid traceparent as the mesh writes it: the SDK decides
         if ids is None or not ids[0] or not ids[1] or (ids[2] & _SAMPLED and not drops.sampled_too):
             return _start(name, kind, parent, links)
