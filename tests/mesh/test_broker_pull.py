@@ -153,10 +153,13 @@ def test_bad_requests_are_answered_and_the_broker_keeps_serving(remoting_client,
 
 
 def cq_file_entries(broker: BrokerProcess, topic: str, first: int, count: int) -> list[tuple[int, int, int]]:
-    """Entries ``first``.. of queue 0's first consume-queue file, as the dispatch worker wrote them."""
+    """Entries ``first``.. of queue 0's first consume-queue file, as the dispatch worker wrote them (all
+    zero while it has not made the file yet)."""
     import struct
 
-    raw = (broker.store_dir / "consumequeue" / topic / "0" / f"{0:020d}").read_bytes()
+    path = broker.store_dir / "consumequeue" / topic / "0" / f"{0:020d}"
+    raw = path.read_bytes() if path.exists() else b""
+    raw = raw.ljust((first + count) * 20, b"\0")
     return [struct.unpack_from(">qiq", raw, i * 20) for i in range(first, first + count)]
 
 
