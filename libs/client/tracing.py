@@ -329,13 +329,12 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     if not tracing_enabled() or not msgs:
         return None
     first = msgs[0]
+    topic = first.topic
     if len(msgs) == 1:
         # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
         dropped = start_dropped(lambda: _traceparent_in(first))
         if dropped is not None:
             return _SampledOutProcessTrace(dropped)
-    topic = first.topic
-    if len(msgs) == 1:
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))
     else:
         links = []

@@ -139,8 +139,9 @@ class BrokerController:
         self.send.start()
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             self.server.register(code, traced(code, self.send.enqueue))
-        # Sends stored on the I/O thread under SYNC_FLUSH are flushed there, once per round of reading.
-        self.server.after_reads(self.store.flush_pending)
+        if self.store.group_commit is not None:
+            # Sends stored on the I/O thread under SYNC_FLUSH are flushed there, once per round of reading.
+            self.server.after_reads(self.store.flush_pending)
         self.pull = PullMessageProcessor(self)
         self.pull.start()
         self.server.register(RequestCode.PULL_MESSAGE, traced(RequestCode.PULL_MESSAGE, guarded(self.pull.handle)))
