@@ -5,6 +5,7 @@ clients that know (or do not know) its public key, a TCP relay that reads what c
 from __future__ import annotations
 
 import shutil
+import contextlib
 import socket
 import threading
 import time
@@ -87,19 +88,15 @@ class Relay:
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
-        try:
+        # A connection either side closed ends the pump (OSError); then both are shut down.
+        with contextlib.suppress(OSError):
             while data := src.recv(65536):
                 with self._lock:
                     self.seen += data
                 dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+        for s in (src, dst):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         for s in self._socks:
