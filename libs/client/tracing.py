@@ -18,7 +18,7 @@ request header (the broker's span is its child).
 from __future__ import annotations
 
 from concurrent.futures import Future
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, StatusCode
 
@@ -27,11 +27,12 @@ from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
     TRACEPARENT,
     ROOT,
+    DroppedSpan,
     dropped_traceparent,
+    enter_dropped,
     make_current,
     restore,
     span_context_of,
-    start_dropped,
     start_span,
     traceparent_of,
     tracing_enabled,
@@ -279,6 +280,16 @@ def start_settle(group: str, msg: Message | MessageExt, *, check: bool = False,
 # -- consumers -------------------------------------------------------------------------------------------
 
 
+class ListenerTrace(Protocol):
+    """What a consume service does with the process span of a listener call (:func:`start_process`)."""
+
+    def raised(self, exc: BaseException) -> None: ...
+
+    def failed(self, status: Any) -> None: ...
+
+    def finish(self) -> None: ...
+
+
 class ProcessTrace:
     """The ``process <topic>`` span of one listener call, current while it runs (user spans nest under it)
     and while failed messages are sent back."""
@@ -307,21 +318,30 @@ class ProcessTrace:
         self.span.end()
 
 
-class _SampledOutProcessTrace(ProcessTrace):
-    """A ProcessTrace whose span the sampler drops: made current and restored, nothing else (per message)."""
+class _SampledOutProcessTrace(DroppedSpan):
+    """The process span of one message when the sampler drops it: the span and its own ProcessTrace in one
+    object (made current and restored, nothing else: this runs per message). Its parent is the message."""
 
     __slots__ = ()
+    recording = False
 
-    def __init__(self, span: Span) -> None:
-        self.span = span
-        self.recording = False
-        self._token = make_current(span)
+    @property
+    def span(self) -> Span:
+        return self
 
-    def finish(self) -> None:
-        restore(self._token)
+    def parent_traceparent(self) -> Optional[str]:
+        return _traceparent_in(self._parent)
+
+    def raised(self, exc: BaseException) -> None:
+        """Nothing is recorded."""
+
+    def failed(self, status: Any) -> None:
+        """Nothing is recorded."""
+
+    finish = DroppedSpan.exit
 
 
-def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ProcessTrace]:
+def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ListenerTrace]:
     """Start and make current the ``process <topic>`` span (CONSUMER) of a listener call on ``msgs`` (pulled
     from ``mq``; their topic is the one the listener sees). One message: the span is a child of its
     ``traceparent`` (it joins the producer's trace). Several: a new trace with a link to each. None when
@@ -332,9 +352,9 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     topic = first.topic
     if len(msgs) == 1:
         # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
-        dropped = start_dropped(lambda: _traceparent_in(first))
+        dropped = enter_dropped(_SampledOutProcessTrace, first)
         if dropped is not None:
-            return _SampledOutProcessTrace(dropped)
+            return dropped
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))
     else:
         links = []

@@ -15,7 +15,7 @@ import os
 import re
 import threading
 from contextvars import ContextVar, Token
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Optional, Sequence, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -134,38 +134,59 @@ def dropped_traceparent() -> Optional[str]:
     return "00-%032x-%016x-%02x" % (trace_id, drops.ids.generate_span_id(), flags)
 
 
-def start_dropped(parent: "str | Callable[[], Optional[str]] | None") -> Optional[Span]:
-    """The span :func:`start_span` would start under ``parent`` (a ``traceparent``, or a function that
-    finds it), when the installed sampler drops it for sure; None when it might not (a sampled parent:
-    then call :func:`start_span`). The span's ids are made only if anyone asks for them; under
-    ``always_off`` ``parent`` is not even looked at until then. No parent, or a malformed one, gives a
-    trace of its own: for threads with no context of their own (a consume thread, the broker's I/O thread).
+def enter_dropped(span_type: "type[D]", parent: Any) -> "Optional[D]":
+    """The span :func:`start_span` would start under ``parent``, made current, when the installed sampler
+    drops it for sure; None when it might not (a sampled parent: then call :func:`start_span`).
+
+    ``span_type`` is :class:`DroppedSpan` (``parent`` a ``traceparent``) or a subclass whose
+    ``parent_traceparent`` finds it in ``parent`` (a message, say). The span's ids are made only if anyone
+    asks for them; under ``always_off`` the traceparent is not even looked up until then. No parent, or a
+    malformed one, gives a trace of its own. The span's :meth:`DroppedSpan.exit` makes the replaced
+    context current again. This runs per message and per request, so it is one step, not start + attach.
     """
     drops = _DROPS
     if drops is None:
         return None
-    if drops.sampled_too:
-        return _DroppedSpan(parent, drops)
-    if callable(parent):
-        parent = parent()
-    # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
-    if parent and len(parent) == 55 and parent.startswith("00-") and parent[54] not in _NOT_SAMPLED:
-        return None
-    return _DroppedSpan(parent, drops)
+    span = span_type(parent, drops)
+    if not drops.sampled_too:
+        # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
+        tp = span.parent_traceparent()
+        if tp and len(tp) == 55 and tp.startswith("00-") and tp[54] not in _NOT_SAMPLED:
+            return None
+    var = _CONTEXT_VAR
+    if var is None:
+        span._token = otel_context.attach(trace.set_span_in_context(span))
+    else:
+        current = var.get()
+        # The context OpenTelemetry's set_value would build, made in one step.
+        span._token = var.set(Context(current, **{_SPAN_KEY: span}) if current else Context({_SPAN_KEY: span}))
+    return span
 
 
-class _DroppedSpan(NonRecordingSpan):
-    """The non-recording child of a ``traceparent`` that the installed sampler drops for sure, whose
-    SpanContext (the parent's trace id and flags, a new span id) is made the first time it is asked for:
-    a consumer's process span or a broker's request span is usually never asked. A ``traceparent`` that
-    is not hex gives a trace of its own."""
+class DroppedSpan(NonRecordingSpan):
+    """The non-recording child of a ``traceparent`` that the installed sampler drops for sure, made current
+    by :func:`enter_dropped`. Its SpanContext (the parent's trace id and flags, a new span id) is made the
+    first time it is asked for: a consumer's process span or a broker's request span is usually never
+    asked. A ``traceparent`` that is not hex gives a trace of its own."""
 
-    __slots__ = ("_parent", "_drops")
+    __slots__ = ("_parent", "_drops", "_token")
 
-    def __init__(self, parent: "str | Callable[[], Optional[str]] | None", drops: "_Dropping") -> None:
+    def __init__(self, parent: Any, drops: "_Dropping") -> None:
         self._context = None  # type: ignore[assignment] - made by get_span_context
         self._parent = parent
         self._drops = drops
+
+    def parent_traceparent(self) -> Optional[str]:
+        """The parent's ``traceparent`` (here ``parent`` is one); a subclass finds it in what it is given."""
+        return self._parent
+
+    def exit(self) -> None:
+        """Make current again the context :func:`enter_dropped` replaced (on the same thread)."""
+        var = _CONTEXT_VAR
+        if var is None:
+            otel_context.detach(self._token)
+        else:
+            var.reset(self._token)
 
     def get_span_context(self) -> SpanContext:
         ctx = self._context
@@ -178,9 +199,7 @@ class _DroppedSpan(NonRecordingSpan):
 
     def _make(self) -> SpanContext:
         drops = self._drops
-        parent = self._parent
-        if callable(parent):
-            parent = parent()
+        parent = self.parent_traceparent()
         ids = _parsed(parent) if parent else None
         if ids is not None and ids[0] and ids[1]:
             trace_id, flags = ids[0], ids[2] & _RANDOM
@@ -190,6 +209,9 @@ class _DroppedSpan(NonRecordingSpan):
 
     def __repr__(self) -> str:
         return f"NonRecordingSpan({self.get_span_context()!r})"
+
+
+D = TypeVar("D", bound=DroppedSpan)
 
 
 def _start(name: str, kind: SpanKind, parent: Optional[str], links: Optional[Sequence[Link]]) -> Span:

@@ -17,7 +17,14 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode
 from rocketmesh.remoting.command import ONEWAY_FLAG
 from rocketmesh.telemetry import semconv
-from rocketmesh.telemetry.propagation import make_current, restore, start_dropped, start_span, tracing_enabled
+from rocketmesh.telemetry.propagation import (
+    DroppedSpan,
+    enter_dropped,
+    make_current,
+    restore,
+    start_span,
+    tracing_enabled,
+)
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
 
@@ -47,14 +54,13 @@ def traced(code: int, fn: Handler) -> Handler:
     def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
         if not tracing_enabled():
             return fn(req, ctx)
-        dropped = start_dropped(req.traceparent)
+        dropped = enter_dropped(DroppedSpan, req.traceparent)
         if dropped is not None:
             # Sampled out: nothing to record or end, only the context to hand on (logs, a check-back).
-            token = make_current(dropped)
             try:
                 return fn(req, ctx)
             finally:
-                restore(token)
+                dropped.exit()
         ext: Any = req.ext if isinstance(req.ext, dict) else {}
         topic = ext.get(topic_key, "") if topic_key else ""
         span = start_span(semconv.span_name(op_type.value, topic) if topic else op_name, SpanKind.SERVER,

@@ -75,8 +75,9 @@ REMOTE = {"sampled": SAMPLED, "unsampled": UNSAMPLED, "unsampled, random id": UN
 @pytest.mark.parametrize("lookup", [False, True], ids=["traceparent", "function"])
 def test_a_dropped_span_is_the_one_the_sdk_makes_on_a_thread_without_context(monkeypatch, sampler, parent,
                                                                               lookup) -> None:
-    """start_dropped (a consume thread, the broker's I/O thread) answers None unless the sampler drops the
-    span for sure, and then gives the SDK's span: not recording, the parent's trace and flags or a new trace."""
+    """enter_dropped (a consume thread, the broker's I/O thread) answers None unless the sampler drops the
+    span for sure, and then makes current the SDK's span: not recording, the parent's trace and flags or a
+    new trace; its exit() leaves the thread as it was."""
     provider = TracerProvider(sampler=sampler)
     monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
     asked = []
@@ -85,14 +86,19 @@ def test_a_dropped_span_is_the_one_the_sdk_makes_on_a_thread_without_context(mon
         asked.append(1)
         return parent
 
-    ours = propagation.start_dropped(find if lookup else parent)
+    # The SDK's span first: with no parent it takes the current context, which ours is about to become.
     theirs = provider.get_tracer("sdk").start_span("process T", context=propagation.context_of(parent),
                                                    kind=SpanKind.CONSUMER)
+    ours = propagation.enter_dropped(_Found if lookup else propagation.DroppedSpan, find if lookup else parent)
     if ours is None:
         # Only a sampled parent under parentbased_always_off, or a sampler that is not an off one, is left to
         # start_span.
         assert theirs.is_recording() or propagation._DROPS is None
+        assert trace.get_current_span() is trace.INVALID_SPAN
         return
+    assert trace.get_current_span() is ours
+    ours.exit()
+    assert trace.get_current_span() is trace.INVALID_SPAN
     assert not theirs.is_recording() and not ours.is_recording()
     if lookup and sampler is sampling.ALWAYS_OFF:
         assert not asked  # nothing looked up until someone asks for the span's context
@@ -104,13 +110,21 @@ def test_a_dropped_span_is_the_one_the_sdk_makes_on_a_thread_without_context(mon
     ours.end()
 
 
+class _Found(propagation.DroppedSpan):
+    """A dropped span whose parent is a function that finds the traceparent (as a message's process span)."""
+
+    def parent_traceparent(self) -> str | None:
+        return self._parent()
+
+
 def test_a_dropped_span_gets_one_span_id_whichever_thread_asks_first(monkeypatch) -> None:
     import threading
 
     provider = TracerProvider(sampler=sampling.ALWAYS_OFF)
     monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
     for _ in range(50):
-        span = propagation.start_dropped(UNSAMPLED)
+        span = propagation.enter_dropped(propagation.DroppedSpan, UNSAMPLED)
+        span.exit()
         seen = []
         threads = [threading.Thread(target=lambda: seen.append(span.get_span_context())) for _ in range(4)]
         for t in threads:
@@ -136,6 +150,22 @@ def test_make_current_then_restore_keeps_the_rest_of_the_context() -> None:
     assert trace.get_current_span() is span
     propagation.restore(token)
     assert trace.get_current_span() is trace.INVALID_SPAN
+
+
+def test_a_dropped_span_entered_and_exited_keeps_the_rest_of_the_context(monkeypatch) -> None:
+    from opentelemetry import baggage
+
+    monkeypatch.setattr(propagation, "_DROPS",
+                        propagation._dropping_sampler(TracerProvider(sampler=sampling.ALWAYS_OFF)))
+    outer = otel_context.attach(baggage.set_baggage("tenant", "a"))
+    try:
+        span = propagation.enter_dropped(propagation.DroppedSpan, UNSAMPLED)
+        assert trace.get_current_span() is span and baggage.get_baggage("tenant") == "a"
+        assert span.get_span_context().trace_id == TRACE
+        span.exit()
+        assert trace.get_current_span() is trace.INVALID_SPAN and baggage.get_baggage("tenant") == "a"
+    finally:
+        otel_context.detach(outer)
 
 
 CURRENTS = {"none": None, "sampled": SAMPLED, "unsampled": UNSAMPLED, "unsampled, random id": UNSAMPLED_RANDOM}

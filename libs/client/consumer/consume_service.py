@@ -23,7 +23,7 @@ from rocketmesh.client.errors import MQError
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
 from rocketmesh.client.msg_trace import MsgTracer, SubTrace
-from rocketmesh.client.tracing import ProcessTrace, current_traceparent, start_process
+from rocketmesh.client.tracing import ListenerTrace, current_traceparent, start_process
 
 if TYPE_CHECKING:
     from rocketmesh.client.consumer.core import ConsumerCore, PullRequest
@@ -126,7 +126,7 @@ def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, d
 
 
 def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str,
-                   trace: Optional[ProcessTrace] = None, sub: Optional[SubTrace] = None) -> Any:
+                   trace: Optional[ListenerTrace] = None, sub: Optional[SubTrace] = None) -> Any:
     try:
         return listener(msgs)
     except Exception as exc:  # noqa: BLE001 - a throwing listener means "retry later"
