@@ -1,6 +1,7 @@
 """Metrics, black-box: a broker with metricsExporterType=PROM serves RocketMQ 5's metrics over HTTP,
 the counters move with sends and pulls, a group's lag with what it commits, and ``rocketmesh admin stats``
-prints the same numbers without Prometheus; the scheduler and ha services serve their own endpoints."""
+prints the same numbers without Prometheus; the name server, scheduler, txn-checker and ha services serve
+their own endpoints."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import urllib.request
 import pytest
 
 from procs import cli_command, free_port, read_until_up, wait_for
-from rocketmesh import Message, Producer
+from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.message import MessageExt
 
@@ -128,6 +129,54 @@ def test_scheduler_serves_pending_per_level_and_lateness(namesrv, broker, admin,
     text = scrape(url)
     assert sample(text, "rocketmq_timing_messages", delay_level="2") == 0
     assert sample(text, "rocketmq_delay_message_latency_count") == 1
+
+
+def test_namesrv_serves_the_topics_it_routes_and_its_rpc_latency(start_namesrv, start_broker):
+    port = free_port()
+    ns = start_namesrv(metricsExporterType="PROM", metricsPromExporterPort=port)
+    start_broker(ns.addr)
+    url = f"http://127.0.0.1:{port}/metrics"
+    with Admin(ns.addr) as admin:
+        wait_for(lambda: 'request_code="register_broker"' in scrape(url), what="the broker's registration observed")
+        before = sample(scrape(url), "rocketmq_namesrv_topics")
+        admin.create_topic("MetricsNsT", read_queue_nums=1, write_queue_nums=1)
+        admin.wait_topic_route("MetricsNsT")
+        wait_for(lambda: sample(scrape(url), "rocketmq_namesrv_topics") == before + 1, what="one topic more routed")
+    text = scrape(url)
+    assert sample(text, "rocketmq_rpc_latency_count", request_code="get_routeinfo_by_topic", response_code="success") >= 1
+    assert 'node_type="namesrv"' in text
+
+
+class _CheckedBack:
+    """A transaction left undecided by the producer (UNKNOW) and committed when the txn-checker asks."""
+
+    def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+        return LocalTransactionState.UNKNOW
+
+    def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+def test_txn_checker_serves_pending_half_messages_and_check_outcomes(namesrv, broker, admin, start_txn_checker):
+    port = free_port()
+    admin.create_topic("MetricsTxT", read_queue_nums=1, write_queue_nums=1)
+    admin.wait_topic_route("MetricsTxT")
+    url = f"http://127.0.0.1:{port}/metrics"
+    with TransactionProducer("metrics-tx", namesrv.addr, _CheckedBack(), **FAST_CLIENT) as p:
+        # First checked 3 s after birth: long enough to see it pending.
+        start_txn_checker(namesrv.addr, metricsExporterType="PROM", metricsPromExporterPort=port,
+                          transactionTimeOut=3000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
+                          pollNameServerIntervalMs=1000)
+        p.send_message_in_transaction(Message("MetricsTxT", "decided-later"))
+        wait_for(lambda: sample(scrape(url), "rocketmq_half_messages") == 1, timeout_s=20,
+                 what="the half message pending")
+        wait_for(lambda: sample(scrape(url), "rocketmq_transaction_checks_total", outcome="checked") == 1,
+                 timeout_s=20, what="the half message checked back")
+        wait_for(lambda: sample(scrape(url), "rocketmq_half_messages") == 0, timeout_s=20,
+                 what="the committed half message no longer pending")
+    text = scrape(url)
+    assert sample(text, "rocketmq_transaction_checks_total", outcome="failures") == 0
+    assert 'node_type="txn-checker"' in text
 
 
 def test_ha_serves_replication_lag(namesrv, start_broker, start_ha):
