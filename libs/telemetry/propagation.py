@@ -147,7 +147,9 @@ def enter_dropped(span_type: "type[D]", parent: Any) -> "Optional[D]":
     drops = _DROPS
     if drops is None:
         return None
-    span = span_type(parent, drops)
+    span = _new(span_type)  # no __init__ frame: this runs per message
+    span._parent = parent
+    span._drops = drops
     if not drops.sampled_too:
         # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
         tp = span.parent_traceparent()
@@ -169,10 +171,11 @@ class DroppedSpan(NonRecordingSpan):
     first time it is asked for: a consumer's process span or a broker's request span is usually never
     asked. A ``traceparent`` that is not hex gives a trace of its own."""
 
-    __slots__ = ("_parent", "_drops", "_token")
+    # _context is a slot too (NonRecordingSpan's instances would keep it in a __dict__ made for it), and left
+    # unset until asked for.
+    __slots__ = ("_context", "_parent", "_drops", "_token")
 
     def __init__(self, parent: Any, drops: "_Dropping") -> None:
-        self._context = None  # type: ignore[assignment] - made by get_span_context
         self._parent = parent
         self._drops = drops
 
@@ -189,13 +192,15 @@ class DroppedSpan(NonRecordingSpan):
             var.reset(self._token)
 
     def get_span_context(self) -> SpanContext:
-        ctx = self._context
-        if ctx is None:
+        try:
+            return self._context
+        except AttributeError:
             with _MAKING:  # one span id, whichever thread asks first
-                ctx = self._context
-                if ctx is None:
+                try:
+                    return self._context
+                except AttributeError:
                     ctx = self._context = self._make()
-        return ctx
+                    return ctx
 
     def _make(self) -> SpanContext:
         drops = self._drops
@@ -312,6 +317,7 @@ _RANDOM = 0x02  # W3C trace context level 2: the trace id is random (TraceFlags.
 _FLAGS = {0: TraceFlags(0), _RANDOM: TraceFlags(_RANDOM)}
 #: The last hex digit of a ``traceparent`` whose sampled flag is clear.
 _NOT_SAMPLED = frozenset("02468ace")
+_new = object.__new__
 _MAKING = threading.Lock()
 
 
