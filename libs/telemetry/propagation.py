@@ -166,18 +166,14 @@ def enter_dropped(span_type: "type[D]", parent: Any) -> "Optional[D]":
 
 
 class DroppedSpan(NonRecordingSpan):
-    """The non-recording child of a ``traceparent`` that the installed sampler drops for sure, made current
-    by :func:`enter_dropped`. Its SpanContext (the parent's trace id and flags, a new span id) is made the
+    """The non-recording child of a ``traceparent`` that the installed sampler drops for sure, made (and made
+    current) only by :func:`enter_dropped`. Its SpanContext (the parent's trace id and flags, a new span id) is made the
     first time it is asked for: a consumer's process span or a broker's request span is usually never
     asked. A ``traceparent`` that is not hex gives a trace of its own."""
 
     # _context is a slot too (NonRecordingSpan's instances would keep it in a __dict__ made for it), and left
     # unset until asked for.
     __slots__ = ("_context", "_parent", "_drops", "_token")
-
-    def __init__(self, parent: Any, drops: "_Dropping") -> None:
-        self._parent = parent
-        self._drops = drops
 
     def parent_traceparent(self) -> Optional[str]:
         """The parent's ``traceparent`` (here ``parent`` is one); a subclass finds it in what it is given."""
