@@ -27,9 +27,10 @@ from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
     TRACEPARENT,
     ROOT,
+    DroppedScope,
     DroppedSpan,
     dropped_traceparent,
-    enter_dropped,
+    enter_scoped,
     make_current,
     restore,
     span_context_of,
@@ -318,9 +319,18 @@ class ProcessTrace:
         self.span.end()
 
 
-class _SampledOutProcessTrace(DroppedSpan):
-    """The process span of one message when the sampler drops it: the span and its own ProcessTrace in one
-    object (made current and restored, nothing else: this runs per message). Its parent is the message."""
+class _SampledOutProcessSpan(DroppedSpan):
+    """The process span of one message when the sampler drops it; its parent is the message, whose
+    ``traceparent`` is looked up only if anyone asks for the span's context."""
+
+    __slots__ = ()
+
+    def parent_traceparent(self) -> Optional[str]:
+        return _traceparent_in(self._parent)
+
+
+class _SampledOutProcessAlone(_SampledOutProcessSpan):
+    """The same on a thread that cannot have a scope: the span and its ListenerTrace in one object."""
 
     __slots__ = ()
     recording = False
@@ -329,9 +339,6 @@ class _SampledOutProcessTrace(DroppedSpan):
     def span(self) -> Span:
         return self
 
-    def parent_traceparent(self) -> Optional[str]:
-        return _traceparent_in(self._parent)
-
     def raised(self, exc: BaseException) -> None:
         """Nothing is recorded."""
 
@@ -339,6 +346,24 @@ class _SampledOutProcessTrace(DroppedSpan):
         """Nothing is recorded."""
 
     finish = DroppedSpan.exit
+
+
+class _SampledOutProcessScope(DroppedScope):
+    """A consume thread's sampled-out process spans, one per listener call: a ListenerTrace that only makes
+    the message's span current and restores the thread's context (this runs per message)."""
+
+    __slots__ = ()
+    span_type = _SampledOutProcessSpan
+    alone = _SampledOutProcessAlone
+    recording = False
+
+    def raised(self, exc: BaseException) -> None:
+        """Nothing is recorded."""
+
+    def failed(self, status: Any) -> None:
+        """Nothing is recorded."""
+
+    finish = DroppedScope.exit
 
 
 def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ListenerTrace]:
@@ -352,7 +377,7 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     topic = first.topic
     if len(msgs) == 1:
         # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
-        dropped = enter_dropped(_SampledOutProcessTrace, first)
+        dropped = enter_scoped(_SampledOutProcessScope, first)
         if dropped is not None:
             return dropped
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))

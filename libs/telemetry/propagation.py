@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 import threading
 from contextvars import ContextVar, Token
 from typing import Any, Optional, Sequence, TypeVar
@@ -20,7 +21,7 @@ from typing import Any, Optional, Sequence, TypeVar
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import INVALID_SPAN_CONTEXT, Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 #: The property and header field that carry the context.
@@ -150,6 +151,7 @@ def enter_dropped(span_type: "type[D]", parent: Any) -> "Optional[D]":
     span = _new(span_type)  # no __init__ frame: this runs per message
     span._parent = parent
     span._drops = drops
+    span._context = None
     if not drops.sampled_too:
         # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
         tp = span.parent_traceparent()
@@ -171,8 +173,8 @@ class DroppedSpan(NonRecordingSpan):
     first time it is asked for: a consumer's process span or a broker's request span is usually never
     asked. A ``traceparent`` that is not hex gives a trace of its own."""
 
-    # _context is a slot too (NonRecordingSpan's instances would keep it in a __dict__ made for it), and left
-    # unset until asked for.
+    # _context is a slot too (NonRecordingSpan's instances would keep it in a __dict__ made for it): None until
+    # asked for (INVALID_SPAN_CONTEXT for a DroppedScope's span between its uses).
     __slots__ = ("_context", "_parent", "_drops", "_token")
 
     def parent_traceparent(self) -> Optional[str]:
@@ -188,15 +190,13 @@ class DroppedSpan(NonRecordingSpan):
             var.reset(self._token)
 
     def get_span_context(self) -> SpanContext:
-        try:
-            return self._context
-        except AttributeError:
+        ctx = self._context
+        if ctx is None:
             with _MAKING:  # one span id, whichever thread asks first
-                try:
-                    return self._context
-                except AttributeError:
+                ctx = self._context
+                if ctx is None:
                     ctx = self._context = self._make()
-                    return ctx
+        return ctx
 
     def _make(self) -> SpanContext:
         drops = self._drops
@@ -213,6 +213,136 @@ class DroppedSpan(NonRecordingSpan):
 
 
 D = TypeVar("D", bound=DroppedSpan)
+
+
+class _ScopeContext(Context):
+    """One of the two contexts a :class:`DroppedScope` makes current on its thread, in turn; its ``scope``
+    attribute leads :func:`enter_scoped` back to the scope."""
+
+
+class DroppedScope:
+    """One thread's sampled-out spans, one after another (a consume thread's process spans, one per
+    message), at the least cost per span: one ContextVar set a span, no span or context made.
+
+    A thread with no context of its own gets a scope at its first span (:func:`enter_scoped`). The
+    scope has one dropped span (of :attr:`span_type`) and two contexts that map to it. Each span is the
+    scope's span given its new parent, made current with the context that is not current (so that a
+    context kept through the last span is never the current one); :meth:`exit` leaves that context
+    current with its span emptied (an invalid span context, as with no span at all), until the next.
+
+    What is kept past :meth:`exit` never changes under whoever kept it, as reference counts tell: a
+    listener that kept the span or the current context leaves them as they are, and the scope takes a
+    new span and contexts. A ``contextvars.copy_context`` (as asyncio's ``call_soon_threadsafe`` takes)
+    holds the context without counting on it; it is found at the next span, when it holds the context
+    that is no longer current, and keeps it (with the span emptied): work run in such a copy after the
+    listener returned sees no span, never another message's.
+    """
+
+    __slots__ = ("span", "ctx", "other", "quick")
+
+    #: The type of the scope's span (its ``parent_traceparent`` finds the parent's ``traceparent``).
+    span_type: "type[DroppedSpan]" = DroppedSpan
+    #: What :func:`enter_scoped` makes instead on a thread that cannot have a scope (it has a context of
+    #: its own, or a scope's span is current): :func:`enter_dropped`'s span of this type.
+    alone: "type[DroppedSpan]" = DroppedSpan
+
+    def __init__(self) -> None:
+        #: The sampler's sure drops when they are every span (always_off): then a span needs no look at
+        #: its parent, and :func:`enter_scoped` takes its short way.
+        self.quick: Optional[_Dropping] = None
+        self._renew()
+
+    def _renew(self) -> None:
+        """A new span (emptied: the scope is idle) and contexts; the new current context is the caller's
+        to set."""
+        span = _new(self.span_type)
+        span._context = INVALID_SPAN_CONTEXT
+        span._parent = None
+        span._drops = _DROPS
+        self.span = span
+        #: The context current (or to be made current) with the span; ``other`` is the one used next.
+        self.ctx = _ScopeContext({_SPAN_KEY: span})
+        self.other = _ScopeContext({_SPAN_KEY: span})
+        self.ctx.scope = self.other.scope = self
+
+    def exit(self) -> None:
+        """End the current span (on the same thread): the context stays, with the span emptied."""
+        if _refs(self.span) != _SCOPE_SPAN_REFS or _refs(self.ctx) != _SCOPE_CTX_REFS:
+            # The span or the context was kept: they stay as they are, and the thread goes on empty.
+            self._renew()
+            _CONTEXT_VAR.set(self.ctx)  # type: ignore[union-attr]  # a scope is made only with the var
+        else:
+            self.span._context = INVALID_SPAN_CONTEXT
+
+
+S = TypeVar("S", bound=DroppedScope)
+
+
+def enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpan]":
+    """What :func:`enter_dropped` does, for a thread that runs such spans one after another (a consume
+    thread): the span is the thread's ``scope_type`` scope's (``scope.span``), made current, and ``exit()``
+    on what is returned ends it. A thread that cannot have a scope gets :func:`enter_dropped`'s span of
+    ``scope_type.alone`` (which has ``exit()`` too). None when the sampler might record the span (then call
+    :func:`start_span`)."""
+    var = _CONTEXT_VAR
+    if var is not None:
+        current = var.get()
+        if current.__class__ is _ScopeContext:
+            scope = current.scope
+            # The thread's scope, idle (its span emptied): this runs per message, so it is kept short.
+            if scope.span._context is INVALID_SPAN_CONTEXT and scope.__class__ is scope_type:
+                if scope.quick is not _DROPS and not _may_use(scope, parent):
+                    return None
+                nxt = scope.other
+                var.set(nxt)
+                scope.other = current
+                scope.ctx = nxt
+                if _refs(current) != _SCOPE_OTHER_REFS:
+                    # A copy of the context kept what was current: it keeps it, with the span emptied.
+                    scope._renew()
+                    var.set(scope.ctx)
+                span = scope.span
+                span._parent = parent
+                span._context = None
+                return scope
+    return _enter_scoped(scope_type, parent)
+
+
+def _may_use(scope: DroppedScope, parent: Any) -> bool:
+    """Whether ``scope``'s span may be the span of a child of ``parent`` under the installed sampler
+    (when it is not always_off, which the scope knows as ``quick``): it may when the sampler drops that
+    child for sure."""
+    drops = _DROPS
+    if drops is None:
+        return False
+    scope.span._drops = drops
+    if drops.sampled_too:
+        scope.quick = drops
+        return True
+    # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
+    scope.span._parent = parent
+    tp = scope.span.parent_traceparent()
+    scope.span._parent = None
+    return not (tp and len(tp) == 55 and tp.startswith("00-") and tp[54] not in _NOT_SAMPLED)
+
+
+def _enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpan]":
+    """:func:`enter_scoped` on a thread without an idle scope of ``scope_type``: the thread's first span
+    (it gets its scope), or one that cannot have a scope."""
+    var = _CONTEXT_VAR
+    if var is None or not _SCOPE_SPAN_REFS or _DROPS is None:
+        return enter_dropped(scope_type.alone, parent)
+    current = var.get()
+    if current:  # a context of the thread's own, or a span of a scope is current
+        return enter_dropped(scope_type.alone, parent)
+    scope = scope_type()
+    if not _may_use(scope, parent):
+        return None
+    var.set(scope.ctx)  # the thread's from now on
+    span = scope.span
+    span._parent = parent
+    span._context = None
+    return scope
 
 
 def _start(name: str, kind: SpanKind, parent: Optional[str], links: Optional[Sequence[Link]]) -> Span:
@@ -330,5 +460,24 @@ _CONTEXT_VAR = _context_var()
 _SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, Context())))
 #: Set once a provider is installed whose sampler drops spans for sure (see :func:`start_span`).
 _DROPS: Optional[_Dropping] = None
+_refs = sys.getrefcount
+
+
+def _scope_refs() -> tuple[int, int, int]:
+    """The reference counts a :class:`DroppedScope` sees of its span, its current context and its other
+    context when nothing else holds them, counted with the same reads on a scope of its own. Zeros
+    without a GIL, where counts are not exact: then no scope is made, and every span is
+    :func:`enter_dropped`'s."""
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return 0, 0, 0
+    probe = DroppedScope()
+    holder = Context({"probe": probe.ctx})  # the current context is held by the thread's, once
+    other = probe.other
+    counts = _refs(probe.span), _refs(probe.ctx), _refs(other)  # other: as a local of enter_scoped's
+    del holder
+    return counts
+
+
+_SCOPE_SPAN_REFS, _SCOPE_CTX_REFS, _SCOPE_OTHER_REFS = _scope_refs()
 _PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 _enabled = False
