@@ -26,7 +26,7 @@ import sys
 from typing import Optional
 
 from rocketmesh.cli.help import HelpFormatter
-from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, namesrv_commands, service_commands
+from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, metrics_port_in, namesrv_commands, service_commands
 from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
@@ -76,10 +76,15 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"rocketmesh up: {exc}", file=sys.stderr)
         return 2
 
+    try:
+        metrics_port = None if args.no_metrics else metrics_port_in(args.set, args.metrics_port)
+    except ValueError as exc:
+        print(f"rocketmesh up: {exc}", file=sys.stderr)
+        return 2
     spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
                     scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,
                     slave_port=args.slave_port, ha_port=args.ha_port,
-                    metrics_port=None if args.no_metrics else args.metrics_port,
+                    metrics_port=metrics_port,
                     broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
                     sets=tuple(args.set), account=account)
 

@@ -27,6 +27,10 @@ METRICS_REPLICAS = 10
 ROLE_KEYS = ("brokerrole", "brokerid")
 #: ``--set`` keys that reach the name servers too: the ACL they check requests against.
 ACL_SERVER_KEYS = ("aclenable", "aclfile", "aclreloadintervalms")
+#: ``--set`` keys ``up`` gives each service itself: passed as they are, they would give master and slave one
+#: port; ``--set metricsPromExporterPort=N`` is the broker's port, as ``--metrics-port N`` is (see
+#: :func:`metrics_port_in`).
+METRICS_KEYS = ("metricspromexporterport",)
 #: ``--set`` keys that name the account the services' own requests are signed with. They go on no command
 #: line (where ``ps`` shows them): :attr:`MeshSpec.account` carries them into the services' environment.
 CREDENTIAL_KEYS = ("accesskey", "secretkey")
@@ -51,8 +55,24 @@ def _sets_of(spec: "MeshSpec", keys: tuple[str, ...]) -> list[str]:
 
 
 def _broker_sets(spec: "MeshSpec", skip: tuple[str, ...] = ()) -> list[str]:
-    """``--set`` arguments for a broker: every item but the account's (and ``skip``'s keys)."""
-    return [a for item in spec.sets if _key(item) not in CREDENTIAL_KEYS + skip for a in ("--set", _set_item(item))]
+    """``--set`` arguments for a broker: every item but the account's, the Prometheus port (each service
+    gets its own) and ``skip``'s keys."""
+    skip = CREDENTIAL_KEYS + METRICS_KEYS + skip
+    return [a for item in spec.sets if _key(item) not in skip for a in ("--set", _set_item(item))]
+
+
+def metrics_port_in(sets: "tuple[str, ...] | list[str]", default: int) -> int:
+    """The broker's Prometheus port for ``up``: the last ``--set metricsPromExporterPort=N`` among ``sets``,
+    else ``default`` (``--metrics-port``). The other services' ports are offset from it. Raises ValueError
+    for a value that is not a port."""
+    port = default
+    for item in sets:
+        if _key(item) in METRICS_KEYS:
+            value = item.partition("=")[2].strip()
+            if not value.isdigit() or not 0 < int(value) < 65536:
+                raise ValueError(f"--set {item.strip()}: metricsPromExporterPort takes a port number, 1-65535")
+            port = int(value)
+    return port
 
 
 def _account_env(account: Optional[ClientCredentialsConfig]) -> dict[str, str]:

@@ -43,3 +43,24 @@ def test_with_acl_on_and_no_keys_the_files_admin_account_is_taken(tmp_path: Path
         up_account(["aclEnable=true", f"aclFile={acl}"], None)
     account = up_account(["aclEnable=true", "accessKey=rocketmq2"], None)
     assert account is not None and account.secret_key == "12345678"
+
+
+def test_a_prometheus_port_given_with_set_is_the_brokers_and_each_service_keeps_its_own() -> None:
+    """``up --ha --set metricsPromExporterPort=N``: the master serves on N, the slave and the other services
+    on their offsets from it (never two on one port), as with ``--metrics-port N``."""
+    from rocketmesh.cli.mesh_spec import metrics_port_in
+
+    sets = ("brokerRole=SYNC_MASTER", "metricsPromExporterPort=6557")
+    spec = MeshSpec(data_dir="/d", ha=True, sets=sets, metrics_port=metrics_port_in(sets, 5557))
+    cmds = [*namesrv_commands(spec), *service_commands(spec, "127.0.0.1:9876")]
+    ports = {}
+    for c in cmds:
+        given = [a.split("=", 1)[1] for a in c.argv if a.startswith("metricsPromExporterPort=")]
+        assert len(given) == 1, (c.name, c.argv)  # one, and it is up's
+        ports[c.name] = given[0]
+    assert ports["broker-a"] == "6557"
+    assert len(set(ports.values())) == len(ports)
+    assert ports == {name: spec.metrics_port_of(name) for name in ports}  # what up prints
+    assert metrics_port_in((), 5557) == 5557
+    with pytest.raises(ValueError, match="port number"):
+        metrics_port_in(("metricsPromExporterPort=http",), 5557)
