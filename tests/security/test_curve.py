@@ -245,7 +245,7 @@ def test_a_server_admitting_listed_clients_only_serves_them_and_no_other(keys, t
     # The server key is right, the client key is not listed: the ZAP handler turns the handshake down.
     with RemotingClient(name="unlisted", options=SocketOptions(curve=CurveKeys.for_client(keys["server_public"]))) as c:
         started = time.monotonic()
-        with pytest.raises(RemotingConnectError, match="admits listed clients only") as err:
+        with pytest.raises(RemotingConnectError, match="admits listed clients only"):
             c.invoke_sync(ns.addr, cluster_info, 1000)
         took = time.monotonic() - started
     assert took < 3, took
