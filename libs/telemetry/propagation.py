@@ -219,6 +219,8 @@ class _ScopeContext(Context):
     """One of the two contexts a :class:`DroppedScope` makes current on its thread, in turn; its ``scope``
     attribute leads :func:`enter_scoped` back to the scope."""
 
+    __slots__ = ("scope",)
+
 
 class DroppedScope:
     """One thread's sampled-out spans, one after another (a consume thread's process spans, one per
@@ -289,8 +291,9 @@ def enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpa
         current = var.get()
         if current.__class__ is _ScopeContext:
             scope = current.scope
+            span = scope.span
             # The thread's scope, idle (its span emptied): this runs per message, so it is kept short.
-            if scope.span._context is INVALID_SPAN_CONTEXT and scope.__class__ is scope_type:
+            if span._context is INVALID_SPAN_CONTEXT and scope.__class__ is scope_type:
                 if scope.quick is not _DROPS and not _may_use(scope, parent):
                     return None
                 nxt = scope.other
@@ -301,7 +304,7 @@ def enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpa
                     # A copy of the context kept what was current: it keeps it, with the span emptied.
                     scope._renew()
                     var.set(scope.ctx)
-                span = scope.span
+                    span = scope.span
                 span._parent = parent
                 span._context = None
                 return scope
