@@ -132,6 +132,9 @@ class BrokerController:
                                                             cfg.auto_create_subscription_group)
         self.subscription_groups.load()
         self.clients.on_consumer_ids_changed = self._notify_consumer_ids_changed
+        # A consumer that left holds no orderly queue: the group's others may lock its queues at once,
+        # not a lock lifetime (60 s) later.
+        self.clients.on_consumer_left = self.locks.unlock_all
         self.server.on_disconnect(self.clients.channel_closed)
         self.metrics = BrokerMetrics(self)
         self.store.start()

@@ -54,6 +54,9 @@ class ClientManager:
         self._lock = threading.Lock()
         #: Called with a group whose member list changed (NOTIFY_CONSUMER_IDS_CHANGED).
         self.on_consumer_ids_changed: Optional[Callable[[str], None]] = None
+        #: Called with (group, client id) of each consumer that left (unregistered, connection closed,
+        #: expired) before its group is told: what it held (its orderly queue locks) is free at once.
+        self.on_consumer_left: Optional[Callable[[str, str], object]] = None
 
     def heartbeat(self, data: dict[str, Any], identity: bytes, remote: str) -> None:
         """Record a HEARTBEAT body (RocketMQ's HeartbeatData)."""
@@ -94,6 +97,7 @@ class ClientManager:
             if consumer_group and consumer_group in self.consumers:
                 removed = self.consumers[consumer_group].channels.pop(client_id, None) is not None
         if removed and consumer_group:
+            self._left(consumer_group, client_id)
             self._notify(consumer_group)
 
     def scan_expired(self) -> int:
@@ -111,7 +115,7 @@ class ClientManager:
         """Drop the channels ``gone`` picks (logged as ``producer_<reason>`` / ``consumer_<reason>``) and tell
         each consumer group that lost a member; returns how many went."""
         dropped = 0
-        changed = []
+        left: list[tuple[str, str]] = []
         with self._lock:
             for group, chans in self.producers.items():
                 for cid in [c for c, ch in chans.items() if gone(ch)]:
@@ -119,14 +123,14 @@ class ClientManager:
                     dropped += 1
                     log.info(f"producer_{reason}", group=group, client_id=cid)
             for group, info in self.consumers.items():
-                lost = [c for c, ch in info.channels.items() if gone(ch)]
-                for cid in lost:
+                for cid in [c for c, ch in info.channels.items() if gone(ch)]:
                     del info.channels[cid]
                     dropped += 1
+                    left.append((group, cid))
                     log.info(f"consumer_{reason}", group=group, client_id=cid)
-                if lost:
-                    changed.append(group)
-        for group in changed:
+        for group, cid in left:
+            self._left(group, cid)
+        for group in dict.fromkeys(group for group, _ in left):
             self._notify(group)
         return dropped
 
@@ -156,6 +160,13 @@ class ClientManager:
         with self._lock:
             return (sum(len(c) for c in self.producers.values()),
                     sum(len(i.channels) for i in self.consumers.values()))
+
+    def _left(self, group: str, client_id: str) -> None:
+        if self.on_consumer_left is not None:
+            try:
+                self.on_consumer_left(group, client_id)
+            except Exception:  # noqa: BLE001 - a failed release must not keep the others waiting
+                log.exception("consumer_left_callback_failed", group=group, client_id=client_id)
 
     def _notify(self, group: str) -> None:
         if self.on_consumer_ids_changed is not None:
