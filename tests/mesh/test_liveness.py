@@ -9,7 +9,9 @@ import sys
 import threading
 from pathlib import Path
 
-from procs import cli_command, run_cli, wait_for
+import pytest
+
+from procs import run_cli, wait_for
 
 from rocketmesh import Admin, Message, MQError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
@@ -21,30 +23,53 @@ CONSUMER_TAKEOVER_S = 30
 BROKER_GONE_S = 15
 
 
+#: The other member of the group, in a process of its own: prints each body it consumes, and "started".
+VICTIM = """
+import sys, time
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
+namesrv, group, topic, orderly = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "orderly"
+c = PushConsumer(group, namesrv, instance_name="victim", consume_from="CONSUME_FROM_FIRST_OFFSET")
+c.subscribe(topic, "*")
+def listener(msgs):
+    for m in msgs:
+        print(m.body.decode(), flush=True)
+    return ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+c.register_listener(listener, orderly=orderly)
+c.start()
+print("started", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("orderly", [False, True], ids=["concurrently", "orderly"])
 def test_a_killed_consumers_queues_go_to_the_survivor(namesrv, broker, admin: Admin, producer: Producer,
-                                                       tmp_path: Path) -> None:
-    topic, group = "LivenessTopic", "liveness-group"
+                                                       tmp_path: Path, orderly: bool) -> None:
+    """Orderly, each member holds a broker lock on each of its queues (renewed every 20 s, expiring 60 s
+    after the last renewal): the killed one's locks go with its connection, so the survivor locks its
+    queues within the takeover bound, well before they would have expired."""
+    topic, group = f"Liveness{orderly}Topic", f"liveness-{orderly}-group"
     admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
     admin.wait_topic_route(topic)
     lock = threading.Lock()
     got: list[str] = []
+    success = ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+    def listener(msgs: list[MessageExt]) -> object:
         with lock:
             got.extend(m.body.decode() for m in msgs)
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        return success
 
     survivor = PushConsumer(group, namesrv.addr, instance_name="survivor", consume_from="CONSUME_FROM_FIRST_OFFSET")
     survivor.subscribe(topic, "*")
-    survivor.register_listener(listener)
-    # The other member: the quickstart consumer, a process of its own.
+    survivor.register_listener(listener, orderly=orderly)
     out, err = tmp_path / "victim.stdout", tmp_path / "victim.stderr"
     with open(out, "wb") as o, open(err, "wb") as e:
-        victim = subprocess.Popen([*cli_command(), "consume", "-n", namesrv.addr, "-t", topic, "-g", group],
-                                  stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
+        victim = subprocess.Popen(
+            [sys.executable, "-c", VICTIM, namesrv.addr, group, topic, "orderly" if orderly else "concurrently"],
+            stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
         survivor.start()
-        wait_for(lambda: "Consumer Started" in err.read_text() or victim.poll() is not None, 30,
+        wait_for(lambda: "started" in out.read_text() or victim.poll() is not None, 30,
                  what="the victim consumer starting")
         assert victim.poll() is None, err.read_text()
         wait_for(lambda: len(survivor.assigned_queues()) == 2, 15, what="the two consumers splitting four queues")
@@ -64,78 +89,9 @@ def test_a_killed_consumers_queues_go_to_the_survivor(namesrv, broker, admin: Ad
                  what="the survivor consuming what was sent to every queue after the kill")
         assert len(survivor.assigned_queues()) == 4
         assert [c.client_id for c in admin.consumer_connection(group).connections] == [survivor.client_id]
-    finally:
-        if victim.poll() is None:
-            victim.kill()
-            victim.wait(5)
-        survivor.shutdown()
-
-
-#: An orderly consumer in a process of its own: prints each body it consumes, and "started".
-ORDERLY_VICTIM = """
-import sys, time
-from rocketmesh.client.consumer import ConsumeOrderlyStatus, PushConsumer
-namesrv, group, topic = sys.argv[1:4]
-c = PushConsumer(group, namesrv, instance_name="victim", consume_from="CONSUME_FROM_FIRST_OFFSET")
-c.subscribe(topic, "*")
-def listener(msgs):
-    for m in msgs:
-        print(m.body.decode(), flush=True)
-    return ConsumeOrderlyStatus.SUCCESS
-c.register_listener(listener, orderly=True)
-c.start()
-print("started", flush=True)
-time.sleep(600)
-"""
-
-
-def test_a_killed_orderly_consumers_queues_go_to_the_survivor(namesrv, broker, admin: Admin, producer: Producer,
-                                                               tmp_path: Path) -> None:
-    """An orderly consumer holds a broker lock on each of its queues (renewed every 20 s, expiring 60 s
-    after the last renewal). Killed, its locks go with its connection: the survivor locks and consumes its
-    queues within the takeover bound, well before the locks would have expired."""
-    topic, group = "LivenessOrderTopic", "liveness-order-group"
-    admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
-    admin.wait_topic_route(topic)
-    lock = threading.Lock()
-    got: list[str] = []
-
-    def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
-        with lock:
-            got.extend(m.body.decode() for m in msgs)
-        return ConsumeOrderlyStatus.SUCCESS
-
-    survivor = PushConsumer(group, namesrv.addr, instance_name="survivor", consume_from="CONSUME_FROM_FIRST_OFFSET")
-    survivor.subscribe(topic, "*")
-    survivor.register_listener(listener, orderly=True)
-    out, err = tmp_path / "victim.stdout", tmp_path / "victim.stderr"
-    with open(out, "wb") as o, open(err, "wb") as e:
-        victim = subprocess.Popen([sys.executable, "-c", ORDERLY_VICTIM, namesrv.addr, group, topic],
-                                  stdout=o, stderr=e, stdin=subprocess.DEVNULL, start_new_session=True)
-    try:
-        survivor.start()
-        wait_for(lambda: "started" in out.read_text() or victim.poll() is not None, 30,
-                 what="the victim consumer starting")
-        assert victim.poll() is None, err.read_text()
-        wait_for(lambda: len(survivor.assigned_queues()) == 2, 15, what="the two consumers splitting four queues")
-        theirs = sorted(set(range(4)) - {mq.queue_id for mq in survivor.assigned_queues()})
-        for q in theirs:
-            producer.send(Message(topic, f"before-{q}"), queue=MessageQueue(topic, broker.broker_name, q))
-        # Consumed by the victim: it holds the broker's lock on each of its queues.
-        wait_for(lambda: all(f"before-{q}" in out.read_text() for q in theirs), 15,
-                 what="the victim consuming its own queues")
-
-        victim.kill()
-        victim.wait(5)
-        after = [f"after-{q}-{i}" for q in range(4) for i in range(5)]
-        for body in after:
-            q = int(body.split("-")[1])
-            producer.send(Message(topic, body), queue=MessageQueue(topic, broker.broker_name, q))
-        wait_for(lambda: set(after) <= set(got), CONSUMER_TAKEOVER_S,
-                 what="the survivor locking and consuming every queue after the kill")
-        for q in range(4):  # and in the order sent, queue by queue
-            mine = [b for b in got if b.startswith(f"after-{q}-")]
-            assert mine == [f"after-{q}-{i}" for i in range(5)], mine
+        if orderly:  # and queue by queue in the order sent
+            for q in range(4):
+                assert [b for b in got if b.startswith(f"after-{q}-")] == [f"after-{q}-{i}" for i in range(5)]
     finally:
         if victim.poll() is None:
             victim.kill()
