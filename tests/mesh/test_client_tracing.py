@@ -257,3 +257,58 @@ def test_without_an_sdk_no_traceparent_is_written(namesrv, broker, admin):
     offset_id, written = out[-2], out[-1]
     assert written == "False"
     assert TRACEPARENT not in admin.view_message(offset_id).properties
+
+
+SAMPLED_OUT_CONSUMER = """
+import sys, threading
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
+trace.set_tracer_provider(TracerProvider(sampler=ALWAYS_OFF))
+from rocketmesh import Message, Producer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketmesh.client.tracing import current_traceparent
+namesrv, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+seen, lock, done = {}, threading.Lock(), threading.Event()
+
+def listener(msgs):
+    inside = current_traceparent()
+    with lock:
+        seen[msgs[0].body.decode()] = (msgs[0].properties.get("traceparent"), inside)
+        if len(seen) >= n:
+            done.set()
+    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+consumer = PushConsumer("trace-sampled-out-g", namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                        consume_thread_nums=4, pull_batch_size=64)
+consumer.subscribe(topic, "*")
+consumer.register_listener(listener)
+consumer.start()
+with Producer("trace-sampled-out-p", namesrv) as producer:
+    for i in range(n):
+        producer.send_async(Message(topic, str(i)))
+done.wait(60)
+consumer.shutdown()
+for body, (sent, inside) in sorted(seen.items()):
+    print(body, sent, inside)
+"""
+
+
+def test_under_an_sdk_that_samples_nothing_each_listener_call_is_in_its_own_message_s_trace(namesrv, broker, admin):
+    """Four consume threads, hundreds of messages: each listener call sees the trace its message was sent in
+    (with a span id of its own, not sampled), never another message's."""
+    topic, n = "TraceSampledOut", 400
+    make_topic(admin, topic)
+    out = subprocess.run([sys.executable, "-c", SAMPLED_OUT_CONSUMER, namesrv.addr, topic, str(n)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    rows = [line.split() for line in out.stdout.splitlines()]
+    assert sorted(int(body) for body, _, _ in rows) == list(range(n))
+    trace_ids = set()
+    for body, sent, inside in rows:
+        _, sent_trace, sent_span, sent_flags = sent.split("-")
+        _, inside_trace, inside_span, inside_flags = inside.split("-")
+        assert inside_trace == sent_trace and inside_span != sent_span, (body, sent, inside)
+        assert int(inside_flags, 16) & 1 == 0 and int(sent_flags, 16) & 1 == 0  # nothing sampled
+        trace_ids.add(sent_trace)
+    assert len(trace_ids) == n  # a trace of its own for each send
