@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import signal
 import socket
@@ -126,9 +127,38 @@ def read_until_up(up: subprocess.Popen) -> str:
     return "".join(lines)
 
 
+def _ephemeral_low() -> int:
+    """The first port of the kernel's range for outgoing connections (32768 where it cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+#: Ports handed out here come from below the kernel's ephemeral range: a port taken from that range (bind to
+#: port 0) can be given to any process's next outgoing connection before the service it was meant for binds
+#: it, and a test's many connections make that happen. Below it only another test's pick can race, and a
+#: port bound already is seen at once.
+_PORTS = range(20000, max(20001, min(_ephemeral_low(), 32768)))
+_given: set[int] = set()
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    """A TCP port on ``host`` that was free a moment ago, never handed out before by this process."""
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.choice(_PORTS)
+        if port in _given:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        _given.add(port)
+        return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a crowded range: let the kernel pick
         s.bind((host, 0))
         return s.getsockname()[1]
 
