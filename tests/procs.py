@@ -142,13 +142,13 @@ def _ephemeral_low() -> int:
 #: port bound already is seen at once.
 _PORTS = range(20000, max(20001, min(_ephemeral_low(), 32768)))
 _given: set[int] = set()
+_RNG = random.Random()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port on ``host`` that was free a moment ago, never handed out before by this process."""
-    rng = random.Random()
     for _ in range(200):
-        port = rng.choice(_PORTS)
+        port = _RNG.choice(_PORTS)
         if port in _given:
             continue
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:

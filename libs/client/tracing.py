@@ -350,7 +350,7 @@ class _SampledOutProcessAlone(_SampledOutProcessSpan):
 
 class _SampledOutProcessScope(DroppedScope):
     """A consume thread's sampled-out process spans, one per listener call: a ListenerTrace that only makes
-    the message's span current and restores the thread's context (this runs per message)."""
+    the message's span current and empties it when the call ends (this runs per message)."""
 
     __slots__ = ()
     span_type = _SampledOutProcessSpan

@@ -154,8 +154,7 @@ def enter_dropped(span_type: "type[D]", parent: Any) -> "Optional[D]":
     span._context = None
     if not drops.sampled_too:
         # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
-        tp = span.parent_traceparent()
-        if tp and len(tp) == 55 and tp.startswith("00-") and tp[54] not in _NOT_SAMPLED:
+        if _sampled(span.parent_traceparent()):
             return None
     var = _CONTEXT_VAR
     if var is None:
@@ -326,7 +325,14 @@ def _may_use(scope: DroppedScope, parent: Any) -> bool:
     scope.span._parent = parent
     tp = scope.span.parent_traceparent()
     scope.span._parent = None
-    return not (tp and len(tp) == 55 and tp.startswith("00-") and tp[54] not in _NOT_SAMPLED)
+    return not _sampled(tp)
+
+
+def _sampled(traceparent: Optional[str]) -> bool:
+    """Whether ``traceparent`` is a version-00 one with its sampled flag set (a parent that
+    parentbased_always_off records a child of)."""
+    return bool(traceparent) and len(traceparent) == 55 and traceparent.startswith("00-") \
+        and traceparent[54] not in _NOT_SAMPLED
 
 
 def _enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpan]":
