@@ -125,12 +125,16 @@ def view_on(client: RemotingClient, broker: BrokerProcess, offset_msg_id: str):
 
 
 @pytest.fixture
-def sync_group(namesrv, start_broker, start_ha):
+def sync_group(namesrv, start_broker, start_ha, remoting_client):
     master = start_broker(namesrv.addr, name="broker-a", brokerRole="SYNC_MASTER", haHousekeepingInterval=2000,
                           syncFlushTimeout=1500)
     slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE", slaveSyncIntervalMills=500)
     ha = start_ha(namesrv.addr, brokerName="broker-a")
     create_topic(namesrv.addr, 2)
+    # The ha service serves before its first transfer reaches the master; until then the master has no
+    # slave in sync and answers SLAVE_NOT_AVAILABLE, as it should. The tests start from a group in sync.
+    wait_for(lambda: any(s["connected"] for s in runtime(remoting_client, master)["haSlaves"]), 10,
+             what="the master seeing its slave connected")
     return master, slave, ha
 
 
