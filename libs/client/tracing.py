@@ -324,9 +324,7 @@ class _SampledOutProcessSpan(DroppedSpan):
     ``traceparent`` is looked up only if anyone asks for the span's context."""
 
     __slots__ = ()
-
-    def parent_traceparent(self) -> Optional[str]:
-        return _traceparent_in(self._parent)
+    traceparent_in = staticmethod(_traceparent_in)
 
 
 class _SampledOutProcessAlone(_SampledOutProcessSpan):
@@ -350,7 +348,7 @@ class _SampledOutProcessAlone(_SampledOutProcessSpan):
 
 class _SampledOutProcessScope(DroppedScope):
     """A consume thread's sampled-out process spans, one per listener call: a ListenerTrace that only makes
-    the message's span current and empties it when the call ends (this runs per message)."""
+    the message's span current, until the thread's next listener call (this runs per message)."""
 
     __slots__ = ()
     span_type = _SampledOutProcessSpan
@@ -374,12 +372,14 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     if not tracing_enabled() or not msgs:
         return None
     first = msgs[0]
-    topic = first.topic
-    if len(msgs) == 1:
+    single = len(msgs) == 1
+    if single:
         # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
         dropped = enter_scoped(_SampledOutProcessScope, first)
         if dropped is not None:
             return dropped
+    topic = first.topic
+    if single:
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))
     else:
         links = []

@@ -11,17 +11,19 @@ With no OpenTelemetry SDK configured every span is invalid and nothing is writte
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import sys
 import threading
-from contextvars import ContextVar, Token
+from contextvars import Context as VarsContext
+from contextvars import ContextVar, Token, copy_context
 from typing import Any, Optional, Sequence, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context import Context
-from opentelemetry.trace import INVALID_SPAN_CONTEXT, Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
 #: The property and header field that carry the context.
@@ -173,12 +175,18 @@ class DroppedSpan(NonRecordingSpan):
     asked. A ``traceparent`` that is not hex gives a trace of its own."""
 
     # _context is a slot too (NonRecordingSpan's instances would keep it in a __dict__ made for it): None until
-    # asked for (INVALID_SPAN_CONTEXT for a DroppedScope's span between its uses).
+    # asked for.
     __slots__ = ("_context", "_parent", "_drops", "_token")
 
+    @staticmethod
+    def traceparent_in(parent: Any) -> Optional[str]:
+        """The ``traceparent`` of a span's ``parent`` (here ``parent`` is one); a subclass finds it in what it
+        is given (a message, say)."""
+        return parent
+
     def parent_traceparent(self) -> Optional[str]:
-        """The parent's ``traceparent`` (here ``parent`` is one); a subclass finds it in what it is given."""
-        return self._parent
+        """The parent's ``traceparent``."""
+        return self.traceparent_in(self._parent)
 
     def exit(self) -> None:
         """Make current again the context :func:`enter_dropped` replaced (on the same thread)."""
@@ -215,95 +223,92 @@ D = TypeVar("D", bound=DroppedSpan)
 
 
 class _ScopeContext(Context):
-    """One of the two contexts a :class:`DroppedScope` makes current on its thread, in turn; its ``scope``
-    attribute leads :func:`enter_scoped` back to the scope."""
+    """The context a :class:`DroppedScope` makes its thread's current one; its ``scope`` attribute leads
+    :func:`enter_scoped` back to the scope."""
 
     __slots__ = ("scope",)
 
 
 class DroppedScope:
     """One thread's sampled-out spans, one after another (a consume thread's process spans, one per
-    message), at the least cost per span: one ContextVar set a span, no span or context made.
+    listener call), at the least cost per span: no span or context made, no ContextVar set.
 
-    A thread with no context of its own gets a scope at its first span (:func:`enter_scoped`). The
-    scope has one dropped span (of :attr:`span_type`) and two contexts that map to it. Each span is the
-    scope's span given its new parent, made current with the context that is not current (so that a
-    context kept through the last span is never the current one); :meth:`exit` leaves that context
-    current with its span emptied (an invalid span context, as with no span at all), until the next.
+    A thread with no context of its own gets a scope at its first span (:func:`enter_scoped`): one
+    dropped span (of :attr:`span_type`) in a context made the thread's current one. Each later span is
+    that span given its new parent. A span lasts until the thread's next one (:meth:`exit` has nothing
+    to do): between two spans the thread stays in the last one's trace, which only the code that runs
+    them sees (a consume service, between listener calls).
 
-    What is kept past :meth:`exit` never changes under whoever kept it, as reference counts tell: a
-    listener that kept the span or the current context leaves them as they are, and the scope takes a
-    new span and contexts. A ``contextvars.copy_context`` (as asyncio's ``call_soon_threadsafe`` takes)
-    holds the context without counting on it; it is found at the next span, when it holds the context
-    that is no longer current, and keeps it (with the span emptied): work run in such a copy after the
-    listener returned sees no span, never another message's.
+    Whatever was kept of a span never changes under its holder. At the next span, reference counts
+    tell whether anything else holds the span, its context, or the thread's context variables: a
+    listener that kept the span or the context, a context made from it, a ``contextvars.copy_context``
+    (as asyncio's ``call_soon_threadsafe`` takes), a context variable set since. Then the scope leaves
+    them as they are and takes a new span and context, so that a copy keeps its message's trace, as
+    the SDK's spans do. A thread whose variables are laid out so that a change to one of them might
+    not show (see :func:`_watchable_vars`) goes on without a scope.
     """
 
-    __slots__ = ("span", "ctx", "other", "quick")
+    __slots__ = ("span", "vars", "quick")
 
-    #: The type of the scope's span (its ``parent_traceparent`` finds the parent's ``traceparent``).
+    #: The type of the scope's span (its ``traceparent_in`` finds the parent's ``traceparent``).
     span_type: "type[DroppedSpan]" = DroppedSpan
     #: What :func:`enter_scoped` makes instead on a thread that cannot have a scope (it has a context of
-    #: its own, or a scope's span is current): :func:`enter_dropped`'s span of this type.
+    #: its own): :func:`enter_dropped`'s span of this type.
     alone: "type[DroppedSpan]" = DroppedSpan
 
     def __init__(self) -> None:
         #: The sampler's sure drops when they are every span (always_off): then a span needs no look at
         #: its parent, and :func:`enter_scoped` takes its short way.
         self.quick: Optional[_Dropping] = None
-        self._renew()
+        self.span: DroppedSpan
+        #: The thread's context variables as its context holds them (every copy shares them).
+        self.vars: object = None
 
-    def _renew(self) -> None:
-        """A new span (emptied: the scope is idle) and contexts; the new current context is the caller's
-        to set."""
+    def _renew(self, var: ContextVar) -> Optional[DroppedSpan]:
+        """A new span in a new context, made the thread's current one; returns the span. None when the
+        thread's variables cannot be watched: then it goes on without a scope."""
         span = _new(self.span_type)
-        span._context = INVALID_SPAN_CONTEXT
-        span._parent = None
+        span._context = None
         span._drops = _DROPS
         self.span = span
-        #: The context current (or to be made current) with the span; ``other`` is the one used next.
-        self.ctx = _ScopeContext({_SPAN_KEY: span})
-        self.other = _ScopeContext({_SPAN_KEY: span})
-        self.ctx.scope = self.other.scope = self
+        ctx = _ScopeContext({_SPAN_KEY: span})
+        ctx.scope = self
+        var.set(ctx)
+        self.vars = _watchable_vars(ctx)
+        if self.vars is None:
+            var.set(_NO_SCOPE)
+            return None
+        return span
 
     def exit(self) -> None:
-        """End the current span (on the same thread): the context stays, with the span emptied."""
-        if _refs(self.span) != _SCOPE_SPAN_REFS or _refs(self.ctx) != _SCOPE_CTX_REFS:
-            # The span or the context was kept: they stay as they are, and the thread goes on empty.
-            self._renew()
-            _CONTEXT_VAR.set(self.ctx)  # type: ignore[union-attr]  # a scope is made only with the var
-        else:
-            self.span._context = INVALID_SPAN_CONTEXT
+        """Nothing to do: the span stays the thread's current one until its next (see the class)."""
 
 
 S = TypeVar("S", bound=DroppedScope)
 
 
 def enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpan]":
-    """What :func:`enter_dropped` does, for a thread that runs such spans one after another (a consume
-    thread): the span is the thread's ``scope_type`` scope's (``scope.span``), made current, and ``exit()``
-    on what is returned ends it. A thread that cannot have a scope gets :func:`enter_dropped`'s span of
-    ``scope_type.alone`` (which has ``exit()`` too). None when the sampler might record the span (then call
-    :func:`start_span`)."""
+    """What :func:`enter_dropped` does, for a thread that runs such spans one after another and never one
+    inside another (a consume thread): the span is the thread's ``scope_type`` scope's (``scope.span``),
+    made current; it lasts until the thread's next span, and ``exit()`` on what is returned has nothing
+    to do. A thread that cannot have a scope gets :func:`enter_dropped`'s span of ``scope_type.alone``
+    (whose ``exit()`` makes the replaced context current again). None when the sampler might record the
+    span (then call :func:`start_span`)."""
     var = _CONTEXT_VAR
     if var is not None:
         current = var.get()
         if current.__class__ is _ScopeContext:
             scope = current.scope
-            span = scope.span
-            # The thread's scope, idle (its span emptied): this runs per message, so it is kept short.
-            if span._context is INVALID_SPAN_CONTEXT and scope.__class__ is scope_type:
-                if scope.quick is not _DROPS and not _may_use(scope, parent):
-                    return None
-                nxt = scope.other
-                var.set(nxt)
-                scope.other = current
-                scope.ctx = nxt
-                if _refs(current) != _SCOPE_OTHER_REFS:
-                    # A copy of the context kept what was current: it keeps it, with the span emptied.
-                    scope._renew()
-                    var.set(scope.ctx)
-                    span = scope.span
+            # The thread's scope: this runs per message, so it is kept short.
+            if scope.__class__ is scope_type and (scope.quick is _DROPS or _may_use(scope, parent)):
+                span = scope.span
+                if _refs(scope.vars) != _SCOPE_VARS_REFS or _refs(current) != _SCOPE_CTX_REFS \
+                        or _refs(span) != _SCOPE_SPAN_REFS:
+                    # The last span, its context or the thread's variables are held elsewhere (or
+                    # changed): they stay as they are, and the thread goes on with new ones.
+                    span = scope._renew(var)
+                    if span is None:
+                        return enter_dropped(scope_type.alone, parent)
                 span._parent = parent
                 span._context = None
                 return scope
@@ -312,20 +317,16 @@ def enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpa
 
 def _may_use(scope: DroppedScope, parent: Any) -> bool:
     """Whether ``scope``'s span may be the span of a child of ``parent`` under the installed sampler
-    (when it is not always_off, which the scope knows as ``quick``): it may when the sampler drops that
-    child for sure."""
+    (when it is not always_off, which the scope then knows as ``quick``): it may when the sampler drops
+    that child for sure."""
     drops = _DROPS
     if drops is None:
         return False
-    scope.span._drops = drops
     if drops.sampled_too:
         scope.quick = drops
         return True
     # Under parentbased_always_off only a sampled parent is recorded (a new trace is dropped too).
-    scope.span._parent = parent
-    tp = scope.span.parent_traceparent()
-    scope.span._parent = None
-    return not _sampled(tp)
+    return not _sampled(scope.span_type.traceparent_in(parent))
 
 
 def _sampled(traceparent: Optional[str]) -> bool:
@@ -336,22 +337,34 @@ def _sampled(traceparent: Optional[str]) -> bool:
 
 
 def _enter_scoped(scope_type: "type[S]", parent: Any) -> "Optional[S | DroppedSpan]":
-    """:func:`enter_scoped` on a thread without an idle scope of ``scope_type``: the thread's first span
-    (it gets its scope), or one that cannot have a scope."""
+    """:func:`enter_scoped` on a thread without a scope of ``scope_type``: the thread's first span (it
+    gets its scope), or one that cannot have a scope."""
     var = _CONTEXT_VAR
-    if var is None or not _SCOPE_SPAN_REFS or _DROPS is None:
-        return enter_dropped(scope_type.alone, parent)
-    current = var.get()
-    if current:  # a context of the thread's own, or a span of a scope is current
+    if var is None or not _SCOPE_SPAN_REFS or _DROPS is None or var.get():
+        # No scopes here, or the thread has a context of its own (another scope's included).
         return enter_dropped(scope_type.alone, parent)
     scope = scope_type()
     if not _may_use(scope, parent):
         return None
-    var.set(scope.ctx)  # the thread's from now on
-    span = scope.span
+    span = scope._renew(var)  # the thread's from now on
+    if span is None:
+        return enter_dropped(scope_type.alone, parent)
     span._parent = parent
-    span._context = None
     return scope
+
+
+def _watchable_vars(ctx: Context) -> object:
+    """The current thread's context variables as its context holds them: one map, which every copy of the
+    context shares (so its reference count tells whether a copy was taken), and which any change of any
+    variable replaces. A change shows in the reference count of ``ctx`` (OpenTelemetry's current context)
+    only when ``ctx`` is one of the map's top entries, which the new map copies; otherwise (another
+    variable shares its first hash bits) this is None, as it is where the runtime does not show the map."""
+    for held in gc.get_referents(copy_context()):  # a copy holds nothing else
+        if type(held).__name__ == "hamt":
+            for top in gc.get_referents(held):  # its root
+                if any(entry is ctx for entry in gc.get_referents(top)):
+                    return held
+    return None
 
 
 def _start(name: str, kind: SpanKind, parent: Optional[str], links: Optional[Sequence[Link]]) -> Span:
@@ -470,23 +483,31 @@ _SPAN_KEY = next(iter(trace.set_span_in_context(trace.INVALID_SPAN, Context())))
 #: Set once a provider is installed whose sampler drops spans for sure (see :func:`start_span`).
 _DROPS: Optional[_Dropping] = None
 _refs = sys.getrefcount
+#: The current context of a thread that cannot have a scope (:meth:`DroppedScope._renew`): no span.
+_NO_SCOPE = Context({_SPAN_KEY: trace.INVALID_SPAN})
 
 
 def _scope_refs() -> tuple[int, int, int]:
-    """The reference counts a :class:`DroppedScope` sees of its span, its current context and its other
-    context when nothing else holds them, counted with the same reads on a scope of its own. Zeros
-    without a GIL, where counts are not exact: then no scope is made, and every span is
-    :func:`enter_dropped`'s."""
-    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+    """The reference counts :func:`enter_scoped` sees of a scope's thread variables, its context and its
+    span when nothing else holds them, counted with the same reads on a scope of its own (on a context
+    of its own). Zeros where they cannot be told: without a GIL counts are not exact, and a runtime may
+    not show a context's variables; then no scope is made, and every span is :func:`enter_dropped`'s."""
+    var = _CONTEXT_VAR
+    if var is None or not getattr(sys, "_is_gil_enabled", lambda: True)():
         return 0, 0, 0
-    probe = DroppedScope()
-    holder = Context({"probe": probe.ctx})  # the current context is held by the thread's, once
-    other = probe.other
-    counts = _refs(probe.span), _refs(probe.ctx), _refs(other)  # other: as a local of enter_scoped's
-    del holder
-    return counts
+
+    def count() -> tuple[int, int, int]:
+        probe = DroppedScope()
+        if probe._renew(var) is None:
+            return 0, 0, 0
+        current = var.get()
+        scope = current.scope
+        span = scope.span
+        return _refs(scope.vars), _refs(current), _refs(span)
+
+    return VarsContext().run(count)
 
 
-_SCOPE_SPAN_REFS, _SCOPE_CTX_REFS, _SCOPE_OTHER_REFS = _scope_refs()
+_SCOPE_VARS_REFS, _SCOPE_CTX_REFS, _SCOPE_SPAN_REFS = _scope_refs()
 _PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
 _enabled = False

@@ -1,11 +1,12 @@
-"""A consume thread's sampled-out process spans (propagation.enter_scoped): one span and two contexts used
-again from message to message, and never changed under anyone who kept them. Each case runs on a thread of
-its own, which starts (as a consume thread does) with no context."""
+"""A consume thread's sampled-out process spans (propagation.enter_scoped): one span and one context used
+again from message to message, and never changed under anyone who kept them or a copy of them. Each case
+runs on a thread of its own, which starts (as a consume thread does) with no context."""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import gc
 import threading
 from typing import Callable
 
@@ -60,7 +61,7 @@ def drops(request, monkeypatch):
     return propagation._DROPS
 
 
-def test_each_message_is_its_own_span_on_the_one_object_and_the_thread_is_in_no_trace_between(drops) -> None:
+def test_each_message_is_its_own_span_on_the_one_object_until_the_next(drops) -> None:
     def body():
         seen, objects = [], set()
         for t in TRACES:
@@ -70,14 +71,20 @@ def test_each_message_is_its_own_span_on_the_one_object_and_the_thread_is_in_no_
             seen.append(_current_ids())
             assert propagation.traceparent_of() == _tp(t)[:36] + f"{seen[-1][1]:016x}-00"
             scope.exit()
-            assert not trace.get_current_span().get_span_context().is_valid
-            assert propagation.traceparent_of() is None
+            assert _current_ids() == seen[-1]  # the span lasts until the thread's next one
         return seen, objects
 
     seen, objects = _on_a_thread(body)
     assert [trace_id for trace_id, _ in seen] == TRACES
     assert len({span_id for _, span_id in seen}) == len(TRACES)  # a span id of its own each time
     assert len(objects) == 1  # and one span object for all of them
+
+
+def _later_messages() -> None:
+    for t in TRACES[1:]:
+        later = enter_scoped(Scope, _tp(t))
+        assert _current_ids()[0] == t
+        later.exit()
 
 
 @pytest.mark.parametrize("keep", ["the span", "the context", "a child context"])
@@ -89,10 +96,7 @@ def test_what_a_listener_kept_keeps_its_message_s_trace(drops, keep) -> None:
                 "the context": otel_context.get_current,
                 "a child context": lambda: baggage.set_baggage("tenant", "a")}[keep]()
         scope.exit()
-        for t in TRACES[1:]:
-            later = enter_scoped(Scope, _tp(t))
-            assert _current_ids()[0] == t
-            later.exit()
+        _later_messages()
         span = kept if keep == "the span" else trace.get_current_span(kept)
         return asked, span.get_span_context()
 
@@ -100,48 +104,101 @@ def test_what_a_listener_kept_keeps_its_message_s_trace(drops, keep) -> None:
     assert (after.trace_id, after.span_id) == asked
 
 
-def test_a_copy_of_the_context_never_sees_another_message(drops) -> None:
-    """asyncio's call_soon_threadsafe runs its callback in a copy of the listener's context: the callback
-    sees the message's trace while the listener runs, and no trace (never a later message's) after."""
+OWN_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("listener_var")
+
+
+@pytest.mark.parametrize("then", ["nothing", "sets a variable of its own", "attaches and detaches a context"])
+def test_a_copy_of_the_context_keeps_its_message_s_trace(drops, then) -> None:
+    """A listener hands work on to asyncio (call_soon_threadsafe runs it in a copy of the listener's
+    context) and returns; the work runs after the thread went on to later messages, and sees its own
+    message's trace, as it would with the SDK's spans. The same after the listener changed its context."""
     loop = asyncio.new_event_loop()
     loop_thread = threading.Thread(target=loop.run_forever)
     loop_thread.start()
     try:
-        def body():
-            seen = []
-            scope = enter_scoped(Scope, _tp(TRACES[0]))
-            copy = contextvars.copy_context()
-            during = asyncio.run_coroutine_threadsafe(asyncio.sleep(0, _current_ids()), loop)
-            inside_ids = _current_ids()
-            seen.append(during.result(5))
-            scope.exit()
-            for t in TRACES[1:]:
-                later = enter_scoped(Scope, _tp(t))
-                seen.append(copy.run(_current_ids))
-                later.exit()
-            return inside_ids, seen
+        go = threading.Event()
 
-        inside, seen = _on_a_thread(body)
+        async def handed_on() -> tuple[int, int]:
+            await loop.run_in_executor(None, go.wait, 5)
+            return _current_ids()
+
+        def body():
+            scope = enter_scoped(Scope, _tp(TRACES[0]))
+            inside = _current_ids()
+            work = asyncio.run_coroutine_threadsafe(handed_on(), loop)
+            copy = contextvars.copy_context()
+            if then == "sets a variable of its own":
+                OWN_VAR.set("x")
+            elif then == "attaches and detaches a context":
+                otel_context.detach(otel_context.attach(baggage.set_baggage("tenant", "a")))
+            scope.exit()
+            _later_messages()
+            go.set()
+            return inside, work.result(5), copy.run(_current_ids), _current_ids()
+
+        inside, in_work, in_copy, now = _on_a_thread(body)
     finally:
         loop.call_soon_threadsafe(loop.stop)
         loop_thread.join(5)
         loop.close()
-    assert seen[0] == inside
-    assert all(trace_id in (0, TRACES[0]) for trace_id, _ in seen[1:]), seen
+    assert in_work == inside and in_copy == inside
+    assert now[0] == TRACES[-1]
 
 
-def test_a_span_entered_inside_another_is_one_of_its_own(drops) -> None:
+def test_a_listener_that_changed_its_context_leaves_the_next_message_its_own_trace(drops) -> None:
     def body():
-        outer = enter_scoped(Scope, _tp(TRACES[0]))
-        outer_ids = _current_ids()
-        inner = enter_scoped(Scope, _tp(TRACES[1]))
-        assert inner is not outer and _current_ids()[0] == TRACES[1]
-        inner.exit()
-        assert _current_ids() == outer_ids
-        outer.exit()
-        return _current_ids()
+        scope = enter_scoped(Scope, _tp(TRACES[0]))
+        OWN_VAR.set("x")
+        otel_context.detach(otel_context.attach(baggage.set_baggage("tenant", "a")))
+        scope.exit()
+        _later_messages()
+        return _current_ids()[0]
 
-    assert _on_a_thread(body) == (0, 0)
+    assert _on_a_thread(body) == TRACES[-1]
+
+
+def _sharing_var() -> contextvars.ContextVar:
+    """A variable that CPython's map of context variables files together with OpenTelemetry's (their first
+    hash bits agree), so that a change to another variable leaves their entries shared between old and new map."""
+    var = propagation._CONTEXT_VAR
+    for i in range(10_000):
+        candidate: contextvars.ContextVar[int] = contextvars.ContextVar(f"sharing{i}")
+
+        def layout() -> bool:
+            ctx = otel_context.Context({"probe": 1})
+            var.set(ctx)
+            candidate.set(1)
+            (vars_,) = gc.get_referents(contextvars.copy_context())
+            (root,) = gc.get_referents(vars_)
+            return not any(entry is ctx for entry in gc.get_referents(root))
+
+        if contextvars.Context().run(layout):
+            return candidate
+    raise AssertionError("no variable shares OpenTelemetry's first hash bits")
+
+
+@pytest.mark.parametrize("when", ["before the first span", "by an earlier listener"])
+def test_a_copy_keeps_its_trace_on_a_thread_whose_variables_could_hide_a_change(drops, when) -> None:
+    """With such a variable in the thread's context, a copy and then a change to another variable would not
+    show in reference counts: the thread goes on without a scope, one span object per message."""
+    sharing = _sharing_var()
+
+    def body():
+        if when == "before the first span":
+            sharing.set(1)
+        else:
+            enter_scoped(Scope, _tp(TRACES[-1])).exit()
+            sharing.set(1)
+        scope = enter_scoped(Scope, _tp(TRACES[0]))
+        inside = _current_ids()
+        copy = contextvars.copy_context()
+        OWN_VAR.set("x")
+        scope.exit()
+        _later_messages()
+        return inside, copy.run(_current_ids)
+
+    inside, in_copy = _on_a_thread(body)
+    assert in_copy == inside
 
 
 def test_a_thread_with_a_context_of_its_own_gets_it_back(drops) -> None:
