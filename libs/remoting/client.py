@@ -86,6 +86,8 @@ class _DirectSocket:
     sock: zmq.Socket
     pollin: zmq.Poller
     pollout: zmq.Poller
+    #: Tells when ``sock``'s connection closes (None where ZeroMQ cannot monitor); ``pollin`` polls it too.
+    monitor: Optional[zmq.Socket] = None
     # Held while the owning thread uses the socket, so that close() from
     # another thread never closes it under a call.
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -94,7 +96,13 @@ class _DirectSocket:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            close_monitor(self.sock, self.monitor)
             self.sock.close(0)
+
+    def lost_connection(self) -> bool:
+        """Whether the monitor told of a closed connection since it was last asked (reads what it told)."""
+        monitor = self.monitor
+        return monitor is not None and any(event == EVENT_DISCONNECTED for event, _ in read_events(monitor))
 
 
 class _DirectSockets:
@@ -351,7 +359,12 @@ class RemotingClient:
             pollin.register(sock, zmq.POLLIN)
             pollout = zmq.Poller()
             pollout.register(sock, zmq.POLLOUT)
-            ds = table.by_addr[addr] = _DirectSocket(addr, sock, pollin, pollout)
+            try:
+                monitor: Optional[zmq.Socket] = open_monitor(self._ctx, sock, zmq.EVENT_DISCONNECTED)
+                pollin.register(monitor, zmq.POLLIN)
+            except zmq.ZMQError:
+                monitor = None  # a call to a server that died then waits out its timeout
+            ds = table.by_addr[addr] = _DirectSocket(addr, sock, pollin, pollout, monitor)
             self._direct.add(ds)
             # The I/O thread's own connection to addr is where the server's
             # pushes arrive; make sure there is one even if this client only
@@ -363,6 +376,7 @@ class RemotingClient:
         self, ds: _DirectSocket, frames: list, opaque: int, deadline: float, timeout_ms: int
     ) -> RemotingCommand:
         sock = ds.sock
+        ds.lost_connection()  # connections that closed before this call are not its business
         while True:
             try:
                 send_frames(sock, frames)
@@ -385,6 +399,12 @@ class RemotingClient:
             try:
                 reply = recv_frames(sock)
             except zmq.Again:
+                # The monitor woke the poll: a connection that closed before the answer came fails the call
+                # at once (RocketMQ's failFast of a closed channel), as the I/O thread does its requests.
+                if ds.lost_connection() and not readable(sock):
+                    raise RemotingConnectError(
+                        f"the connection to {ds.addr} closed before the response (opaque {opaque}); "
+                        "the server went away or restarted") from None
                 continue
             try:
                 cmd = decode(reply, max_header)

@@ -9,6 +9,7 @@ import select
 import subprocess
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Iterator
 
@@ -16,6 +17,8 @@ import pytest
 
 from rocketmesh.remoting import RemotingClient, RemotingConnectError, RemotingServer, ResponseCode, request, response_to
 from rocketmesh.remoting.connections import ClosedRoute, ConnectionTable
+
+from procs import free_port
 
 ECHO = 1001
 #: Short, so that a test waits little to see that nothing more is reported.
@@ -160,28 +163,66 @@ def test_a_route_that_redials_keeps_its_client() -> None:
     assert table.disconnected(9) == ClosedRoute(b"a", b"a", last=True)
 
 
+HOLD = 1002
+#: A server in a process of its own (to be killed) that answers ECHO and holds HOLD for two minutes; it
+#: prints its address. Its argument: the address to listen on.
+HOLDING_SERVER = (
+    "import sys, time\n"
+    "from rocketmesh.remoting import RemotingServer, ResponseCode, response_to\n"
+    "s = RemotingServer(sys.argv[1], 'doomed-server')\n"
+    f"s.register({ECHO}, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS))\n"
+    f"s.register({HOLD}, lambda cmd, ctx: time.sleep(120))\n"
+    "s.start()\n"
+    "print(s.address, flush=True)\n"
+    "time.sleep(120)\n"
+)
+
+
 def test_requests_in_flight_to_a_killed_server_fail_at_once_not_at_their_timeout() -> None:
     """A long hold (a pull) waiting on a server whose process dies fails when its connection closes."""
-    hold = 1002
-    script = (
-        "import sys, time\n"
-        "from rocketmesh.remoting import RemotingServer, ResponseCode, response_to\n"
-        "s = RemotingServer('127.0.0.1:0', 'doomed-server')\n"
-        f"s.register({ECHO}, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS))\n"
-        f"s.register({hold}, lambda cmd, ctx: time.sleep(120))\n"
-        "s.start()\n"
-        "print(s.address, flush=True)\n"
-        "time.sleep(120)\n"
-    )
-    with script_process(script, what="server") as (proc, addr), RemotingClient(name="held") as client:
+    with script_process(HOLDING_SERVER, "127.0.0.1:0", what="server") as (proc, addr), \
+            RemotingClient(name="held") as client:
         assert client.invoke_async(addr, request(ECHO), 5000).result(5).code == ResponseCode.SUCCESS
-        held = client.invoke_async(addr, request(hold), 60_000)
+        held = client.invoke_async(addr, request(HOLD), 60_000)
         with pytest.raises(FutureTimeout):
             held.result(0.5)  # held, as a long-polling pull is
         proc.kill()
         proc.wait(5)
         with pytest.raises(RemotingConnectError, match="closed before the response"):
             held.result(10)
+
+
+def test_a_sync_call_to_a_killed_server_fails_at_once_not_at_its_timeout() -> None:
+    """invoke_sync waits on its thread's own socket, not the I/O thread's: that connection closing fails the
+    call too (a producer's sync send then retries another broker at once, not after sendMsgTimeout)."""
+    with script_process(HOLDING_SERVER, "127.0.0.1:0", what="server") as (proc, addr), \
+            RemotingClient(name="held-sync") as client:
+        caller = ThreadPoolExecutor(1)  # one thread: both calls on the same socket
+        assert caller.submit(client.invoke_sync, addr, request(ECHO), 5000).result(10).code == ResponseCode.SUCCESS
+        held = caller.submit(client.invoke_sync, addr, request(HOLD), 60_000)
+        with pytest.raises(FutureTimeout):
+            held.result(0.5)
+        proc.kill()
+        proc.wait(5)
+        with pytest.raises(RemotingConnectError, match="closed before the response"):
+            held.result(10)
+        caller.shutdown(wait=False)
+
+
+def test_a_connection_that_closed_between_sync_calls_does_not_fail_the_next() -> None:
+    """The server restarts on its port between two calls of one thread: the second waits for the new
+    connection and gets its answer; the close it missed is not its business."""
+    port = free_port()
+    caller = ThreadPoolExecutor(1)
+    with RemotingClient(name="between") as client:
+        with script_process(HOLDING_SERVER, f"127.0.0.1:{port}", what="server") as (proc, addr):
+            assert caller.submit(client.invoke_sync, addr, request(ECHO), 5000).result(10).code == ResponseCode.SUCCESS
+            proc.kill()
+            proc.wait(5)
+        with script_process(HOLDING_SERVER, f"127.0.0.1:{port}", what="restarted server") as (_, addr):
+            answer = caller.submit(client.invoke_sync, addr, request(ECHO), 10_000).result(15)
+            assert answer.code == ResponseCode.SUCCESS
+    caller.shutdown(wait=False)
 
 
 def test_an_answer_read_after_its_server_died_never_aborts_the_reader() -> None:
