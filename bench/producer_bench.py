@@ -58,7 +58,6 @@ import itertools
 import os
 import pstats
 import shutil
-import socket
 import subprocess
 import sys
 from concurrent.futures import Future
@@ -73,6 +72,10 @@ from rocketmesh import Admin, Message, Producer
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
+
+# The tests' helpers (free_port, the OTLP receiver) serve the benches too.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+from procs import free_port  # noqa: E402
 
 TOPIC = "ProducerBench"
 GROUP = "bench-producer"
@@ -173,7 +176,6 @@ def serve_otlp() -> None:
     """Child process of --tracing: the tests' OTLP/HTTP receiver, counting the spans it decodes (not keeping
     them: a run exports millions). Prints its endpoint, then on SIGTERM the number of spans."""
     import signal
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
     from otlp_receiver import OtlpReceiver
 
     class Counting(OtlpReceiver):
@@ -203,12 +205,6 @@ def disk_use(path: str) -> int:
             except OSError:
                 pass
     return total
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def percentile(sorted_values: list[float], p: float) -> float:

@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +44,9 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, request, response_to
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from producer_bench import free_port, percentile  # noqa: E402
 
 
 def handler(busy_us: float):
@@ -72,18 +74,6 @@ def serve(port: int, busy_us: float, busy_poll_us: int) -> None:
     print("ready", flush=True)
     done.wait()
     server.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def percentile(sorted_values: list[float], p: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    return sorted_values[min(len(sorted_values) - 1, int(p * len(sorted_values)))]
 
 
 def report(mode: str, n: int, elapsed: float, lat: list[float]) -> None:

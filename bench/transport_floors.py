@@ -21,6 +21,7 @@ BENCHMARKS.md puts them next to the producer and consumer figures.
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import subprocess
 import sys
@@ -30,11 +31,8 @@ import zmq
 
 from rocketmesh.broker import cpu_latency
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from producer_bench import free_port  # noqa: E402
 
 
 def serve(kind: str, port: int) -> None:
