@@ -13,7 +13,9 @@ instead of being delivered long after its caller gave up.
 ``invoke_sync`` takes a shorter road: each calling thread gets its own
 DEALER per address and sends and waits on it itself, which saves two thread
 hand-offs per round trip (about half the cost of a sync call on two cores).
-``invoke_oneway`` uses the same socket once it is connected. Those sockets'
+``invoke_oneway`` uses the same socket once it is connected. A sync call
+still fails at once when the I/O thread's connection to its server closes
+(the server died or restarted), as the I/O thread's requests do. Those sockets'
 identity is ``<client identity> NUL <n>``; servers treat the part before the
 NUL as the client's identity, so pushes still reach the I/O thread's
 sockets. Consequence: sync and oneway requests are not ordered with respect
@@ -75,6 +77,8 @@ RpcHook = Callable[[RemotingCommand], None]
 DEFAULT_TIMEOUT_MS = 3000
 _RECV_BATCH = 512
 _SCAN_INTERVAL = 0.1
+#: How often an invoke_sync waiting for its answer looks whether its server's connections closed (ms).
+_CLOSE_CHECK_MS = 100
 _seq = itertools.count(1)
 
 
@@ -86,8 +90,6 @@ class _DirectSocket:
     sock: zmq.Socket
     pollin: zmq.Poller
     pollout: zmq.Poller
-    #: Tells when ``sock``'s connection closes (None where ZeroMQ cannot monitor); ``pollin`` polls it too.
-    monitor: Optional[zmq.Socket] = None
     # Held while the owning thread uses the socket, so that close() from
     # another thread never closes it under a call.
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -96,13 +98,7 @@ class _DirectSocket:
     def close(self) -> None:
         if not self.closed:
             self.closed = True
-            close_monitor(self.sock, self.monitor)
             self.sock.close(0)
-
-    def lost_connection(self) -> bool:
-        """Whether the monitor told of a closed connection since it was last asked (reads what it told)."""
-        monitor = self.monitor
-        return monitor is not None and any(event == EVENT_DISCONNECTED for event, _ in read_events(monitor))
 
 
 class _DirectSockets:
@@ -174,6 +170,8 @@ class RemotingClient:
         self._local = threading.local()
         self._direct: "weakref.WeakSet[_DirectSocket]" = weakref.WeakSet()
         self._direct_seq = itertools.count(1)
+        #: addr -> how many times the I/O thread's connection to it closed (read by invoke_sync's waits).
+        self._closes: dict[str, int] = {}
         self._closed = False
         self._io_ident = -1
         self._thread = threading.Thread(target=self._run, name=f"{name}-remoting-io", daemon=True)
@@ -359,12 +357,7 @@ class RemotingClient:
             pollin.register(sock, zmq.POLLIN)
             pollout = zmq.Poller()
             pollout.register(sock, zmq.POLLOUT)
-            try:
-                monitor: Optional[zmq.Socket] = open_monitor(self._ctx, sock, zmq.EVENT_DISCONNECTED)
-                pollin.register(monitor, zmq.POLLIN)
-            except zmq.ZMQError:
-                monitor = None  # a call to a server that died then waits out its timeout
-            ds = table.by_addr[addr] = _DirectSocket(addr, sock, pollin, pollout, monitor)
+            ds = table.by_addr[addr] = _DirectSocket(addr, sock, pollin, pollout)
             self._direct.add(ds)
             # The I/O thread's own connection to addr is where the server's
             # pushes arrive; make sure there is one even if this client only
@@ -376,7 +369,7 @@ class RemotingClient:
         self, ds: _DirectSocket, frames: list, opaque: int, deadline: float, timeout_ms: int
     ) -> RemotingCommand:
         sock = ds.sock
-        ds.lost_connection()  # connections that closed before this call are not its business
+        closes = self._closes.get(ds.addr, 0)  # connections that closed before this call are not its business
         while True:
             try:
                 send_frames(sock, frames)
@@ -392,19 +385,22 @@ class RemotingClient:
         max_header = self.options.max_header_size
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not ds.pollin.poll(max(1, int(remaining * 1000))):
+            if remaining <= 0:
                 raise RemotingTimeoutError(
                     f"no response from {ds.addr} within {timeout_ms} ms (opaque {opaque})"
                 )
+            if not ds.pollin.poll(max(1, min(int(remaining * 1000), _CLOSE_CHECK_MS))):
+                # The server's connections closing (the I/O thread's monitor saw its own close) fails the
+                # call at once, as the I/O thread fails its requests (RocketMQ's failFast of a closed
+                # channel): a dead server's answer can no longer come.
+                if self._closes.get(ds.addr, 0) != closes:
+                    raise RemotingConnectError(
+                        f"the connection to {ds.addr} closed before the response (opaque {opaque}); "
+                        "the server went away or restarted")
+                continue
             try:
                 reply = recv_frames(sock)
             except zmq.Again:
-                # The monitor woke the poll: a connection that closed before the answer came fails the call
-                # at once (RocketMQ's failFast of a closed channel), as the I/O thread does its requests.
-                if ds.lost_connection() and not readable(sock):
-                    raise RemotingConnectError(
-                        f"the connection to {ds.addr} closed before the response (opaque {opaque}); "
-                        "the server went away or restarted") from None
                 continue
             try:
                 cmd = decode(reply, max_header)
@@ -524,6 +520,7 @@ class RemotingClient:
             return
         self._drain_socket(conn)  # answers that arrived before the connection closed
         addr = conn.addr
+        self._closes[addr] = self._closes.get(addr, 0) + 1
         lost = self._pending.pop_where(lambda e: e.sent and e.peer == addr)
         if lost:
             self._log.debug("connection_closed_requests_failed", addr=addr, requests=len(lost))

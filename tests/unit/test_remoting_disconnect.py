@@ -164,13 +164,15 @@ def test_a_route_that_redials_keeps_its_client() -> None:
 
 
 HOLD = 1002
-#: A server in a process of its own (to be killed) that answers ECHO and holds HOLD for two minutes; it
-#: prints its address. Its argument: the address to listen on.
+SLOW = 1003
+#: A server in a process of its own (to be killed) that answers ECHO at once, SLOW after half a second, and
+#: holds HOLD for two minutes; it prints its address. Its argument: the address to listen on.
 HOLDING_SERVER = (
     "import sys, time\n"
     "from rocketmesh.remoting import RemotingServer, ResponseCode, response_to\n"
     "s = RemotingServer(sys.argv[1], 'doomed-server')\n"
     f"s.register({ECHO}, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS))\n"
+    f"s.register({SLOW}, lambda cmd, ctx: time.sleep(0.5) or response_to(cmd, ResponseCode.SUCCESS))\n"
     f"s.register({HOLD}, lambda cmd, ctx: time.sleep(120))\n"
     "s.start()\n"
     "print(s.address, flush=True)\n"
@@ -210,8 +212,8 @@ def test_a_sync_call_to_a_killed_server_fails_at_once_not_at_its_timeout() -> No
 
 
 def test_a_connection_that_closed_between_sync_calls_does_not_fail_the_next() -> None:
-    """The server restarts on its port between two calls of one thread: the second waits for the new
-    connection and gets its answer; the close it missed is not its business."""
+    """The server restarts on its port between two calls of one thread: the second (answered after half a
+    second, so that it waits on its socket) gets its answer; the close before it is not its business."""
     port = free_port()
     caller = ThreadPoolExecutor(1)
     with RemotingClient(name="between") as client:
@@ -220,7 +222,7 @@ def test_a_connection_that_closed_between_sync_calls_does_not_fail_the_next() ->
             proc.kill()
             proc.wait(5)
         with script_process(HOLDING_SERVER, f"127.0.0.1:{port}", what="restarted server") as (_, addr):
-            answer = caller.submit(client.invoke_sync, addr, request(ECHO), 10_000).result(15)
+            answer = caller.submit(client.invoke_sync, addr, request(SLOW), 10_000).result(15)
             assert answer.code == ResponseCode.SUCCESS
     caller.shutdown(wait=False)
 
