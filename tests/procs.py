@@ -27,7 +27,7 @@ from typing import Callable, Optional, Sequence
 
 from rocketmesh.acl import AclSigner, SessionCredentials
 from rocketmesh.acl.config import account_env
-from rocketmesh.runtime.python_process import python_module_argv
+from rocketmesh.runtime.python_process import SUPERVISOR_PID_ENV, python_module_argv
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 
 #: Ready check: returns True once the process serves.
@@ -233,6 +233,8 @@ class ServiceProcess:
         env = dict(os.environ)
         env.setdefault("ROCKETMESH_LOG_LEVEL", "INFO")
         env["PYTHONUNBUFFERED"] = "1"
+        # A service stops by itself should this test process die without stopping it (a crashed worker).
+        env[SUPERVISOR_PID_ENV] = str(os.getpid())
         env.update(self.env)
         with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
             self._run_stdout_offset = out.tell()

@@ -104,6 +104,8 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
+    if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:  # nohup keeps the mesh when the terminal goes
+        signal.signal(signal.SIGHUP, stop)  # its terminal closed: stop the mesh as Ctrl-C does
     try:
         ns = start(namesrv_commands(spec)[0])
         namesrv = reachable_addr(ns.address)

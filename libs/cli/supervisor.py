@@ -1,7 +1,8 @@
 """Process supervision for ``rocketmesh up``: start services as child processes, watch, stop.
 
 Services are started as ``python -P -m rocketmesh.<service>``; nothing here
-imports a service. Each child's output goes to a log file under the data
+imports a service. Each is told this process's pid and stops by itself if its
+parent ever is another process (this one was killed outright). Each child's output goes to a log file under the data
 directory; a child is ready when it prints its ``listening on`` line, in what
 this start of it wrote (a line an earlier run left in the log never counts).
 
@@ -24,7 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from rocketmesh.runtime.python_process import python_module_argv
+from rocketmesh.runtime.python_process import SUPERVISOR_PID_ENV, python_module_argv
 
 _READY = re.compile(r"listening on (\S+)")
 
@@ -99,8 +100,10 @@ class Supervisor:
         """Start the process; returns it and the log's size before it wrote anything."""
         os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
         log = open(spec.log_path, "ab")
-        # Every OTEL_* setting reaches every service; each traces under its own name.
-        env = {**os.environ, "OTEL_SERVICE_NAME": otel_service_name(spec.module), **spec.env}
+        # Every OTEL_* setting reaches every service; each traces under its own name. Each stops by itself
+        # should this process be killed before it could stop them (SUPERVISOR_PID_ENV).
+        env = {**os.environ, "OTEL_SERVICE_NAME": otel_service_name(spec.module), **spec.env,
+               SUPERVISOR_PID_ENV: str(os.getpid())}
         try:
             offset = log.seek(0, os.SEEK_END)
             proc = subprocess.Popen(python_module_argv(spec.module, *spec.args), stdout=log,

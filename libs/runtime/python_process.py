@@ -12,3 +12,9 @@ def python_module_argv(module: str, *args: str) -> list[str]:
     like a package (``./rocketmesh``, a clone's parent) can never stand in for the installed one.
     """
     return [sys.executable, "-P", "-m", module, *args]
+
+
+#: The pid of the process that started a service and stops it (``rocketmesh up`` sets it in each service's
+#: environment): the service stops by itself when its parent is no longer that process. Unset (a container,
+#: a process manager of one's own): it never does.
+SUPERVISOR_PID_ENV = "ROCKETMESH_SUPERVISOR_PID"

@@ -2,7 +2,9 @@
 
 ``--set KEY=VALUE`` flags, loading the config (file, then environment, then
 flags), the ready line the supervisor and tests wait for
-(``<name> listening on <host:port>``), and running until SIGTERM or SIGINT.
+(``<name> listening on <host:port>``), and running until SIGTERM or SIGINT, or
+until the process that started it is gone (when it says who it is, in
+``ROCKETMESH_SUPERVISOR_PID``: ``rocketmesh up`` does).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
 from rocketmesh.cli.help import HelpFormatter
 from rocketmesh.runtime.config import ConfigError, load_config
 from rocketmesh.runtime.log import configure_service
+from rocketmesh.runtime.python_process import SUPERVISOR_PID_ENV
 from rocketmesh.telemetry.sdk import TelemetryConfigError, configure_tracing
 
 T = TypeVar("T")
@@ -73,6 +76,7 @@ def run_until_signalled(label: str, start: Callable[[], str], stop: Callable[[],
 
 
 def _serve(label: str, start: Callable[[], str], stop: Callable[[], None]) -> int:
+    supervisor = _supervisor_pid()
     stopping = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopping.set())
     signal.signal(signal.SIGINT, lambda *_: stopping.set())
@@ -88,7 +92,12 @@ def _serve(label: str, start: Callable[[], str], stop: Callable[[], None]) -> in
     # collector's sight, it is not walked again by every full collection, which stalls all threads.
     gc.freeze()
     while not stopping.wait(0.5):
-        pass
+        if supervisor and os.getppid() != supervisor:
+            # Killed outright (SIGKILL, the OOM killer), ``rocketmesh up`` could not stop its services; each
+            # stops itself rather than live on unsupervised, holding its port and its store.
+            print(f"{label}: the process that started it (pid {supervisor}) is gone; stopping", file=sys.stderr,
+                  flush=True)
+            break
     stop()
     if address_file:
         try:
@@ -96,6 +105,23 @@ def _serve(label: str, start: Callable[[], str], stop: Callable[[], None]) -> in
         except OSError:
             pass
     return 0
+
+
+def _supervisor_pid() -> int:
+    """The pid in :data:`SUPERVISOR_PID_ENV`, 0 when unset. One that is not this process's parent (not a pid,
+    or a variable inherited from elsewhere) is reported and ignored."""
+    raw = os.environ.get(SUPERVISOR_PID_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        pid = int(raw)
+    except ValueError:
+        pid = 0
+    if pid < 1 or pid != os.getppid():
+        print(f"{SUPERVISOR_PID_ENV}={raw!r} is not the pid of this process's parent ({os.getppid()}); ignored",
+              file=sys.stderr, flush=True)
+        return 0
+    return pid
 
 
 #: Where a service writes the address it serves once it is ready (unset: nowhere). The image sets it, so

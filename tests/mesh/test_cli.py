@@ -177,6 +177,71 @@ def test_up_with_acl_serves_accounts_and_refuses_the_rest(tmp_path, reliability)
     assert up.returncode == 0, rest
 
 
+def _small_up(tmp_path, *prefix: str) -> subprocess.Popen:
+    """``rocketmesh up`` (run by ``prefix``, if any) on free ports with small store files and no metrics, up
+    and serving."""
+    up = subprocess.Popen([*prefix, *cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(free_port()),
+                           "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
+                           "--txn-checker-port", str(free_port()), "--no-metrics",
+                           "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",
+                           "--set", "maxIndexNum=40000"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        read_until_up(up)
+    except BaseException:
+        up.kill()
+        raise
+    return up
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, dead but not yet reaped by whoever adopted it, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _kill_left(pids: list[int]) -> None:
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_services_stop_by_themselves_when_up_is_killed_outright(tmp_path):
+    """SIGKILL (or the OOM killer) leaves ``up`` no chance to stop its services; each notices that its
+    parent is gone and stops, rather than live on holding its port and store."""
+    up = _small_up(tmp_path)
+    children = child_pids(up.pid)
+    assert len(children) == 4
+    try:
+        up.kill()
+        up.wait(10)
+        wait_for(lambda: not any(_alive(pid) for pid in children), 20, "every service of the killed up stopping")
+    finally:
+        _kill_left(children)
+
+
+@pytest.mark.parametrize("nohup", [False, True], ids=["in a terminal", "under nohup"])
+def test_up_stops_the_mesh_when_its_terminal_hangs_up_unless_under_nohup(tmp_path, nohup):
+    up = _small_up(tmp_path, *(["nohup"] if nohup else []))
+    children = child_pids(up.pid)
+    try:
+        up.send_signal(signal.SIGHUP)
+        if nohup:
+            time.sleep(2)
+            assert up.poll() is None and all(_alive(pid) for pid in children)
+            up.send_signal(signal.SIGTERM)
+        rest, _ = up.communicate(timeout=60)
+        assert up.returncode == 0 and "stopped." in rest, rest
+        assert not any(_alive(pid) for pid in children)
+    finally:
+        if up.poll() is None:
+            up.kill()
+        _kill_left(children)
+
+
 def test_up_reports_a_service_that_cannot_start(tmp_path):
     import socket
 
