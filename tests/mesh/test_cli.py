@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import orjson
@@ -223,9 +224,15 @@ def test_services_stop_by_themselves_when_up_is_killed_outright(tmp_path):
         _kill_left(children)
 
 
+#: Runs the command after it with SIGHUP's default action, as in a terminal, whatever this test run inherited
+#: (a run started under nohup ignores SIGHUP, and so would every process it starts).
+AS_IN_A_TERMINAL = [sys.executable, "-c", "import os, signal, sys; signal.signal(signal.SIGHUP, signal.SIG_DFL); "
+                    "os.execvp(sys.argv[1], sys.argv[1:])"]
+
+
 @pytest.mark.parametrize("nohup", [False, True], ids=["in a terminal", "under nohup"])
 def test_up_stops_the_mesh_when_its_terminal_hangs_up_unless_under_nohup(tmp_path, nohup):
-    up = _small_up(tmp_path, *(["nohup"] if nohup else []))
+    up = _small_up(tmp_path, *AS_IN_A_TERMINAL, *(["nohup"] if nohup else []))
     children = child_pids(up.pid)
     try:
         up.send_signal(signal.SIGHUP)
