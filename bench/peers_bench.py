@@ -48,7 +48,8 @@ import time
 from typing import Callable, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from producer_bench import cpu_per_process, free_port, process_times, report, report_cpu  # noqa: E402
+from producer_bench import (  # noqa: E402
+    cpu_per_process, free_port, percentile, process_times, process_tree, report, report_cpu)
 
 MODES = ("sync1", "async", "drain", "e2e")
 PEERS = ("nats", "redis", "rabbitmq")
@@ -84,19 +85,7 @@ class Server:
 
     def pids(self) -> dict[int, str]:
         """The server's processes (the whole tree: RabbitMQ runs a VM under a shell), labelled by peer."""
-        out: dict[int, str] = {}
-        if self.proc is None:
-            return out
-        todo = [self.proc.pid]
-        while todo:
-            pid = todo.pop()
-            out[pid] = self.name
-            try:
-                with open(f"/proc/{pid}/task/{pid}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
-            except OSError:
-                pass
-        return out
+        return {} if self.proc is None else {pid: self.name for pid in process_tree(self.proc.pid)}
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -613,8 +602,8 @@ def measure(peer, mode: str, s: Settings) -> None:  # noqa: ANN001 - one of the 
         report_cpu(label, cpu_per_process(before, process_times(list(watched)), n, watched))
         if not lat:
             raise SystemExit(f"{label}: nothing received")
-        print(f"{label:<16} {s.rate} msg/s for {s.duration:.0f} s: p50 {lat[n // 2] * 1000:.2f} ms, "
-              f"p99 {lat[min(n - 1, int(n * 0.99))] * 1000:.2f} ms ({n} messages)", flush=True)
+        print(f"{label:<16} {s.rate} msg/s for {s.duration:.0f} s: p50 {percentile(lat, 0.50) * 1000:.2f} ms, "
+              f"p99 {percentile(lat, 0.99) * 1000:.2f} ms ({n} messages)", flush=True)
         return
     n, elapsed, lat = peer.sync1(s) if mode == "sync1" else peer.async_(s)
     report_cpu(label, cpu_per_process(before, process_times(list(watched)), n, watched))

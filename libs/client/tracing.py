@@ -372,14 +372,12 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     if not tracing_enabled() or not msgs:
         return None
     first = msgs[0]
-    single = len(msgs) == 1
-    if single:
+    topic = first.topic
+    if len(msgs) == 1:
         # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
         dropped = enter_scoped(_SampledOutProcessScope, first)
         if dropped is not None:
             return dropped
-    topic = first.topic
-    if single:
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))
     else:
         links = []
