@@ -1,5 +1,5 @@
-"""A real OTLP/HTTP receiver on loopback for the tests: services export spans to it over
-http/protobuf, and it decodes them with opentelemetry-proto."""
+"""A real OTLP receiver on loopback for the tests: services export spans to it over http/protobuf (or,
+given ``protocol="grpc"``, over gRPC), and it decodes them with opentelemetry-proto."""
 
 from __future__ import annotations
 
@@ -40,21 +40,27 @@ def _value(v: Any) -> Any:
 class OtlpReceiver:
     """``start()``; point ``OTEL_EXPORTER_OTLP_ENDPOINT`` at :attr:`endpoint`; read :attr:`spans`."""
 
+    #: ``OTEL_EXPORTER_OTLP_PROTOCOL``'s value it serves: ``http/protobuf`` or ``grpc``.
+    protocol: str = "http/protobuf"
     spans: list[ReceivedSpan] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _server: Optional[ThreadingHTTPServer] = None
+    _grpc: Any = None
+    _port: int = 0
 
     @property
     def endpoint(self) -> str:
-        assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        assert self._port, "start() first"
+        return f"http://127.0.0.1:{self._port}"
 
     def env(self) -> dict[str, str]:
         """What a service needs to export every span here, within ~100 ms."""
-        return {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+        return {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": self.protocol,
                 "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
 
     def start(self) -> "OtlpReceiver":
+        if self.protocol == "grpc":
+            return self._start_grpc()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -75,13 +81,35 @@ class OtlpReceiver:
                 """Quiet: the tests read the spans, not an access line per export."""
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._port = self._server.server_address[1]
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def _start_grpc(self) -> "OtlpReceiver":
+        from concurrent.futures import ThreadPoolExecutor
+
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        receiver = self
+
+        class Service(trace_service_pb2_grpc.TraceServiceServicer):
+            def Export(self, request: ExportTraceServiceRequest, context: Any) -> ExportTraceServiceResponse:  # noqa: N802
+                receiver._add(request)
+                return ExportTraceServiceResponse()
+
+        self._grpc = grpc.server(ThreadPoolExecutor(2))
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Service(), self._grpc)
+        self._port = self._grpc.add_insecure_port("127.0.0.1:0")
+        self._grpc.start()
         return self
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+        if self._grpc is not None:
+            self._grpc.stop(0)
 
     def _add(self, req: ExportTraceServiceRequest) -> None:
         got = []

@@ -67,6 +67,27 @@ def test_send_and_pull_spans_are_children_of_the_callers_span(otlp_receiver: Otl
     assert refused.status_code == ERROR and refused.attributes["error.type"] == str(int(ResponseCode.TOPIC_NOT_EXIST))
 
 
+def test_a_service_exports_over_grpc_when_told_to(start_namesrv, start_broker, monkeypatch):
+    """OTEL_EXPORTER_OTLP_PROTOCOL=grpc: the broker's spans reach a real OTLP/gRPC receiver."""
+    receiver = OtlpReceiver(protocol="grpc").start()
+    try:
+        for key, value in receiver.env().items():
+            monkeypatch.setenv(key, value)
+        namesrv = start_namesrv()
+        broker = start_broker(namesrv.addr)
+        traceparent = f"00-{TRACE_ID}-{CALLER}-01"
+        with RemotingClient() as client:
+            header = SendMessageRequestHeader("grpc-producer", "GrpcTopic", 0, 0)
+            sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"x",
+                                                           traceparent=traceparent), 5000)
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        [send] = receiver.wait_for(lambda s: s.name == "send GrpcTopic")
+        assert (send.service, send.kind, send.trace_id, send.parent_span_id) == (
+            "rocketmesh-broker", SERVER_KIND, TRACE_ID, CALLER)
+    finally:
+        receiver.stop()
+
+
 def test_with_no_exporter_configured_the_broker_serves_as_before(start_namesrv, start_broker, monkeypatch):
     monkeypatch.setenv("OTEL_TRACES_EXPORTER", "none")
     namesrv = start_namesrv()
