@@ -244,18 +244,22 @@ from rocketmesh import Message, Producer
 with Producer("trace-none-p", sys.argv[1]) as producer:
     msg = Message(sys.argv[2], "plain")
     result = producer.send(msg)
-    print(result.offset_msg_id, "traceparent" in msg.properties)
+    print(result.offset_msg_id, "traceparent" in msg.properties,
+          any(name.startswith("opentelemetry.sdk") for name in sys.modules))
 """
 
 
 def test_without_an_sdk_no_traceparent_is_written(namesrv, broker, admin):
+    """The client uses the OpenTelemetry API alone: without a provider it writes no context, and never
+    loads the SDK."""
     topic = "TraceNone"
     make_topic(admin, topic)
     # Its own process: this one has an SDK configured (the global provider cannot be unset).
     out = subprocess.run([sys.executable, "-c", NO_SDK_SENDER, namesrv.addr, topic], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
-    offset_id, written = out[-2], out[-1]
+    offset_id, written, sdk_loaded = out[-3], out[-2], out[-1]
     assert written == "False"
+    assert sdk_loaded == "False"
     assert TRACEPARENT not in admin.view_message(offset_id).properties
 
 
