@@ -29,6 +29,8 @@ class ReceivedSpan:
     attributes: dict[str, Any]
     links: tuple[tuple[str, str], ...]
     status_code: int
+    #: The exporting service's resource attributes (``service.name`` among them).
+    resource: dict[str, Any] = field(default_factory=dict)
 
 
 def _value(v: Any) -> Any:
@@ -120,7 +122,7 @@ class OtlpReceiver:
                     got.append(ReceivedSpan(
                         str(res.get("service.name", "")), s.name, s.kind, s.trace_id.hex(), s.span_id.hex(),
                         s.parent_span_id.hex(), {a.key: _value(a.value) for a in s.attributes},
-                        tuple((link.trace_id.hex(), link.span_id.hex()) for link in s.links), s.status.code))
+                        tuple((link.trace_id.hex(), link.span_id.hex()) for link in s.links), s.status.code, res))
         with self._lock:
             self.spans.extend(got)
 

@@ -68,11 +68,13 @@ def test_send_and_pull_spans_are_children_of_the_callers_span(otlp_receiver: Otl
 
 
 def test_a_service_exports_over_grpc_when_told_to(start_namesrv, start_broker, monkeypatch):
-    """OTEL_EXPORTER_OTLP_PROTOCOL=grpc: the broker's spans reach a real OTLP/gRPC receiver."""
+    """OTEL_EXPORTER_OTLP_PROTOCOL=grpc: the broker's spans reach a real OTLP/gRPC receiver, under the
+    resource OTEL_RESOURCE_ATTRIBUTES adds to."""
     receiver = OtlpReceiver(protocol="grpc").start()
     try:
         for key, value in receiver.env().items():
             monkeypatch.setenv(key, value)
+        monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=grpc-test")
         namesrv = start_namesrv()
         broker = start_broker(namesrv.addr)
         traceparent = f"00-{TRACE_ID}-{CALLER}-01"
@@ -84,6 +86,7 @@ def test_a_service_exports_over_grpc_when_told_to(start_namesrv, start_broker, m
         [send] = receiver.wait_for(lambda s: s.name == "send GrpcTopic")
         assert (send.service, send.kind, send.trace_id, send.parent_span_id) == (
             "rocketmesh-broker", SERVER_KIND, TRACE_ID, CALLER)
+        assert send.resource["deployment.environment"] == "grpc-test"
     finally:
         receiver.stop()
 
