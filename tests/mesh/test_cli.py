@@ -92,6 +92,13 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
         receiver.stop()
     assert up.returncode == 0, rest
     assert "stopped." in rest
+    # Every service set up tracing under its own name (one OTEL_SERVICE_NAME for all notwithstanding).
+    for name, service in (("namesrv", "namesrv"), ("broker-a", "broker"), ("scheduler", "scheduler"),
+                          ("txn-checker", "txn-checker")):
+        events = [orjson.loads(line) for line in (tmp_path / "mesh" / "logs" / f"{name}.log").read_text().splitlines()
+                  if line.startswith("{")]
+        assert [e["service_name"] for e in events if e.get("event") == "tracing_configured"] == \
+            [f"rocketmesh-{service}"], name
     # The children are gone: nothing listens on the ports any more.
     for port in (ns_port, broker_port, sched_port, checker_port):
         assert run_port_free(port)
