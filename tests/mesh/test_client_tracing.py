@@ -1,7 +1,7 @@
 """The client SDK's spans against real processes: the application (this test process) configures an
 OpenTelemetry SDK with an in-memory exporter; a message's send, its stored ``traceparent``, each process span
-of it (also through %RETRY%, a delay level, a batch and a transaction) and a PullConsumer's receive share one
-trace. Without an SDK, nothing is written into messages.
+of it (also through %RETRY%, a delay level, a timer, a batch and a transaction; a dead letter keeps it) and a
+PullConsumer's receive share one trace. Without an SDK, nothing is written into messages.
 """
 
 from __future__ import annotations
@@ -142,6 +142,43 @@ def test_a_delayed_message_and_a_batch_keep_their_send_trace(namesrv, broker, sc
     assert {parents[by_body[f"b{i}"]] for i in range(3)} == {batch_send.context.span_id}
     assert {s.context.trace_id for s in processed if s.context.span_id == by_body["late"]} == \
         {delay_send.context.trace_id}
+
+
+def test_a_timer_message_and_a_dead_letter_keep_their_send_trace(namesrv, broker, scheduler, admin, spans):
+    """A timer message (delay_ms) is processed in its send's trace once the scheduler delivers it; a message
+    whose group gives up on it (max_reconsume_times=0) lands in %DLQ%<group> carrying its send's context."""
+    topic = "TraceTimerDlq"
+    make_topic(admin, topic)
+    with Producer("trace-timer-p", namesrv.addr, **FAST_CLIENT) as producer:
+        producer.send(Message(topic, "timed", delay_ms=1000))
+        doomed = producer.send(Message(topic, "doomed", keys="doomed-key"))
+    sends = {s.attributes.get(sc.MESSAGE_ID): s for s in named(spans, f"send {topic}")}
+    doomed_send = sends.pop(doomed.msg_id)
+    [timed_send] = sends.values()
+    assert timed_send.attributes[sc.ROCKETMQ_MESSAGE_TYPE] == "delay"
+
+    class FailsDoomed(Recorder):
+        def __call__(self, msgs: list[MessageExt]) -> object:
+            super().__call__(msgs)
+            return LATER if msgs[0].body == b"doomed" else SUCCESS
+
+    listener = FailsDoomed()
+    group = "trace-timer-c"
+    consumer = PushConsumer(group, namesrv.addr, instance_name=group, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            max_reconsume_times=0, **FAST_CLIENT)
+    consumer.subscribe(topic, "*")
+    consumer.register_listener(listener)
+    consumer.start()
+    try:
+        wait_for(lambda: "timed" in {body for _, _, body in listener.got}, 20, "the timer message's delivery")
+        dead = wait_for(lambda: admin.query_msg_by_key(f"%DLQ%{group}", "doomed-key"), 20, "the dead letter")
+    finally:
+        consumer.shutdown()
+    [timed_span] = [sid for _, sid, body in listener.got if body == "timed"]
+    processed = {s.context.span_id: s for s in named(spans, f"process {topic}")}
+    assert processed[timed_span].parent.span_id == timed_send.context.span_id
+    assert processed[timed_span].context.trace_id == timed_send.context.trace_id
+    assert dead[0].properties[TRACEPARENT] == traceparent(doomed_send)
 
 
 class TxListener:
