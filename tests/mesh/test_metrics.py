@@ -82,6 +82,8 @@ def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, pro
     consumer.start()
     try:
         got = poll_until(consumer, 4)
+        # Pulled (4, and what the consumer pulled ahead) and not committed yet.
+        assert 4 <= sample(scrape(url), "rocketmq_consumer_inflight_messages", topic=TOPIC, consumer_group=GROUP) <= 10
         consumer.commit()
         wait_for(lambda: sample(scrape(url), "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 6,
                  what="lag 6 after 4 of 10 committed")
@@ -97,8 +99,14 @@ def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, pro
         consumer.shutdown()
     text = scrape(url)
     assert sample(text, "rocketmq_messages_out_total", topic=TOPIC, consumer_group=GROUP) == 10
+    # The stored records pulled: each body and its headers.
+    assert sample(text, "rocketmq_throughput_out_total", topic=TOPIC, consumer_group=GROUP) > \
+        sum(len(f"body-{i}") for i in range(10))
+    assert sample(text, "rocketmq_consumer_inflight_messages", topic=TOPIC, consumer_group=GROUP) == 0
     assert sample(text, "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 0
     assert sample(text, "rocketmq_storage_size") > 0
+    # The commitlog's flushes (ASYNC_FLUSH: the flusher's, every flushIntervalCommitLog) are timed.
+    wait_for(lambda: sample(scrape(url), "rocketmq_storage_flush_latency_count") > 0, what="a timed flush")
     assert sample(text, "rocketmq_consumer_ready_messages", topic=TOPIC, consumer_group=GROUP) == 0
     assert sample(text, "rocketmq_consumer_lag_latency", topic=TOPIC, consumer_group=GROUP) == 0
     assert sample(text, "rocketmq_storage_message_reserve_time") > 0
