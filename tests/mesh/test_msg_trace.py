@@ -1,6 +1,7 @@
 """RocketMQ's message trace against real processes: a producer and a push consumer with enable_msg_trace write
 Pub / SubBefore / SubAfter records into RMQ_SYS_TRACE_TOPIC (which the broker creates), a pull consumer records
-what its polls return, a transactional message adds an EndTransaction, and ``rocketmesh admin query-msg-trace-by-id`` (the real CLI) prints the message's life.
+what its polls return, a transactional message adds an EndTransaction, and ``rocketmesh admin query-msg-trace-by-id``
+(the real CLI) prints the message's life, a delay and a retried delivery included.
 Without enable_msg_trace nothing is written.
 """
 
@@ -84,6 +85,51 @@ def test_send_and_consume_are_traced_and_the_cli_prints_them(namesrv, broker, ad
 
     cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", failing.msg_id, timeout=30)
     assert "failed(EXCEPTION)" in next(line for line in cli.stdout.splitlines() if line.startswith("Sub "))
+
+
+def test_a_delayed_message_failed_once_shows_its_delay_and_both_deliveries(namesrv, start_broker,
+                                                                            start_scheduler) -> None:
+    """The life query-msg-trace-by-id prints: sent as a delayed message, consumed and failed (retry 0), then
+    consumed again from %RETRY% (retry 1) and succeeded."""
+    start_broker(namesrv.addr, messageDelayLevel="1s 1s 1s")
+    start_scheduler(namesrv.addr, rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000,
+                    pollNameServerIntervalMs=1000)
+    calls: list[int] = []
+    done = threading.Event()
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        calls.append(msgs[0].reconsume_times)
+        if len(calls) == 1:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        done.set()
+        return SUCCESS
+
+    with Admin(namesrv.addr) as admin:
+        make_topic(admin, "TraceLater")
+        consumer = PushConsumer("trace-later-c", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                                enable_msg_trace=True, **FAST_CLIENT)
+        consumer.subscribe("TraceLater")
+        consumer.register_listener(listener)
+        with Producer("trace-later-p", namesrv.addr, enable_msg_trace=True) as producer:
+            sent = producer.send(Message("TraceLater", b"later", keys="later-1", delay_level=1))
+        with consumer:
+            assert done.wait(30), f"deliveries so far: {calls}"
+
+            def both_outcomes() -> list[TraceRecord]:
+                records = admin.query_msg_trace(sent.msg_id)
+                return records if sum(r.type is TraceType.SubAfter for r in records) >= 2 else []
+            records = wait_for(both_outcomes, 15, "both SubAfter records")
+    assert next(r for r in records if r.type is TraceType.Pub).msg_type is TraceMessageType.Delay_Msg
+    befores = {r.request_id: r for r in records if r.type is TraceType.SubBefore}
+    outcomes = sorted((befores[r.request_id].retry_times, r.success) for r in records
+                      if r.type is TraceType.SubAfter)
+    assert outcomes == [(0, False), (1, True)]
+
+    cli = run_cli("admin", "query-msg-trace-by-id", "-n", namesrv.addr, "-i", sent.msg_id, timeout=30)
+    assert cli.returncode == 0, cli.stderr
+    assert "delayed message" in cli.stdout
+    subs = sorted(line.split()[-1] for line in cli.stdout.splitlines() if line.startswith("Sub "))
+    assert subs == ["0", "1"], cli.stdout
 
 
 def test_a_pull_consumer_records_what_its_polls_return(namesrv, broker, admin) -> None:
