@@ -45,9 +45,9 @@ def test_a_frozen_broker_is_avoided_nothing_piles_up_and_it_rejoins(
     b = start_broker(namesrv.addr, "broker-b", registerNameServerPeriod=1000)
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-        wait_for(lambda: {bd.broker_name for bd in admin.topic_route(TOPIC).broker_datas} == {"broker-a",
-                                                                                              "broker-b"},
-                 15, what="both brokers in the topic's route")
+        # wait_topic_route: the first broker's registration of the topic may not have reached the name server
+        wait_for(lambda: {bd.broker_name for bd in admin.wait_topic_route(TOPIC).broker_datas}
+                 == {"broker-a", "broker-b"}, 15, what="both brokers in the topic's route")
     load = SendLoad(namesrv.addr, TOPIC, producers=3, prefix="pause", pause_s=0.005,
                     send_msg_timeout_ms=SEND_TIMEOUT_MS, send_latency_fault_enable=True)
 
