@@ -9,6 +9,7 @@ import time
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.model.codec import decode_record
 
+from procs import wait_for
 from storekit import check_queues_agree_with_commitlog, msg, open_store
 
 WRITER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store_crash_writer.py")
@@ -87,18 +88,25 @@ def test_sigkill_mid_stream_loses_no_acknowledged_message(tmp_path):
         store.shutdown()
 
 
+FILE_SIZE = 16 * 1024  # storekit's commitlog file size
+
+
+def flip_body_bytes(root, phys: int) -> None:
+    """Damage the record at commitlog offset ``phys``: invert four bytes of its body (its CRC no longer holds)."""
+    path = root / "commitlog" / f"{phys - phys % FILE_SIZE:020d}"
+    with open(path, "r+b") as f:
+        f.seek(phys % FILE_SIZE + 88 + 3)
+        b = f.read(4)
+        f.seek(phys % FILE_SIZE + 88 + 3)
+        f.write(bytes(x ^ 0xFF for x in b))
+
+
 def test_corrupt_tail_after_crash_is_truncated_not_served(tmp_path):
     acks = write_then_kill(tmp_path, threads=2, at_least=200)
     acks.sort(key=lambda a: int(a[3]))
     victim = acks[-5]  # flip bytes inside the body of the fifth-last record
     phys = int(victim[3])
-    size = 16 * 1024
-    path = tmp_path / "commitlog" / f"{phys - phys % size:020d}"
-    with open(path, "r+b") as f:
-        f.seek(phys % size + 88 + 3)
-        b = f.read(4)
-        f.seek(phys % size + 88 + 3)
-        f.write(bytes(x ^ 0xFF for x in b))
+    flip_body_bytes(tmp_path, phys)
 
     store = open_store(tmp_path)
     try:
@@ -138,5 +146,36 @@ def test_dispatch_worker_killed_is_restarted_and_catches_up(tmp_path):
             [b"before%d" % i for i in range(30)] + [b"after%d" % i for i in range(30)]
         assert len(store.query_message("TopicTest", "a29").records) == 1
         assert check_queues_agree_with_commitlog(store) == 60
+    finally:
+        store.shutdown()
+
+
+def test_after_a_crash_the_last_two_files_with_records_are_checked_not_the_empty_one_made_ahead(tmp_path):
+    # The commitlog makes its next file before it is needed. After a crash the walk with CRC checks
+    # covers at least the last two files: two that hold records, so the checkpoint cannot hide a
+    # damaged record one file back.
+    store = open_store(tmp_path)
+    offsets = []
+    while not offsets or offsets[-1] < FILE_SIZE + 2000:
+        offsets.append(store.put_message(msg(body=os.urandom(900), keys=f"k{len(offsets)}")).first.wrote_offset)
+    made_ahead = tmp_path / "commitlog" / f"{2 * FILE_SIZE:020d}"
+    wait_for(made_ahead.exists, 10, "the third commitlog file made ahead")
+    assert store.wait_dispatched(5)
+    # Everything flushed and checkpointed, then the broker died before it could say it stopped cleanly: the
+    # disk as a crash leaves it has the abort file and the made-ahead file (a clean stop deletes the latter).
+    store.shutdown()
+    (tmp_path / "abort").touch()
+    made_ahead.write_bytes(bytes(FILE_SIZE))
+
+    victim = max(o for o in offsets if o < FILE_SIZE)  # the first file's last record
+    flip_body_bytes(tmp_path, victim)
+    store = open_store(tmp_path)
+    try:
+        assert not store.last_exit_ok
+        assert store.commitlog.max_offset == victim
+        assert store.look_message_by_offset(victim) is None
+        assert store.query_message("TopicTest", f"k{offsets.index(victim)}").records == []
+        assert store.look_message_by_offset(offsets[0]).keys == "k0"
+        check_queues_agree_with_commitlog(store)
     finally:
         store.shutdown()

@@ -56,6 +56,23 @@ CATCH_UP_S = 1.0
 MAX_FILTER_ENTRIES = 16000 // 20
 
 
+def _files_with_records(path: str) -> list[str]:
+    """The commitlog's file names in order, without the trailing files that hold no record yet.
+
+    The commitlog makes its next file ahead of need, so the newest file is often
+    empty; recovery's margin of "the last files" must count files with data.
+    """
+    if not os.path.isdir(path):
+        return []
+    names = sorted(n for n in os.listdir(path) if n.isdigit())
+    while names:
+        with open(os.path.join(path, names[-1]), "rb") as f:
+            if f.read(4).strip(b"\0"):  # a record starts with its non-zero total size
+                break
+        names.pop()
+    return names
+
+
 def _physical_memory() -> int:
     """The machine's memory in bytes (RocketMQ's totalPhysicalMemorySize)."""
     try:
@@ -151,8 +168,7 @@ class MessageStore:
         start = self.checkpoint.dispatched_phy_offset
         t0 = time.monotonic()
         size = cfg.mapped_file_size_commit_log
-        names = sorted(n for n in os.listdir(cfg.store_path_commit_log) if n.isdigit()) \
-            if os.path.isdir(cfg.store_path_commit_log) else []
+        names = _files_with_records(cfg.store_path_commit_log)
         if self.last_exit_ok:
             walk = start
             if cfg.check_crc_on_recover and names:
