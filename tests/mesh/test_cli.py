@@ -26,8 +26,9 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
     env = {**os.environ, **receiver.env(), "OTEL_SERVICE_NAME": "one-name-for-all"}
     up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
                            "--broker-port", str(broker_port), "--scheduler-port", str(sched_port),
-                           "--txn-checker-port", str(checker_port), "--set", "mappedFileSizeCommitLog=4194304",
-                           "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
+                           "--txn-checker-port", str(checker_port), "--no-metrics",
+                           "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",
+                           "--set", "maxIndexNum=40000"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     namesrv = f"127.0.0.1:{ns_port}"
     try:
@@ -263,6 +264,7 @@ def test_up_reports_a_service_that_cannot_start(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = run("up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(port), timeout=90)
+        result = run("up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(port), "--no-metrics",
+                     timeout=90)
     assert result.returncode == 1
     assert "namesrv" in result.stderr and "log" in result.stderr
