@@ -83,6 +83,14 @@ def offset_to_file_name(offset: int) -> str:
     return f"{offset:020d}"
 
 
+def mapped_file_names(store_path: str) -> list[str]:
+    """The names of the files of the queue in ``store_path`` (their 20-digit start offsets), in order; none
+    when there is no such folder."""
+    if not os.path.isdir(store_path):
+        return []
+    return sorted(n for n in os.listdir(store_path) if n.isdigit() and len(n) == 20)
+
+
 class MappedFile:
     """One mapped file: a write position, a flush position, reads by relative position.
 
@@ -217,10 +225,7 @@ class MappedFileQueue:
 
         ``following``: another process writes these files; one it is still creating is left for later.
         """
-        if not os.path.isdir(self.store_path):
-            return
-        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit() and len(n) == 20)
-        for name in names:
+        for name in mapped_file_names(self.store_path):
             path = os.path.join(self.store_path, name)
             size = os.path.getsize(path)
             if size != self.file_size and following:

@@ -35,6 +35,7 @@ from rocketmesh.broker.store.consume_queue import BLANK_SIZE, LiveConsumeQueue
 from rocketmesh.broker.store.dispatch_link import DispatchLink
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
 from rocketmesh.broker.store.index_file import IndexService
+from rocketmesh.broker.store.mapped_file import mapped_file_names
 from rocketmesh.broker.store.queue_entry import UNRESOLVED_TAGS_CODE, record_tags_code
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.replication import ReplicaTracker
@@ -62,9 +63,7 @@ def _files_with_records(path: str) -> list[str]:
     The commitlog makes its next file ahead of need, so the newest file is often
     empty; recovery's margin of "the last files" must count files with data.
     """
-    if not os.path.isdir(path):
-        return []
-    names = sorted(n for n in os.listdir(path) if n.isdigit())
+    names = mapped_file_names(path)
     while names:
         with open(os.path.join(path, names[-1]), "rb") as f:
             if f.read(4).strip(b"\0"):  # a record starts with its non-zero total size
