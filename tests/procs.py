@@ -136,11 +136,22 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def _worker_share(ports: range) -> range:
+    """This pytest-xdist worker's block of ``ports`` (all of them outside xdist): a port one worker picked
+    but its service has not bound yet looks free to the others, so each picks from its own block."""
+    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
+        return ports
+    size = len(ports) // int(count)
+    index = int(worker[2:]) % int(count)
+    return ports[index * size:(index + 1) * size]
+
+
 #: Ports handed out here come from below the kernel's ephemeral range: a port taken from that range (bind to
 #: port 0) can be given to any process's next outgoing connection before the service it was meant for binds
-#: it, and a test's many connections make that happen. Below it only another test's pick can race, and a
-#: port bound already is seen at once.
-_PORTS = range(20000, max(20001, min(_ephemeral_low(), 32768)))
+#: it, and a test's many connections make that happen. Below it only a pick in this process can race (a
+#: port bound already is seen at once), and :data:`_given` rules that out.
+_PORTS = _worker_share(range(20000, max(20001, min(_ephemeral_low(), 32768))))
 _given: set[int] = set()
 _RNG = random.Random()
 
