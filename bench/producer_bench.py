@@ -121,7 +121,7 @@ def curve_keys(mode: str) -> Optional[str]:
     if mode == "off":
         return None
     from rocketmesh.cli.security import make_keys
-    from rocketmesh.remoting.curve import SECRET_KEY_ENV
+    from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV
 
     key_dir = tempfile.mkdtemp(prefix="bench-curve-")
     os.environ[SECRET_KEY_ENV] = make_keys(key_dir)["server_secret"]

@@ -34,7 +34,7 @@ from rocketmesh.broker.config import load_broker_config  # noqa: E402
 from rocketmesh.broker.controller import BrokerController  # noqa: E402
 from rocketmesh.model.message import MessageConst  # noqa: E402
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode  # noqa: E402
-from rocketmesh.remoting.command import decode  # noqa: E402
+from rocketmesh.remoting.protocol.command import decode  # noqa: E402
 
 TOPIC = "SendPathBench"
 

@@ -30,8 +30,8 @@ from pyspark.sql.streaming.datasource import (
 from rocketmesh.client import Admin
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.errors import MQBrokerError, MQError
-from rocketmesh.client.group_registration import GroupRegistration
-from rocketmesh.client.range_pull import pull_range
+from rocketmesh.client.stream.group_registration import GroupRegistration
+from rocketmesh.client.stream.range_pull import pull_range
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode

@@ -32,7 +32,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, ShortT
 
 from rocketmesh.client import Admin, Producer
 from rocketmesh.client.errors import MQBrokerError, MQClientError
-from rocketmesh.client.selector import SelectMessageQueueByHash
+from rocketmesh.client.producer.selector import SelectMessageQueueByHash
 from rocketmesh.model.message import Message, MessageConst, MessageQueue
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.options import OptionError, SinkOptions

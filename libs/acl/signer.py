@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional
 
 import orjson
 
-from rocketmesh.remoting.command import RemotingCommand
+from rocketmesh.remoting.protocol.command import RemotingCommand
 
 ACCESS_KEY = "AccessKey"
 SIGNATURE = "Signature"

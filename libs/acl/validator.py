@@ -36,8 +36,8 @@ import orjson
 from rocketmesh.acl.model import AclConfigError, Permission, PlainAccessConfig, allows
 from rocketmesh.acl.signer import ACCESS_KEY, REPLAY_WINDOW_MS, SIGNATURE, TIMESTAMP, signature
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX
-from rocketmesh.remoting.codes import RequestCode, ResponseCode, code_name
-from rocketmesh.remoting.command import RemotingCommand
+from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode, code_name
+from rocketmesh.remoting.protocol.command import RemotingCommand
 from rocketmesh.remoting.errors import RequestError
 from rocketmesh.runtime.log import get_logger
 

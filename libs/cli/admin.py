@@ -24,7 +24,7 @@ from rocketmesh.runtime.config import camel_case
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX, TRACE_TOPIC
-from rocketmesh.client.trace_data import TraceMessageType, TraceRecord, TraceType
+from rocketmesh.client.trace.trace_data import TraceMessageType, TraceRecord, TraceType
 
 #: RocketMQ's timestamp format of resetOffsetByTime: yyyy-MM-dd#HH:mm:ss:SSS (local time).
 RESET_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"

@@ -31,7 +31,7 @@ from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
 from rocketmesh.cli.security import exposure_warning, key_paths, up_account, up_curve_env
-from rocketmesh.remoting.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
+from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha"}

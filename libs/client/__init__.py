@@ -10,18 +10,18 @@ The machinery underneath (the shared ClientInstance, fault tolerance, the produc
 stays importable from its own module, as ``rocketmesh.client.instance.ClientInstance`` and so on.
 """
 
-from rocketmesh.client.admin import Admin
-from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
+from rocketmesh.client.admin.admin import Admin
+from rocketmesh.client.admin.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
-from rocketmesh.client.producer import Producer, SendCallback
+from rocketmesh.client.producer.producer import Producer, SendCallback
 from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
 from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
-from rocketmesh.client.selector import (
+from rocketmesh.client.producer.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
-from rocketmesh.client.transaction import (
+from rocketmesh.client.producer.transaction import (
     LocalTransactionState,
     TransactionListener,
     TransactionProducer,

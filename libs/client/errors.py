@@ -16,7 +16,7 @@ from rocketmesh.remoting import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
-from rocketmesh.remoting.codes import code_name
+from rocketmesh.remoting.protocol.codes import code_name
 
 
 class ClientErrorCode(IntEnum):

@@ -1,14 +1,15 @@
 """The wire protocol: RocketMQ's RemotingCommand over ZeroMQ ROUTER/DEALER sockets.
 
-``command`` holds the codec, ``client`` and ``server`` the connection
-handling, ``codes`` the request and response codes, ``errors`` the typed
-failures, ``addr`` RocketMQ's address strings.
+``protocol`` holds the wire format (codes, the command codec, frames, typed
+headers), ``transport`` the connection handling (client, server, pending
+requests, monitors, CurveZMQ), ``errors`` the typed failures, ``addr``
+RocketMQ's address strings.
 """
 
 from rocketmesh.remoting.addr import parse_addr_list, split_addr, tcp_endpoint
-from rocketmesh.remoting.client import RemotingClient
-from rocketmesh.remoting.codes import RequestCode, ResponseCode
-from rocketmesh.remoting.command import (
+from rocketmesh.remoting.transport.client import RemotingClient
+from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
+from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
     RemotingCommand,
@@ -27,7 +28,7 @@ from rocketmesh.remoting.errors import (
     RequestError,
 )
 from rocketmesh.remoting.options import SocketOptions
-from rocketmesh.remoting.server import RemotingServer, RequestContext
+from rocketmesh.remoting.transport.server import RemotingServer, RequestContext
 
 __all__ = [
     "ONEWAY_FLAG",

@@ -7,8 +7,8 @@ from typing import Optional
 
 import zmq
 
-from rocketmesh.remoting.command import MAX_HEADER_SIZE
-from rocketmesh.remoting.curve import CurveKeys, curve_from_env
+from rocketmesh.remoting.protocol.command import MAX_HEADER_SIZE
+from rocketmesh.remoting.transport.curve import CurveKeys, curve_from_env
 
 #: RocketMQ's default maxMessageSize (4 MiB) plus room for a header and its length field.
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024 + MAX_HEADER_SIZE + 4

@@ -27,7 +27,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import HistogramMetricFamily
 
-from rocketmesh.remoting.codes import code_name
+from rocketmesh.remoting.protocol.codes import code_name
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.telemetry.sdk import service_resource
 

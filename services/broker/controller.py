@@ -40,7 +40,7 @@ from rocketmesh.broker.client.rebalance_lock import RebalanceLockManager
 from rocketmesh.broker.registration import NamesrvRegistration
 from rocketmesh.broker.processor.send import SendMessageProcessor
 from rocketmesh.broker.processor.send_back import SendBackProcessor
-from rocketmesh.broker.transaction import TransactionProcessor
+from rocketmesh.broker.processor.transaction import TransactionProcessor
 from rocketmesh.broker.stats import RateSampler
 from rocketmesh.broker.metrics import BrokerMetrics
 from rocketmesh.broker.tracing import traced

@@ -15,7 +15,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode
-from rocketmesh.remoting.command import ONEWAY_FLAG
+from rocketmesh.remoting.protocol.command import ONEWAY_FLAG
 from rocketmesh.telemetry import semconv
 from rocketmesh.telemetry.propagation import (
     DroppedSpan,

@@ -28,7 +28,7 @@ from rocketmesh.client import Admin
 from rocketmesh.model.route import MASTER_ID
 from rocketmesh.acl.signer import signer_for
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_identity import instance_name_of, status_server
 from rocketmesh.telemetry.metrics import service_metrics

@@ -37,7 +37,7 @@ from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, to_ext
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue

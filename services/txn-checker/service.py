@@ -38,7 +38,7 @@ from rocketmesh.client.errors import MQError
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome, to_ext
+from rocketmesh.remoting.protocol.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome, to_ext
 from rocketmesh.model.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.half_queue import HalfQueue

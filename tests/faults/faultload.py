@@ -24,7 +24,7 @@ from rocketmesh.client.results import SendStatus
 from rocketmesh.model.codec import decode_message_id, decode_record
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import ViewMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import ViewMessageRequestHeader, to_ext
 
 #: Producer and consumer settings that notice a restarted or moved service within a second or two.
 FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)

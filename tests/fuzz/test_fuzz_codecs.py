@@ -35,8 +35,8 @@ from rocketmesh.model.codec import (
 )
 from rocketmesh.model.message import Message
 from rocketmesh.remoting import ProtocolError, RemotingCommand, decode, pack_frame
-from rocketmesh.remoting import headers as request_headers
-from rocketmesh.remoting.headers import HeaderError, from_ext
+from rocketmesh.remoting.protocol import headers as request_headers
+from rocketmesh.remoting.protocol.headers import HeaderError, from_ext
 
 # --- building blocks -----------------------------------------------------------------------------
 
@@ -48,7 +48,7 @@ json_values = st.recursive(
 )
 #: Text with the property separators and the other control characters a property string must survive.
 hostile_text = st.text(alphabet=st.sampled_from("ab=:;%\x00\x01\x02\x7f é中\U0001f600"), max_size=30)
-#: Every request header dataclass of libs/remoting/headers.py: what the broker's handlers build from ext.
+#: Every request header dataclass of libs/remoting/protocol/headers.py: what the broker's handlers build from ext.
 HEADER_CLASSES = sorted(
     (cls for cls in vars(request_headers).values()
      if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == request_headers.__name__),

@@ -36,8 +36,8 @@ from rocketmesh.model.codec import decode_message_id, decode_record, encode_batc
 from rocketmesh.namesrv.processor import NamesrvProcessor
 from rocketmesh.remoting import (ONEWAY_FLAG, RESPONSE_FLAG, ProtocolError, RemotingClient, RemotingError, decode,
                                  pack_frame, request)
-from rocketmesh.remoting import headers as request_headers
-from rocketmesh.remoting.codes import RequestCode, ResponseCode
+from rocketmesh.remoting.protocol import headers as request_headers
+from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
 from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
 from rocketmesh.runtime.config import camel_case
 

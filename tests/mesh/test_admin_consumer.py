@@ -18,7 +18,7 @@ from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingClient, RequestCode, request
-from rocketmesh.remoting.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader, to_ext
 
 StartBroker = Callable[..., BrokerProcess]
 CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]

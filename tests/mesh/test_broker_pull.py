@@ -12,7 +12,7 @@ from procs import BrokerProcess, child_pids, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, Producer
 from rocketmesh.model.codec import decode_records, tags_hash_code
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
     QueryConsumeQueueRequestHeader,

@@ -20,7 +20,7 @@ from rocketmesh import Message, MQBrokerError, MQClientError, Producer, RequestT
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
 from rocketmesh.model.message import MessageConst, MessageQueue
 from rocketmesh.model.codec import decode_batch, decode_properties
-from rocketmesh.remoting.headers import SendMessageRequestHeader, from_ext
+from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader, from_ext
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from procs import wait_for
 
 from rocketmesh import Message, MessageQueue
 from rocketmesh.client.consumer.core import make_subscription
-from rocketmesh.client.group_registration import GroupRegistration
-from rocketmesh.client.range_pull import pull_range
+from rocketmesh.client.stream.group_registration import GroupRegistration
+from rocketmesh.client.stream.range_pull import pull_range
 from rocketmesh.model.codec import decode_records
 
 TOPIC = "RangeTopic"

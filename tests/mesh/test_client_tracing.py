@@ -308,7 +308,7 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF
 trace.set_tracer_provider(TracerProvider(sampler=ALWAYS_OFF))
 from rocketmesh import Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from rocketmesh.client.tracing import current_traceparent
+from rocketmesh.client.trace.tracing import current_traceparent
 namesrv, topic, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 seen, lock, done = {}, threading.Lock(), threading.Event()
 

@@ -17,7 +17,7 @@ import pytest
 from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import SelectMessageQueueByHash
-from rocketmesh.client.allocate import AllocateAveragely, AllocateAveragelyByCircle
+from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
 from rocketmesh.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyStatus,

@@ -21,7 +21,7 @@ from rocketmesh.client.errors import MQError
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import decode_message_id
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, to_ext
 
 StartBroker = Callable[..., BrokerProcess]
 StartScheduler = Callable[..., SchedulerProcess]

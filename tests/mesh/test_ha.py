@@ -11,7 +11,7 @@ from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, to_ext
 
 TOPIC = "HaTopic"
 
@@ -116,7 +116,7 @@ def test_a_slave_refuses_sends(namesrv, remoting_client, group):
 def view_on(client: RemotingClient, broker: BrokerProcess, offset_msg_id: str):
     """The message at an offset id's commitlog offset, read from ``broker`` (None when it has no such record)."""
     from rocketmesh.model.codec import decode_message_id, decode_record
-    from rocketmesh.remoting.headers import ViewMessageRequestHeader
+    from rocketmesh.remoting.protocol.headers import ViewMessageRequestHeader
 
     offset = decode_message_id(offset_msg_id)[2]
     resp = client.invoke_sync(broker.addr, request(RequestCode.VIEW_MESSAGE_BY_ID,
@@ -302,7 +302,7 @@ def test_without_slave_read_enable_the_master_keeps_its_consumers(namesrv, remot
 
 def committed(client: RemotingClient, broker: BrokerProcess, group: str, queues: int = 2) -> int:
     """The sum of ``group``'s committed offsets of TOPIC's queues on ``broker`` (-1 when any is missing)."""
-    from rocketmesh.remoting.headers import QueryConsumerOffsetRequestHeader
+    from rocketmesh.remoting.protocol.headers import QueryConsumerOffsetRequestHeader
 
     total = 0
     for q in range(queues):
@@ -340,7 +340,7 @@ def test_offsets_committed_on_the_slave_while_the_master_is_gone_reach_the_maste
 
 def test_a_slave_refuses_a_chunk_that_does_not_start_where_its_commitlog_ends(namesrv, remoting_client, group):
     """A gap or an overlap is refused, naming the slave's real end (where the ha service goes on from)."""
-    from rocketmesh.remoting.headers import HaAppendRequestHeader
+    from rocketmesh.remoting.protocol.headers import HaAppendRequestHeader
 
     master, slave, _ = group
     with Producer("ha-gap-producer", namesrv.addr) as p:

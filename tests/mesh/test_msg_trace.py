@@ -12,7 +12,7 @@ import threading
 from procs import run_cli, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
-from rocketmesh.client.trace_data import ConsumeReturnType, TraceMessageType, TraceRecord, TraceType
+from rocketmesh.client.trace.trace_data import ConsumeReturnType, TraceMessageType, TraceRecord, TraceType
 from rocketmesh.model.message import MessageExt
 from rocketmesh.model.topics import TRACE_TOPIC
 

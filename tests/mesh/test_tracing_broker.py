@@ -12,7 +12,7 @@ from rocketmesh import Admin
 from rocketmesh.model.codec import encode_properties
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.model.topics import SCHEDULE_TOPIC
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     DeliverDueMessagesRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,

@@ -27,7 +27,7 @@ from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import decode_message_id, encode_batch
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import EndTransactionRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import EndTransactionRequestHeader, to_ext
 from rocketmesh.model.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE

@@ -16,7 +16,7 @@ from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import CreateTopicRequestHeader, PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader, to_ext
 
 ADMIN = SessionCredentials("rocketmq2", "12345678")
 PUB_ONLY = SessionCredentials("publisher", "pubsecret")

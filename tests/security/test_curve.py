@@ -26,7 +26,7 @@ from rocketmesh.remoting import (
     SocketOptions,
     request,
 )
-from rocketmesh.remoting.curve import (
+from rocketmesh.remoting.transport.curve import (
     AUTHORIZED_CLIENTS_ENV,
     CLIENT_KEY_ENV,
     SECRET_KEY_ENV,
@@ -35,7 +35,7 @@ from rocketmesh.remoting.curve import (
     CurveKeys,
     load_curve,
 )
-from rocketmesh.remoting.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
 from rocketmesh.runtime.config import ConfigError
 
 CANARY = b"rocketmesh-curve-canary-7f3a9c1e"

@@ -8,7 +8,7 @@ import tempfile
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketmesh.broker.store.consume_queue import ENTRY, ConsumeQueue, LiveConsumeQueue
+from rocketmesh.broker.store.index.consume_queue import ENTRY, ConsumeQueue, LiveConsumeQueue
 
 PER_FILE = 50  # entries a file: reads cross file ends often
 FILE_SIZE = PER_FILE * 20

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from rocketmesh.client.allocate import (
+from rocketmesh.client.consumer.allocate import (
     AllocateAveragely,
     AllocateAveragelyByCircle,
     AllocateByConfig,

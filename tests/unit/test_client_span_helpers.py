@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rocketmesh.client.tracing import message_type
+from rocketmesh.client.trace.tracing import message_type
 from rocketmesh.model.message import Message, MessageConst
 from rocketmesh.telemetry.semconv import MessageType
 
@@ -26,7 +26,7 @@ def test_message_type(msg: Message, ordered: bool, expected: MessageType) -> Non
 
 
 NO_SDK = """
-from rocketmesh.client import tracing
+from rocketmesh.client.trace import tracing
 from rocketmesh.model.message import Message, MessageExt, MessageQueue
 msg = Message("T", "x")
 assert not tracing.tracing_enabled()
@@ -58,7 +58,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from rocketmesh.client import tracing
+from rocketmesh.client.trace import tracing
 from rocketmesh.model.message import MessageExt, MessageQueue
 
 sampler = {"always_off": sampling.ALWAYS_OFF, "parentbased_always_off": sampling.DEFAULT_OFF}[sys.argv[1]]

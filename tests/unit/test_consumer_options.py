@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rocketmesh import ConsumeFromWhere, MessageModel, MQClientError, PullConsumer, PushConsumer
-from rocketmesh.client.allocate import AllocateAveragely
+from rocketmesh.client.consumer.allocate import AllocateAveragely
 from rocketmesh.client.consumer.options import ConsumerOptions, PullConsumerOptions, PushConsumerOptions
 
 

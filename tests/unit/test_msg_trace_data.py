@@ -1,11 +1,11 @@
-"""The message trace wire text (rocketmesh.client.trace_data): RocketMQ's field order and separators, a round
+"""The message trace wire text (rocketmesh.client.trace.trace_data): RocketMQ's field order and separators, a round
 trip of each record type, the older forms RocketMQ's decoder takes, and the keys a trace message gets."""
 
 from __future__ import annotations
 
 import pytest
 
-from rocketmesh.client.trace_data import (
+from rocketmesh.client.trace.trace_data import (
     CONTENT_SPLITOR,
     FIELD_SPLITOR,
     ConsumeReturnType,
@@ -85,7 +85,7 @@ def test_keys_are_the_message_ids_and_user_keys() -> None:
 
 
 def test_a_full_dispatcher_queue_drops_and_counts_never_blocks() -> None:
-    from rocketmesh.client.msg_trace import TraceDispatcher
+    from rocketmesh.client.trace.msg_trace import TraceDispatcher
 
     d = TraceDispatcher("g", "127.0.0.1:1", queue_size=2)  # not started: nothing drains the queue
     for _ in range(5):

@@ -22,7 +22,7 @@ from rocketmesh.remoting import (
     response_to,
 )
 from rocketmesh.remoting.addr import parse_addr_list, split_addr, tcp_endpoint
-from rocketmesh.remoting.codes import code_name
+from rocketmesh.remoting.protocol.codes import code_name
 from rocketmesh.remoting.errors import RemotingConnectError
 
 # JSON values as orjson round-trips them: no NaN/inf, no lone surrogates,

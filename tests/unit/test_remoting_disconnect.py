@@ -16,7 +16,7 @@ from typing import Iterator
 import pytest
 
 from rocketmesh.remoting import RemotingClient, RemotingConnectError, RemotingServer, ResponseCode, request, response_to
-from rocketmesh.remoting.connections import ClosedRoute, ConnectionTable
+from rocketmesh.remoting.transport.connections import ClosedRoute, ConnectionTable
 
 from procs import free_port
 
@@ -252,7 +252,7 @@ def test_an_answer_read_after_its_server_died_never_aborts_the_reader() -> None:
     reader_script = (
         "import sys, time, zmq\n"
         "from rocketmesh.remoting import decode, request\n"
-        "from rocketmesh.remoting.frames import recv_frames, send_frames\n"
+        "from rocketmesh.remoting.protocol.frames import recv_frames, send_frames\n"
         "sock = zmq.Context.instance().socket(zmq.DEALER)\n"
         "sock.setsockopt(zmq.IMMEDIATE, 1)\n"
         "sock.setsockopt(zmq.LINGER, 0)\n"

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode
-from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, to_ext
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
-from rocketmesh.client.msg_trace import MsgTracer, SubTrace
-from rocketmesh.client.tracing import ListenerTrace, current_traceparent, start_process
+from rocketmesh.client.trace.msg_trace import MsgTracer, SubTrace
+from rocketmesh.client.trace.tracing import ListenerTrace, current_traceparent, start_process
 
 if TYPE_CHECKING:
     from rocketmesh.client.consumer.core import ConsumerCore, PullRequest

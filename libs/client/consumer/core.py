@@ -27,10 +27,10 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
-from rocketmesh.client.allocate import AllocateStrategy
+from rocketmesh.client.consumer.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
-from rocketmesh.client.tracing import start_receive
+from rocketmesh.client.trace.tracing import start_receive
 from rocketmesh.client.validators import check_group, check_topic
 from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.offset_store import (

@@ -16,7 +16,7 @@ from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     QueryConsumerOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     to_ext,

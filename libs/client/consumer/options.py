@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from rocketmesh.client.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
+from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.validators import check_topic
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
@@ -69,7 +69,7 @@ class ConsumerOptions:
     heartbeat_broker_interval_ms: int = 30_000
     poll_name_server_interval_ms: int = 30_000
     #: Record RocketMQ's message trace (SubBefore / SubAfter of each consumed message) into ``trace_topic``
-    #: (None: RMQ_SYS_TRACE_TOPIC); see rocketmesh.client.msg_trace.
+    #: (None: RMQ_SYS_TRACE_TOPIC); see rocketmesh.client.trace.msg_trace.
     enable_msg_trace: bool = False
     trace_topic: Optional[str] = None
     #: The ACL account requests are signed with (both or neither; see rocketmesh.acl).

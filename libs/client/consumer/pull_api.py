@@ -10,7 +10,7 @@ from rocketmesh.model.message import MessageConst, MessageQueue
 from rocketmesh.model.route import MASTER_ID
 from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import PullMessageRequestHeader, PullSysFlag, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, PullSysFlag, to_ext
 from rocketmesh.client.errors import MQBrokerError, from_remoting
 from rocketmesh.client.consumer.types import PullResult, PullStatus
 

@@ -29,7 +29,7 @@ from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.rebalance import subscribe_queues
-from rocketmesh.client.msg_trace import MsgTracer
+from rocketmesh.client.trace.msg_trace import MsgTracer
 
 _MiB = 1024 * 1024
 

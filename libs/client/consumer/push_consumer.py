@@ -48,7 +48,7 @@ from rocketmesh.filter import SubscriptionData
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.errors import MQClientError
-from rocketmesh.client.msg_trace import MsgTracer
+from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.client.validators import check_group
 from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
 from rocketmesh.client.consumer.core import (

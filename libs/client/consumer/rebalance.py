@@ -19,8 +19,8 @@ from rocketmesh.filter import SubscriptionData
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RequestCode, ResponseCode
-from rocketmesh.remoting.headers import ConsumerGroupRequestHeader, to_ext
-from rocketmesh.client.allocate import AllocateStrategy
+from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, to_ext
+from rocketmesh.client.consumer.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQError
 from rocketmesh.model.route import Perm
 from rocketmesh.client.consumer.process_queue import ProcessQueue

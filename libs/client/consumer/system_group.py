@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from rocketmesh.client.allocate import AllocateAveragelyByCircle
+from rocketmesh.client.consumer.allocate import AllocateAveragelyByCircle
 from rocketmesh.client.consumer.core import ConsumerCore, ConsumerHooks
 from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel

@@ -9,7 +9,7 @@ import orjson
 from rocketmesh.runtime.config import to_properties
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     CreateTopicRequestHeader,
     QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
@@ -22,7 +22,7 @@ from rocketmesh.remoting.headers import (
 )
 from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.broker.processor.handlers import ok, register_all
-from rocketmesh.broker.store.consume_queue import BLANK_SIZE
+from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE
 from rocketmesh.model.route import TopicConfig
 
 if TYPE_CHECKING:

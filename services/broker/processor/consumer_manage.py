@@ -11,7 +11,7 @@ from rocketmesh.filter import FilterSyntaxError
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, request, response_to
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     ConsumerGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryConsumerOffsetRequestHeader,

@@ -34,7 +34,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst
 from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.headers import DeliverDueMessagesRequestHeader, from_ext
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, from_ext
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.telemetry.propagation import TRACEPARENT
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Optional
 
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     HaAppendRequestHeader,
     HaTransferRequestHeader,
     HaTransferResponseHeader,

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import orjson
 
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.headers import HeaderError
+from rocketmesh.remoting.protocol.headers import HeaderError
 from rocketmesh.broker.tracing import traced
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 from rocketmesh.filter import FilterSyntaxError
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,

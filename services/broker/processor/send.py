@@ -46,7 +46,7 @@ from rocketmesh.broker.store import (
     PutMessageResult,
     PutMessageStatus,
 )
-from rocketmesh.broker.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
+from rocketmesh.broker.processor.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController

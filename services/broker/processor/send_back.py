@@ -31,7 +31,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.headers import ConsumerSendMsgBackRequestHeader, from_ext
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, from_ext
 from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
 from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all

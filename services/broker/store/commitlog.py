@@ -33,10 +33,10 @@ from rocketmesh.model.codec import (
 )
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
+from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
-from rocketmesh.broker.store.queue_entry import tail_tags_code
+from rocketmesh.broker.store.index.queue_entry import tail_tags_code
 from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
 
 log = get_logger("broker", component="commitlog")

@@ -31,12 +31,12 @@ from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
 from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, CommitLog, ReplicaGap
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rocketmesh.broker.store.consume_queue import BLANK_SIZE, LiveConsumeQueue
-from rocketmesh.broker.store.dispatch_link import DispatchLink
+from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE, LiveConsumeQueue
+from rocketmesh.broker.store.dispatch.dispatch_link import DispatchLink
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
-from rocketmesh.broker.store.index_file import IndexService
+from rocketmesh.broker.store.index.index_file import IndexService
 from rocketmesh.broker.store.mapped_file import mapped_file_names
-from rocketmesh.broker.store.queue_entry import UNRESOLVED_TAGS_CODE, record_tags_code
+from rocketmesh.broker.store.index.queue_entry import UNRESOLVED_TAGS_CODE, record_tags_code
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.replication import ReplicaTracker
 from rocketmesh.broker.store.results import (

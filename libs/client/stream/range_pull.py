@@ -26,7 +26,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.model.codec import POS_QUEUE_OFFSET
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, to_ext
 from rocketmesh.client.errors import MQBrokerError, MQClientError, RequestTimeoutError, from_remoting
 from rocketmesh.remoting import RemotingCommand, RemotingError
 

@@ -36,15 +36,15 @@ import zmq
 
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import join_addr
-from rocketmesh.remoting.codes import ResponseCode, code_name
-from rocketmesh.remoting.command import (
+from rocketmesh.remoting.protocol.codes import ResponseCode, code_name
+from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
     RemotingCommand,
     decode,
     response_to,
 )
-from rocketmesh.remoting.connections import ClosedRoute, ConnectionTable
+from rocketmesh.remoting.transport.connections import ClosedRoute, ConnectionTable
 from rocketmesh.remoting.errors import (
     ProtocolError,
     RemotingError,
@@ -52,11 +52,11 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
-from rocketmesh.remoting.frames import readable, recv_routed, send_routed
-from rocketmesh.remoting.mailbox import Mailbox
-from rocketmesh.remoting.monitor import EVENT_ACCEPTED, EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
+from rocketmesh.remoting.protocol.frames import readable, recv_routed, send_routed
+from rocketmesh.remoting.transport.mailbox import Mailbox
+from rocketmesh.remoting.transport.monitor import EVENT_ACCEPTED, EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
 from rocketmesh.remoting.options import SocketOptions
-from rocketmesh.remoting.pending import PendingRequest, PendingTable, settle
+from rocketmesh.remoting.transport.pending import PendingRequest, PendingTable, settle
 
 Handler = Callable[[RemotingCommand, "RequestContext"], Optional[RemotingCommand]]
 #: ``callback(identity)``: the client with this identity has no connection open any more.

@@ -3,7 +3,7 @@
 ``Producer(..., enable_msg_trace=True)``, ``TransactionProducer``,
 ``PushConsumer`` and ``PullConsumer`` (the same keyword) each own a :class:`MsgTracer`. Its
 hooks (RocketMQ's SendMessageTraceHookImpl, ConsumeMessageTraceHookImpl and
-EndTransactionTraceHookImpl) build :class:`~rocketmesh.client.trace_data.TraceRecord`
+EndTransactionTraceHookImpl) build :class:`~rocketmesh.client.trace.trace_data.TraceRecord`
 objects and hand them to a background dispatcher (RocketMQ's
 AsyncTraceDispatcher): a bounded queue, drained in batches by one thread that
 sends them with an internal, untraced Producer to the trace topic
@@ -13,7 +13,7 @@ dropped and counted; the user's send or consume never waits for, or fails
 because of, its trace. Shutdown flushes what is queued, bounded in time.
 
 ``rocketmesh admin query-msg-trace-by-id -i <msgId>`` reads them back
-(:meth:`rocketmesh.client.admin.Admin.query_msg_trace`).
+(:meth:`rocketmesh.client.admin.admin.Admin.query_msg_trace`).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.results import SendResult
-from rocketmesh.client.tracing import message_type
-from rocketmesh.client.trace_data import (
+from rocketmesh.client.trace.tracing import message_type
+from rocketmesh.client.trace.trace_data import (
     ConsumeReturnType,
     TraceMessageType,
     TraceRecord,
@@ -164,7 +164,7 @@ class TraceDispatcher:
             timeout_ms = max(1, min(timeout_ms, int((self._deadline - time.monotonic()) * 1000)))
         try:
             if self._producer is None:
-                from rocketmesh.client.producer import Producer  # the producer module imports this one
+                from rocketmesh.client.producer.producer import Producer  # the producer module imports this one
 
                 self._producer = Producer(TRACE_PRODUCER_GROUP_PREFIX + self.group, self._namesrv,
                                           instance_name=self._instance_name, **self._credentials).start()

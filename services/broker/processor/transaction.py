@@ -41,7 +41,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt, SysFlag
 from rocketmesh.model.codec import CorruptRecord, decode_properties, decode_record, encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, RequestContext, ResponseCode, request, response_to
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     CheckHalfMessageRequestHeader,
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,

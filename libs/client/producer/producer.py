@@ -9,7 +9,7 @@ break the order.
 
 With ``auto_batch=True`` (RocketMQ 5's setAutoBatch), ``send`` and
 ``send_async`` without a queue or selector coalesce messages of one topic into
-batch requests (see :mod:`rocketmesh.client.accumulator`); each message still
+batch requests (see :mod:`rocketmesh.client.producer.accumulator`); each message still
 gets its own SendResult.
 
     with Producer("orders-producer", "127.0.0.1:9876") as producer:
@@ -38,7 +38,7 @@ from rocketmesh.remoting import (
 )
 from rocketmesh.model.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.accumulator import ProduceAccumulator
+from rocketmesh.client.producer.accumulator import ProduceAccumulator
 from rocketmesh.client.errors import (
     ClientErrorCode,
     MQBrokerError,
@@ -47,13 +47,13 @@ from rocketmesh.client.errors import (
     RequestTimeoutError,
     from_remoting,
 )
-from rocketmesh.client.fault import MQFaultStrategy
+from rocketmesh.client.producer.fault import MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
-from rocketmesh.client.msg_trace import MsgTracer
+from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
-from rocketmesh.client.route import TopicPublishInfo
-from rocketmesh.client.selector import MessageQueueSelector
-from rocketmesh.client.tracing import UNTRACED, SendTrace, start_send
+from rocketmesh.client.producer.route import TopicPublishInfo
+from rocketmesh.client.producer.selector import MessageQueueSelector
+from rocketmesh.client.trace.tracing import UNTRACED, SendTrace, start_send
 from rocketmesh.client.unique_id import set_unique_id, set_unique_ids
 from rocketmesh.client.validators import (
     DEFAULT_MAX_MESSAGE_SIZE,
@@ -118,7 +118,7 @@ class Producer:
 
     ``enable_msg_trace`` (off by default) records a Pub trace of each
     ``send`` and ``send_async`` into ``trace_topic`` (default
-    RMQ_SYS_TRACE_TOPIC), in the background; see :mod:`rocketmesh.client.msg_trace`.
+    RMQ_SYS_TRACE_TOPIC), in the background; see :mod:`rocketmesh.client.trace.msg_trace`.
 
     ``access_key`` and ``secret_key`` (both or neither) sign every request
     with that ACL account (see :mod:`rocketmesh.acl`); a refusal is an

@@ -1,4 +1,4 @@
-"""Dead letters and retry history: what :class:`~rocketmesh.client.admin.Admin` does with ``%DLQ%<group>``
+"""Dead letters and retry history: what :class:`~rocketmesh.client.admin.admin.Admin` does with ``%DLQ%<group>``
 and ``%RETRY%<group>``.
 
 A dead-letter topic is write-only for users (consumers cannot pull it), so
@@ -30,7 +30,7 @@ import orjson
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.codec import CorruptRecord, decode_record
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.headers import QueryConsumeQueueRequestHeader, ViewMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader, ViewMessageRequestHeader, to_ext
 from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -44,7 +44,7 @@ from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group
 
 if TYPE_CHECKING:
-    from rocketmesh.client.admin import Admin
+    from rocketmesh.client.admin.admin import Admin
 
 #: The producer group resends go out with (RocketMQ's MixAll.CLIENT_INNER_PRODUCER_GROUP).
 RESEND_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"

@@ -32,7 +32,7 @@ from typing import Any, Optional, Protocol, Sequence
 from rocketmesh.model.message import Message, MessageConst, MessageExt, SysFlag
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request, response_to
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HeaderError,
@@ -41,10 +41,10 @@ from rocketmesh.remoting.headers import (
 )
 from rocketmesh.client.errors import MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
-from rocketmesh.client.msg_trace import store_host_of
-from rocketmesh.client.producer import Producer
+from rocketmesh.client.trace.msg_trace import store_host_of
+from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.results import SendResult, SendStatus
-from rocketmesh.client.tracing import start_settle
+from rocketmesh.client.trace.tracing import start_settle
 
 _ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
 

@@ -14,7 +14,7 @@ from typing import Iterator, Optional
 
 import zmq
 
-from rocketmesh.remoting.frames import readable, recv_frames
+from rocketmesh.remoting.protocol.frames import readable, recv_frames
 
 #: ZeroMQ's v1 monitor event frame: uint16 event, uint32 value (a socket descriptor for the events we ask
 #: for), native order.

@@ -30,8 +30,8 @@ from rocketmesh.runtime.log import configure_service, get_logger
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.dispatcher import Dispatcher, Persisted
-from rocketmesh.broker.store.position_cell import PositionCell
+from rocketmesh.broker.store.dispatch.dispatcher import Dispatcher, Persisted
+from rocketmesh.broker.store.dispatch.position_cell import PositionCell
 
 log = get_logger("broker", component="dispatch_worker")
 
@@ -210,7 +210,7 @@ class DispatchWorker:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m rocketmesh.broker.store.dispatch_worker CONN_FD CELL_FD WAKE_FD`` (started by DispatchLink).
+    """``python -m rocketmesh.broker.store.dispatch.dispatch_worker CONN_FD CELL_FD WAKE_FD`` (started by DispatchLink).
 
     The first message on the connection is ``("init", MessageStoreConfig, commitlog end)``.
     """

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from rocketmesh.runtime.log import get_logger
-from rocketmesh.remoting.command import RemotingCommand
+from rocketmesh.remoting.protocol.command import RemotingCommand
 
 _log = get_logger("remoting", component="pending")
 

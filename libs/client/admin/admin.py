@@ -22,7 +22,7 @@ from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.addr import join_addr
-from rocketmesh.remoting.headers import (
+from rocketmesh.remoting.protocol.headers import (
     ConsumerGroupRequestHeader,
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
@@ -34,11 +34,11 @@ from rocketmesh.remoting.headers import (
     ViewMessageRequestHeader,
     to_ext,
 )
-from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
-from rocketmesh.client.dead_letters import DeadLetter, DeadLetters, ResendResult
+from rocketmesh.client.admin.cluster import BrokerInfo, ClusterInfo
+from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import DEFAULT_TIMEOUT_MS, ClientInstance, namesrv_addrs_from
-from rocketmesh.client.producer import Producer
+from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.results import (
     Connection,
     ConsumerConnection,
@@ -49,7 +49,7 @@ from rocketmesh.client.results import (
 )
 from rocketmesh.model.route import Perm, TopicRouteData
 from rocketmesh.model.topics import TRACE_TOPIC
-from rocketmesh.client.trace_data import TraceDecodeError, TraceRecord, decode as decode_trace
+from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord, decode as decode_trace
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
 

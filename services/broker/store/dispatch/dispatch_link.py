@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.position_cell import PositionCell
+from rocketmesh.broker.store.dispatch.position_cell import PositionCell
 
 log = get_logger("broker", component="dispatch_link")
 
@@ -63,7 +63,7 @@ class DispatchLink:
     def _spawn(self, end: int) -> Ready:
         mine, theirs = socket.socketpair()
         proc = subprocess.Popen(
-            python_module_argv("rocketmesh.broker.store.dispatch_worker", str(theirs.fileno()),
+            python_module_argv("rocketmesh.broker.store.dispatch.dispatch_worker", str(theirs.fileno()),
                                str(self.cell.fd), str(self.cell.wake_fd)),
             pass_fds=(theirs.fileno(), self.cell.fd, self.cell.wake_fd), stdin=subprocess.DEVNULL)
         theirs.close()

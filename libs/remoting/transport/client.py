@@ -45,8 +45,8 @@ import zmq
 
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import tcp_endpoint
-from rocketmesh.remoting.codes import ResponseCode, code_name
-from rocketmesh.remoting.command import (
+from rocketmesh.remoting.protocol.codes import ResponseCode, code_name
+from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
     RemotingCommand,
@@ -60,11 +60,11 @@ from rocketmesh.remoting.errors import (
     RemotingSendRequestError,
     RemotingTimeoutError,
 )
-from rocketmesh.remoting.frames import readable, recv_frames, send_frames
-from rocketmesh.remoting.mailbox import Mailbox
-from rocketmesh.remoting.monitor import EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
+from rocketmesh.remoting.protocol.frames import readable, recv_frames, send_frames
+from rocketmesh.remoting.transport.mailbox import Mailbox
+from rocketmesh.remoting.transport.monitor import EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
 from rocketmesh.remoting.options import SocketOptions
-from rocketmesh.remoting.pending import CallbackSink, PendingRequest, PendingTable, settle
+from rocketmesh.remoting.transport.pending import CallbackSink, PendingRequest, PendingTable, settle
 
 #: ``on_request(addr, cmd)``: handles a request the server pushed; its return value is the response.
 PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]

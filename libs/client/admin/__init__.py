@@ -1,0 +1,1 @@
+"""Administration: Admin (topics, groups, offsets, queries, dead letters) and the cluster table."""
