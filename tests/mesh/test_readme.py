@@ -12,11 +12,12 @@ import signal
 import subprocess
 import sys
 import zipfile
+from functools import partial
 from pathlib import Path
 
 from procs import run_cli, wait_for
 
-from rocketmesh import Admin, MQClientError, Message, Producer
+from rocketmesh import Admin, Message, MessageExt, MQClientError, Producer
 from rocketmesh.acl import SessionCredentials
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -118,16 +119,19 @@ def test_the_tracing_example_exports_the_send_span(namesrv, broker, otlp_receive
     assert send.service == "orders-app" and send.attributes["messaging.system"] == "rocketmq"
 
 
+def three_events_of(admin: Admin, order_id: str) -> list[MessageExt]:
+    """The producing example's three events of ``order_id``, once the index has all three."""
+    found = [m for m in admin.query_msg_by_key("TopicTest", order_id) if m.body.startswith(order_id.encode())]
+    return found if len(found) == 3 else []
+
+
 def test_the_producing_example_sends_each_way_and_keeps_an_orders_events_in_one_queue(namesrv, broker) -> None:
     out = run_example("SelectMessageQueueByHash()", namesrv.addr)
     assert out.returncode == 0, out.stderr
     assert "SendStatus.SEND_OK" in out.stdout and "100 async sends stored" in out.stdout
     with Admin(namesrv.addr) as admin:
         for order_id in ("order-1", "order-2"):
-            def events() -> list:
-                found = [m for m in admin.query_msg_by_key("TopicTest", order_id) if m.body.startswith(order_id.encode())]
-                return found if len(found) == 3 else []
-            found = wait_for(events, 10, f"{order_id}'s three events indexed")
+            found = wait_for(partial(three_events_of, admin, order_id), 10, f"{order_id}'s three events indexed")
             assert len({(m.store_host, m.queue_id) for m in found}) == 1, f"{order_id}'s events in several queues"
             in_queue_order = [m.body.decode().split()[1] for m in sorted(found, key=lambda m: m.queue_offset)]
             assert in_queue_order == ["created", "paid", "shipped"]
