@@ -350,9 +350,9 @@ def test_the_spark_profile(mesh: Compose) -> None:
 
 
 def test_a_second_broker_group(mesh: Compose) -> None:
-    """docker-compose.broker-b.yml added to the running mesh, as the README does it: broker-b's master, slave
-    and ha come up healthy and nothing else is recreated; cluster-list shows both groups; a topic created on
-    broker-b with the README's command takes sends from the host, and they are consumed. (The fixture's
+    """docker-compose.broker-b.yml added to the running mesh, as docs/docker-compose.md does it: broker-b's
+    master, slave and ha come up healthy and nothing else is recreated; cluster-list shows both groups; a topic
+    created on broker-b with that page's command takes sends from the host, and they are consumed. (The fixture's
     `down -v` then removes broker-b's volumes with the others.)"""
     t0 = time.monotonic()
     running = {service: mesh.containers(service) for service in ("mesh", *MESH)}
@@ -374,7 +374,7 @@ def test_a_second_broker_group(mesh: Compose) -> None:
         return rows <= listed
 
     wait_for(both_groups, 30, interval_s=1, what="cluster-list showing both groups, master and slave")
-    # The README's command (it names one name server; the broker registers the topic with both).
+    # The docs' command (it names one name server; the broker registers the topic with both).
     _run(sys.executable, "-m", "rocketmesh.cli", "admin", "update-topic", "-n", "127.0.0.1:9876",
          "-b", "127.0.0.1:10931", "-t", "DockerB", timeout=30)
     with Admin(NAMESRV) as admin:

@@ -1,5 +1,7 @@
-"""What the README tells a new user holds: its snippets run as shown, its links stay inside the
-repository, its commands share option names, and the package ships what it says."""
+"""What the README and the documentation site (docs/) tell a new user holds: their snippets run as
+shown, every python example is either run here or said not to be, the README's links stay inside the
+repository, every admin command is documented, the commands share option names, and the package ships
+what it says."""
 
 from __future__ import annotations
 
@@ -10,20 +12,37 @@ import signal
 import subprocess
 import sys
 import zipfile
+from functools import partial
 from pathlib import Path
 
 from procs import run_cli, wait_for
 
-from rocketmesh import Admin, MQClientError, Message, Producer
+from rocketmesh import Admin, Message, MessageExt, MQClientError, Producer
 from rocketmesh.acl import SessionCredentials
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
+#: What a user reads: the README (the front page) and the site's pages. The site shows the README's
+#: quickstart by including it, so each example is written once, in one of these files.
+PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted((ROOT / "docs").glob("*.md"))}
+
+#: Each python example the tests below run, by a string only it contains.
+RUN_HERE = ("quickstart-producer", "quickstart-consumer", "deliver_at_ms=", "access_key=", "TracerProvider(",
+            "SelectMessageQueueByHash()", "pull-example", "orders-tx")
+#: Examples that are not run as shown, and why.
+NOT_RUN = {"rocketmesh.spark.register(": "needs Spark, a JVM and the caller's DataFrame; tests/mesh/test_spark.py "
+                                         "runs the data source"}
+
+
+def fenced_blocks(language: str) -> list[tuple[str, str]]:
+    """Every ```language block of the README and the docs, as (file, code)."""
+    return [(name, block) for name, text in PAGES.items()
+            for block in re.findall(rf"```{language}\n(.*?)```", text, re.S)]
 
 
 def python_block(containing: str) -> str:
-    """The README's ```python block that contains ``containing``."""
-    blocks = [b for b in re.findall(r"```python\n(.*?)```", README, re.S) if containing in b]
+    """The one ```python block of the README or the docs that contains ``containing``."""
+    blocks = [b for _, b in fenced_blocks("python") if containing in b]
     assert len(blocks) == 1, f"{len(blocks)} python blocks contain {containing!r}"
     return blocks[0]
 
@@ -32,16 +51,30 @@ def on_mesh(code: str, namesrv: str) -> str:
     return code.replace("127.0.0.1:9876", namesrv)
 
 
+def run_example(containing: str, namesrv: str, **env: str) -> subprocess.CompletedProcess:
+    """The example that contains ``containing``, run as a script against ``namesrv``."""
+    return subprocess.run([sys.executable, "-c", on_mesh(python_block(containing), namesrv)],
+                          capture_output=True, text=True, timeout=60, env={**os.environ, **env})
+
+
+def test_every_python_example_is_run_here_or_said_not_to_be() -> None:
+    markers = (*RUN_HERE, *NOT_RUN)
+    for name, block in fenced_blocks("python"):
+        found = [m for m in markers if m in block]
+        assert len(found) == 1, f"a python example in {name} is matched by {found or 'no marker'}:\n{block}"
+    for marker in markers:
+        python_block(marker)  # each marker finds exactly one example
+
+
 def test_the_quickstart_producer_and_consumer_run_as_shown_and_stop_cleanly(tmp_path: Path, namesrv, broker) -> None:
-    producer = subprocess.run([sys.executable, "-c", on_mesh(python_block("quickstart-producer"), namesrv.addr)],
-                              capture_output=True, text=True, timeout=60)
+    producer = run_example("quickstart-producer", namesrv.addr)
     assert producer.returncode == 0 and producer.stdout.count("SendStatus.SEND_OK") == 10, producer.stderr
     out = tmp_path / "consumer.out"
     with open(out, "w") as sink:
         # Ctrl-C's SIGINT at its default even when this test runs in a background job, whose shell
         # ignores SIGINT for it (an ignored signal stays ignored across exec, and Python then never
         # raises KeyboardInterrupt).
-        consumer = subprocess.Popen([sys.executable, "-c", on_mesh(python_block("PushConsumer("), namesrv.addr)],
+        consumer = subprocess.Popen([sys.executable, "-c", on_mesh(python_block("quickstart-consumer"), namesrv.addr)],
                                     stdout=sink, stderr=subprocess.PIPE, text=True,
                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
@@ -66,8 +99,8 @@ def test_the_delay_and_timer_examples_are_accepted(namesrv, broker) -> None:
 
 
 def test_the_acl_file_and_client_example_work_together(tmp_path: Path, start_namesrv, start_broker) -> None:
-    """The README's plain_acl.yml, checked by a name server and a broker, and its signed producer, as shown."""
-    [acl_yaml] = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.S) if "accessKey: orders-app" in b]
+    """The docs' plain_acl.yml, checked by a name server and a broker, and their signed producer, as shown."""
+    [acl_yaml] = [b for _, b in fenced_blocks("yaml") if "accessKey: orders-app" in b]
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(acl_yaml)
     acl = dict(aclEnable="true", aclFile=str(acl_file))
@@ -80,11 +113,58 @@ def test_the_acl_file_and_client_example_work_together(tmp_path: Path, start_nam
 
 
 def test_the_tracing_example_exports_the_send_span(namesrv, broker, otlp_receiver) -> None:
-    out = subprocess.run([sys.executable, "-c", on_mesh(python_block("TracerProvider("), namesrv.addr)],
-                         capture_output=True, text=True, timeout=60, env={**os.environ, **otlp_receiver.env()})
+    out = run_example("TracerProvider(", namesrv.addr, **otlp_receiver.env())
     assert out.returncode == 0, out.stderr
     [send] = otlp_receiver.wait_for(lambda s: s.name == "send TopicTest")
     assert send.service == "orders-app" and send.attributes["messaging.system"] == "rocketmq"
+
+
+def three_events_of(admin: Admin, order_id: str) -> list[MessageExt]:
+    """The producing example's three events of ``order_id``, once the index has all three."""
+    found = [m for m in admin.query_msg_by_key("TopicTest", order_id) if m.body.startswith(order_id.encode())]
+    return found if len(found) == 3 else []
+
+
+def test_the_producing_example_sends_each_way_and_keeps_an_orders_events_in_one_queue(namesrv, broker) -> None:
+    out = run_example("SelectMessageQueueByHash()", namesrv.addr)
+    assert out.returncode == 0, out.stderr
+    assert "SendStatus.SEND_OK" in out.stdout and "100 async sends stored" in out.stdout
+    with Admin(namesrv.addr) as admin:
+        for order_id in ("order-1", "order-2"):
+            found = wait_for(partial(three_events_of, admin, order_id), 10, f"{order_id}'s three events indexed")
+            assert len({(m.store_host, m.queue_id) for m in found}) == 1, f"{order_id}'s events in several queues"
+            in_queue_order = [m.body.decode().split()[1] for m in sorted(found, key=lambda m: m.queue_offset)]
+            assert in_queue_order == ["created", "paid", "shipped"]
+
+
+def test_the_pull_consumer_example_reads_and_commits(namesrv, broker) -> None:
+    with Producer("docs-pull-feed", namesrv.addr) as producer:
+        for i in range(10):
+            producer.send(Message("TopicTest", f"pull me {i}", tags="TagA"))
+    out = run_example("pull-example", namesrv.addr)
+    assert out.returncode == 0, out.stderr
+    assert sum("pull me" in line for line in out.stdout.splitlines()) == 10
+    with Admin(namesrv.addr) as admin:
+        assert admin.consume_stats("pull-example", "TopicTest").total_diff() == 0
+
+
+def test_the_transaction_example_commits_its_message(namesrv, broker) -> None:
+    saved: list[object] = []
+    namespace = {"save_order": saved.append, "order_saved": lambda keys: True, "order": {"id": 1}}
+    exec(on_mesh(python_block("orders-tx"), namesrv.addr), namespace)
+    assert saved == [{"id": 1}]
+    with Admin(namesrv.addr) as admin:
+        [committed] = wait_for(lambda: admin.query_msg_by_key("TopicTest", "order-1"), 10, "the committed message")
+        assert committed.body == b"order 1"
+
+
+def test_every_admin_command_has_its_row_in_the_operations_page() -> None:
+    listed = run_cli("admin", "--help", timeout=30).stdout
+    commands = re.findall(r"^    ([a-z][a-z-]+)\s", listed, re.M)
+    assert "update-topic" in commands and "pending-half-messages" in commands
+    operations = PAGES["docs/operations.md"]
+    for command in commands:
+        assert f"| `{command}` |" in operations, f"docs/operations.md has no row for rocketmesh admin {command}"
 
 
 def test_links_stay_inside_the_repository() -> None:

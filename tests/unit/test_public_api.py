@@ -1,4 +1,4 @@
-"""The public API is the documented one: what the README uses and what users subclass is exported from
+"""The public API is the documented one: what the README and the docs use and what users subclass is exported from
 ``rocketmesh`` (and ``rocketmesh.client``); the machinery stays importable from its own module only."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from pathlib import Path
 import rocketmesh
 import rocketmesh.client
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+#: What a user reads: the README and the documentation site's pages.
+DOCS = "\n".join(p.read_text() for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))])
 
 
 def test_every_exported_name_imports() -> None:
@@ -20,8 +22,8 @@ def test_every_exported_name_imports() -> None:
         assert getattr(rocketmesh.client, name) is not None
 
 
-def test_what_the_readme_imports_from_rocketmesh_is_exported() -> None:
-    imported = {n.strip() for group in re.findall(r"from rocketmesh import ([^\n]+)", README) for n in group.split(",")}
+def test_what_the_docs_import_from_rocketmesh_is_exported() -> None:
+    imported = {n.strip() for group in re.findall(r"from rocketmesh import ([^\n]+)", DOCS) for n in group.split(",")}
     assert imported and imported <= set(rocketmesh.__all__)
 
 
