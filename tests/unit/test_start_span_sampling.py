@@ -1,6 +1,6 @@
 """start_span under each of the SDK's samplers and every kind of parent: the span it makes is the one the SDK
-would make (recording or not, the parent's trace id or a new one, sampled flag), also where it skips the SDK
-for a span the sampler drops for sure."""
+would make (recording or not, the parent's trace id or a new one, sampled flag), also where it makes a span the
+sampler drops for sure itself (sure_drops) rather than through the SDK."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def _current(tp: str | None):
 def test_the_span_is_the_one_the_sdk_makes(monkeypatch, sampler, current, parent) -> None:
     provider = TracerProvider(sampler=sampler)
     monkeypatch.setattr(propagation, "_TRACER", provider.get_tracer("rocketmesh"))
-    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    monkeypatch.setattr(propagation, "_DROPS", propagation.sure_drops(provider))
     token = otel_context.attach(_current(current))
     try:
         ours = start_span("send T", SpanKind.PRODUCER, parent)
@@ -57,12 +57,18 @@ def test_the_span_is_the_one_the_sdk_makes(monkeypatch, sampler, current, parent
     theirs.end()
 
 
-def test_only_the_sdk_s_off_samplers_are_skipped() -> None:
-    assert propagation._dropping_sampler(TracerProvider(sampler=sampling.ALWAYS_OFF)).sampled_too
-    assert not propagation._dropping_sampler(TracerProvider(sampler=sampling.DEFAULT_OFF)).sampled_too
-    for sampler in (sampling.ALWAYS_ON, sampling.DEFAULT_ON, sampling.TraceIdRatioBased(0.0)):
-        assert propagation._dropping_sampler(TracerProvider(sampler=sampler)) is None
-    assert propagation._dropping_sampler(trace.NoOpTracerProvider()) is None
+def test_only_the_sdk_s_off_samplers_are_skipped(monkeypatch) -> None:
+    assert not propagation.sure_drops(TracerProvider(sampler=sampling.ALWAYS_OFF)).records_sampled_children
+    assert propagation.sure_drops(TracerProvider(sampler=sampling.DEFAULT_OFF)).records_sampled_children
+    for sampler in (sampling.ALWAYS_ON, sampling.DEFAULT_ON, sampling.TraceIdRatioBased(0.0),
+                    sampling.ParentBased(sampling.TraceIdRatioBased(0.0))):
+        assert propagation.sure_drops(TracerProvider(sampler=sampler)) is None
+    assert propagation.sure_drops(trace.NoOpTracerProvider()) is None
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")  # the SDK's tracers are no-ops: nothing to make
+    assert propagation.sure_drops(TracerProvider(sampler=sampling.ALWAYS_OFF)) is None
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "false")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_off")  # as the services are configured
+    assert propagation.sure_drops(TracerProvider()).records_sampled_children
 
 
 REMOTE = {"sampled": SAMPLED, "unsampled": UNSAMPLED, "unsampled, random id": UNSAMPLED_RANDOM,
@@ -79,7 +85,7 @@ def test_a_dropped_span_is_the_one_the_sdk_makes_on_a_thread_without_context(mon
     span for sure, and then makes current the SDK's span: not recording, the parent's trace and flags or a
     new trace; its exit() leaves the thread as it was."""
     provider = TracerProvider(sampler=sampler)
-    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    monkeypatch.setattr(propagation, "_DROPS", propagation.sure_drops(provider))
     asked = []
 
     def find() -> str | None:
@@ -113,15 +119,14 @@ def test_a_dropped_span_is_the_one_the_sdk_makes_on_a_thread_without_context(mon
 class _Found(propagation.DroppedSpan):
     """A dropped span whose parent is a function that finds the traceparent (as a message's process span)."""
 
-    def parent_traceparent(self) -> str | None:
-        return self._parent()
+    traceparent_in = staticmethod(lambda find: find())
 
 
 def test_a_dropped_span_gets_one_span_id_whichever_thread_asks_first(monkeypatch) -> None:
     import threading
 
     provider = TracerProvider(sampler=sampling.ALWAYS_OFF)
-    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
+    monkeypatch.setattr(propagation, "_DROPS", propagation.sure_drops(provider))
     for _ in range(50):
         span = propagation.enter_dropped(propagation.DroppedSpan, UNSAMPLED)
         span.exit()
@@ -156,7 +161,7 @@ def test_a_dropped_span_entered_and_exited_keeps_the_rest_of_the_context(monkeyp
     from opentelemetry import baggage
 
     monkeypatch.setattr(propagation, "_DROPS",
-                        propagation._dropping_sampler(TracerProvider(sampler=sampling.ALWAYS_OFF)))
+                        propagation.sure_drops(TracerProvider(sampler=sampling.ALWAYS_OFF)))
     outer = otel_context.attach(baggage.set_baggage("tenant", "a"))
     try:
         span = propagation.enter_dropped(propagation.DroppedSpan, UNSAMPLED)
@@ -166,30 +171,3 @@ def test_a_dropped_span_entered_and_exited_keeps_the_rest_of_the_context(monkeyp
         assert trace.get_current_span() is trace.INVALID_SPAN and baggage.get_baggage("tenant") == "a"
     finally:
         otel_context.detach(outer)
-
-
-CURRENTS = {"none": None, "sampled": SAMPLED, "unsampled": UNSAMPLED, "unsampled, random id": UNSAMPLED_RANDOM}
-
-
-@pytest.mark.parametrize("sampler", SAMPLERS.values(), ids=SAMPLERS.keys())
-@pytest.mark.parametrize("current", CURRENTS.values(), ids=CURRENTS.keys())
-def test_a_dropped_child_s_traceparent_is_the_one_the_sdk_span_would_hand_on(monkeypatch, sampler, current) -> None:
-    """dropped_traceparent (a send under an SDK that samples it out) answers None unless the sampler drops a
-    child of the current span for sure, and then the traceparent the SDK's non-recording child would have."""
-    provider = TracerProvider(sampler=sampler)
-    monkeypatch.setattr(propagation, "_DROPS", propagation._dropping_sampler(provider))
-    token = otel_context.attach(_current(current))
-    try:
-        ours = propagation.dropped_traceparent()
-        theirs = provider.get_tracer("sdk").start_span("send T", kind=SpanKind.PRODUCER)
-    finally:
-        otel_context.detach(token)
-    if ours is None:
-        assert theirs.is_recording() or propagation._DROPS is None
-        return
-    assert not theirs.is_recording()
-    a, b = propagation.span_context_of(ours), theirs.get_span_context()
-    assert a.trace_flags == b.trace_flags
-    assert (a.trace_id == TRACE) == (b.trace_id == TRACE)
-    assert a.span_id not in (0, 0xB7AD6B7169203331)
-    assert ours != propagation.dropped_traceparent()  # a span id of its own each time

@@ -20,17 +20,15 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Optional, Protocol, Sequence
 
-from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind, StatusCode
+from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
     TRACEPARENT,
     ROOT,
-    DroppedScope,
     DroppedSpan,
-    dropped_traceparent,
-    enter_scoped,
+    enter_dropped,
     make_current,
     restore,
     span_context_of,
@@ -156,20 +154,6 @@ class SendTrace:
         self.finish(exc)
 
 
-class _SampledOutSendTrace(SendTrace):
-    """A SendTrace whose span the sampler drops: only its context, for the messages and the request header."""
-
-    __slots__ = ()
-
-    def __init__(self, traceparent: str) -> None:
-        self.span = INVALID_SPAN
-        self.traceparent = traceparent
-        self.recording = False
-
-    def finish(self, exc: Optional[BaseException] = None) -> None:
-        return None
-
-
 class _Untraced:
     """Stands in for a SendTrace around a sync send when tracing is off (``with st or UNTRACED:``)."""
 
@@ -192,11 +176,6 @@ def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool
     tracing is off."""
     if not tracing_enabled():
         return None
-    tp = dropped_traceparent()
-    if tp is not None:  # sampled out: nothing to record, only the context to hand on
-        for m in msgs:
-            m.properties[TRACEPARENT] = tp
-        return _SampledOutSendTrace(tp)
     span = start_span(sc.span_name(_SEND, topic), SpanKind.PRODUCER)
     tp = traceparent_of(span)
     if tp is not None:
@@ -320,17 +299,11 @@ class ProcessTrace:
 
 
 class _SampledOutProcessSpan(DroppedSpan):
-    """The process span of one message when the sampler drops it; its parent is the message, whose
-    ``traceparent`` is looked up only if anyone asks for the span's context."""
+    """The process span of one listener call on one message when the sampler drops it: the span and its
+    ListenerTrace in one object. Its parent is the message, whose ``traceparent`` is looked up only if
+    anyone asks for the span's context."""
 
-    __slots__ = ()
     traceparent_in = staticmethod(_traceparent_in)
-
-
-class _SampledOutProcessAlone(_SampledOutProcessSpan):
-    """The same on a thread that cannot have a scope: the span and its ListenerTrace in one object."""
-
-    __slots__ = ()
     recording = False
 
     @property
@@ -343,25 +316,8 @@ class _SampledOutProcessAlone(_SampledOutProcessSpan):
     def failed(self, status: Any) -> None:
         """Nothing is recorded."""
 
+    #: Restore the context the consume thread had.
     finish = DroppedSpan.exit
-
-
-class _SampledOutProcessScope(DroppedScope):
-    """A consume thread's sampled-out process spans, one per listener call: a ListenerTrace that only makes
-    the message's span current, until the thread's next listener call (this runs per message)."""
-
-    __slots__ = ()
-    span_type = _SampledOutProcessSpan
-    alone = _SampledOutProcessAlone
-    recording = False
-
-    def raised(self, exc: BaseException) -> None:
-        """Nothing is recorded."""
-
-    def failed(self, status: Any) -> None:
-        """Nothing is recorded."""
-
-    finish = DroppedScope.exit
 
 
 def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ListenerTrace]:
@@ -374,8 +330,8 @@ def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> O
     first = msgs[0]
     topic = first.topic
     if len(msgs) == 1:
-        # A span the sampler drops (sampled-off): only made current, its traceparent found if anyone asks.
-        dropped = enter_scoped(_SampledOutProcessScope, first)
+        # A span the sampler drops for sure: only made current, the message's traceparent read if anyone asks.
+        dropped = enter_dropped(_SampledOutProcessSpan, first)
         if dropped is not None:
             return dropped
         span = start_span(sc.span_name(_PROCESS, topic), SpanKind.CONSUMER, _traceparent_in(first))
