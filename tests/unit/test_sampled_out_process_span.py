@@ -16,7 +16,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider, sampling
 
-from rocketmesh.client import tracing
+from rocketmesh.client.trace import tracing
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.telemetry import propagation
 
