@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from rocketmesh.acl.config import AclServerConfig
 from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
-from rocketmesh.telemetry.metrics import MetricsConfig, PortRange
+from rocketmesh.server.metrics import MetricsConfig, PortRange
 
 
 @dataclass
