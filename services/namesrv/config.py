@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 
 from rocketmesh.acl.config import AclServerConfig
-from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
+from rocketmesh.remoting.transport.options import DEFAULT_MAX_MESSAGE_SIZE
 from rocketmesh.server.metrics import MetricsConfig, PortRange
 
 
