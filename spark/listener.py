@@ -23,9 +23,8 @@ from pyspark.sql.streaming.listener import (
     QueryTerminatedEvent,
 )
 
-from rocketmesh.client.instance import ClientInstance
-from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
-from rocketmesh.client.errors import MQError
+from rocketmesh.client import MQError
+from rocketmesh.client.stream import StreamClient
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.spark.offsets import SOURCE_TAG, queue_of, unwrap
 
@@ -57,28 +56,24 @@ class OffsetCommitListener(StreamingQueryListener):
     """Commits the end offsets of every finished micro-batch of a `rocketmesh` source (see the module)."""
 
     def __init__(self) -> None:
-        self._instances: dict[str, ClientInstance] = {}
+        self._clients: dict[str, StreamClient] = {}
         self._lock = threading.Lock()
 
-    def _instance(self, namesrv: str) -> ClientInstance:
+    def _client(self, namesrv: str) -> StreamClient:
         with self._lock:
-            inst = self._instances.get(namesrv)
-            if inst is None or inst.closed:
-                inst = self._instances[namesrv] = ClientInstance.acquire(
+            client = self._clients.get(namesrv)
+            if client is None or client.closed:
+                client = self._clients[namesrv] = StreamClient(
                     namesrv, instance_name="spark-offset-commit", request_timeout_ms=COMMIT_TIMEOUT_MS)
-            return inst
+            return client
 
     def commit(self, offset: dict) -> None:
         """Store one end offset object (see offsets.py) as its group's offsets; failures are logged."""
         try:
-            store = RemoteBrokerOffsetStore(self._instance(str(offset["namesrv"])), str(offset["group"]))
-            queues = []
-            for topic, table in unwrap(offset).items():
-                for key, value in table.items():
-                    mq = queue_of(topic, key)
-                    store.update(mq, value, False)
-                    queues.append(mq)
-            store.persist_all(queues)
+            client = self._client(str(offset["namesrv"]))
+            client.commit_offsets(str(offset["group"]), {queue_of(topic, key): value
+                                                         for topic, table in unwrap(offset).items()
+                                                         for key, value in table.items()})
         except (MQError, KeyError, ValueError) as exc:
             log.warning("offset_commit_failed", group=offset.get("group"), error=str(exc))
 

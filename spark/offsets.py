@@ -15,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping, Optional
 
-from rocketmesh.client import Admin
-from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
-from rocketmesh.client.errors import MQBrokerError
+from rocketmesh.client import Admin, MQBrokerError
+from rocketmesh.client.stream import StreamClient
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.options import OptionError, QueueOffsets, SourceOptions, Start
@@ -77,14 +76,15 @@ def queue_bounds(admin: Admin, topics: tuple[str, ...]) -> QueueBounds:
 
 
 def _group_offsets(admin: Admin, group: str, bounds: QueueBounds) -> QueueOffsets:
-    store = RemoteBrokerOffsetStore(admin.instance, group)
     out: QueueOffsets = {}
-    for topic, queues in bounds.items():
-        table = out[topic] = {}
-        for key, b in queues.items():
-            committed = store.fetch_from_broker(queue_of(topic, key))
-            # A queue the group never committed starts at its end, as RocketMQ's CONSUME_FROM_LAST_OFFSET.
-            table[key] = b.max_offset if committed is None else min(max(committed, b.min_offset), b.max_offset)
+    # The admin's name servers and timeout: the same client instance as the admin's.
+    with StreamClient(admin.namesrv_addrs, request_timeout_ms=admin.timeout_ms) as client:
+        for topic, queues in bounds.items():
+            table = out[topic] = {}
+            for key, b in queues.items():
+                committed = client.committed_offset(group, queue_of(topic, key))
+                # A queue the group never committed starts at its end, as RocketMQ's CONSUME_FROM_LAST_OFFSET.
+                table[key] = b.max_offset if committed is None else min(max(committed, b.min_offset), b.max_offset)
     return out
 
 

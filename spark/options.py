@@ -13,9 +13,8 @@ from typing import Mapping, Optional, Union
 
 import orjson
 
-from rocketmesh.client.consumer.core import make_subscription
-from rocketmesh.client.errors import MQError
-from rocketmesh.client.instance import NAMESRV_ADDR_ENV, namesrv_addrs_from
+from rocketmesh.client import NAMESRV_ADDR_ENV, MQError, namesrv_addrs_from
+from rocketmesh.client.stream import check_group, make_subscription
 from rocketmesh.filter import SubscriptionData
 
 #: Queue offsets as users write them: ``{"broker-a:0": 17}`` or, for several topics, ``{"T": {"broker-a:0": 17}}``.
@@ -157,8 +156,6 @@ class SourceOptions:
                 which = "sql" if sql is not None else "subExpression"
                 raise OptionError(f"option {which!r} (or 'topic'): {exc}") from None
         try:
-            from rocketmesh.client.validators import check_group
-
             check_group(group)
         except MQError as exc:
             raise OptionError(f"option 'consumerGroup': {exc}") from None

@@ -27,11 +27,8 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from rocketmesh.client import Admin
-from rocketmesh.client.instance import ClientInstance
-from rocketmesh.client.errors import MQBrokerError, MQError
-from rocketmesh.client.stream.group_registration import GroupRegistration
-from rocketmesh.client.stream.range_pull import pull_range
+from rocketmesh.client import Admin, MQBrokerError, MQError
+from rocketmesh.client.stream import GroupRegistration, StreamClient
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
@@ -73,30 +70,30 @@ def plan(start: QueueOffsets, end: QueueOffsets) -> list[QueueRange]:
     return out
 
 
-_instances: dict[tuple[str, int], ClientInstance] = {}
-_instances_lock = threading.Lock()
+_clients: dict[tuple[str, int], StreamClient] = {}
+_clients_lock = threading.Lock()
 
 
-def _worker_instance(namesrv: str, timeout_ms: int) -> ClientInstance:
-    """One client instance per worker process and name server list: Spark reuses Python workers, so
+def _worker_client(namesrv: str, timeout_ms: int) -> StreamClient:
+    """One stream client per worker process and name server list: Spark reuses Python workers, so
     the connections outlive a task. Keyed by pid because a worker may be forked from another."""
     key = (namesrv, os.getpid())
-    with _instances_lock:
-        inst = _instances.get(key)
-        if inst is None or inst.closed:
-            inst = _instances[key] = ClientInstance.acquire(namesrv, instance_name=f"spark-{os.getpid()}",
-                                                            request_timeout_ms=timeout_ms)
-        return inst
+    with _clients_lock:
+        client = _clients.get(key)
+        if client is None or client.closed:
+            client = _clients[key] = StreamClient(namesrv, instance_name=f"spark-{os.getpid()}",
+                                                  request_timeout_ms=timeout_ms)
+        return client
 
 
 def read_range(opts: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
     """The rows of ``part`` as Arrow batches of about :data:`ARROW_BATCH_BYTES` each."""
-    inst = _worker_instance(opts.namesrv, opts.request_timeout_ms)
+    client = _worker_client(opts.namesrv, opts.request_timeout_ms)
     tags = opts.tags
     chunks: list[bytes] = []
     size = 0
-    for chunk in pull_range(inst, opts.group, part.mq, opts.subscriptions[part.topic], part.start, part.end,
-                            pull_batch_size=opts.pull_batch_size, timeout_ms=opts.request_timeout_ms):
+    for chunk in client.pull_range(opts.group, part.mq, opts.subscriptions[part.topic], part.start, part.end,
+                                   pull_batch_size=opts.pull_batch_size, timeout_ms=opts.request_timeout_ms):
         chunks.append(chunk.records)
         size += len(chunk.records)
         if size >= ARROW_BATCH_BYTES:

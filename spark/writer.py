@@ -30,9 +30,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import BinaryType, IntegerType, LongType, MapType, ShortType, StringType, StructType
 
-from rocketmesh.client import Admin, Producer
-from rocketmesh.client.errors import MQBrokerError, MQClientError
-from rocketmesh.client.producer.selector import SelectMessageQueueByHash
+from rocketmesh.client import Admin, MQBrokerError, MQClientError, Producer, SelectMessageQueueByHash
 from rocketmesh.model.message import Message, MessageConst, MessageQueue
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.spark.options import OptionError, SinkOptions

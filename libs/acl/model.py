@@ -29,8 +29,6 @@ from enum import IntFlag
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
-
 #: RocketMQ refuses keys shorter than this (AclUtils / PlainPermissionManager).
 MIN_KEY_LENGTH = 6
 
@@ -224,7 +222,12 @@ class PlainAccessConfig:
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<acl>") -> "PlainAccessConfig":
-        """Parse plain_acl.yml's text; AclConfigError naming ``source`` and what is wrong."""
+        """Parse plain_acl.yml's text; AclConfigError naming ``source`` and what is wrong.
+
+        Needs PyYAML, which comes with the ``server`` extra: only the servers (and ``rocketmesh up``, which
+        starts them) read the file; a client that signs its requests never does."""
+        import yaml
+
         try:
             doc = yaml.safe_load(text)
         except yaml.YAMLError as exc:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 # Where --access-key / --secret-key default from: the names the services read their own keys from.
 from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
-from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
 from rocketmesh.runtime.config import camel_case
 from rocketmesh.model.message import Message, MessageConst, MessageExt

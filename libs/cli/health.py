@@ -21,11 +21,11 @@ from typing import Callable
 
 import orjson
 
-from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.cli.mesh_spec import MeshSpec
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.addr import reachable_addr
-from rocketmesh.runtime.service_main import ADDRESS_FILE_ENV
+from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV
 
 
 @dataclass(frozen=True)

@@ -25,10 +25,11 @@ import signal
 import sys
 from typing import Optional
 
-from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, metrics_port_in, namesrv_commands, service_commands
 from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.runtime.python_process import python_module_argv
+from rocketmesh.server.extra import require_server_extra
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
 from rocketmesh.cli.security import exposure_warning, key_paths, up_account, up_curve_env
 from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
@@ -54,6 +55,7 @@ def _exec_service(module: str, argv: list[str]) -> int:
 
 def cmd_up(args: argparse.Namespace) -> int:
     """``rocketmesh up``: start the services in order, print where they are, supervise until signalled."""
+    require_server_extra("rocketmesh up")
     try:
         sup = Supervisor(max_restarts=args.max_restarts, restart_window_s=args.restart_window)
     except ValueError as exc:

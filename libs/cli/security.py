@@ -16,7 +16,7 @@ import zmq.auth
 
 from rocketmesh.acl.config import ClientCredentialsConfig
 from rocketmesh.acl.model import PlainAccessConfig
-from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.remoting.transport.curve import (
     AUTHORIZED_CLIENTS_ENV,
     AUTHORIZED_DIR,

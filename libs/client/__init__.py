@@ -13,6 +13,7 @@ stays importable from its own module, as ``rocketmesh.client.instance.ClientInst
 from rocketmesh.client.admin.admin import Admin
 from rocketmesh.client.admin.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
+from rocketmesh.client.instance import NAMESRV_ADDR_ENV, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer, SendCallback
 from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
 from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
@@ -44,6 +45,7 @@ __all__ = [
     "MessageExt",
     "MessageQueue",
     "MessageQueueSelector",
+    "NAMESRV_ADDR_ENV",
     "PendingHalfMessage",
     "Perm",
     "Producer",
@@ -60,4 +62,5 @@ __all__ = [
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
+    "namesrv_addrs_from",
 ]

@@ -58,8 +58,8 @@ from rocketmesh.remoting.protocol.headers import (
 from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.model.topics import DEFAULT_TOPIC
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
-from rocketmesh.client.producer.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
-from rocketmesh.client.producer.route import TopicPublishInfo, publish_info
+from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
+from rocketmesh.client.route import TopicPublishInfo, publish_info
 from rocketmesh.model.route import MASTER_ID, TopicRouteData
 from rocketmesh.client.unique_id import local_ip
 

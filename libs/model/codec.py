@@ -13,13 +13,28 @@ so both sides decode it with this module.
 
 from __future__ import annotations
 
-import socket
 import struct
 from functools import lru_cache
 from typing import Iterator, Optional, Sequence
 
-from zlib_ng.zlib_ng import crc32
+try:
+    # zlib-ng comes with the server extra: the broker checksums every body it stores.
+    from zlib_ng.zlib_ng import crc32
+except ImportError:  # an application's SDK: the same checksum from the standard library
+    from zlib import crc32
 
+from rocketmesh.model.fields import (  # the fields a message reads itself; importable from here too
+    NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR as PROPERTY_SEPARATOR,
+    CorruptRecord,
+    decode_host,
+    decode_message_id as decode_message_id,
+    decode_properties,
+    encode_host as encode_host,
+    encode_host_text as encode_host_text,
+    encode_message_id,
+    encode_properties,
+)
 from rocketmesh.model.message import Message, MessageExt
 
 MESSAGE_MAGIC_CODE = -626843481  # 0xDAA320A7
@@ -38,23 +53,15 @@ POS_STORE_TIMESTAMP = 56
 BLANK_RECORD = struct.Struct(">ii")
 END_FILE_MIN_BLANK_LENGTH = 8
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
-
-_HOST = struct.Struct(">4si")
-_MSG_ID = struct.Struct(">4siq")
 _SHORT = struct.Struct(">H")
-
-
-class CorruptRecord(ValueError):
-    """A record whose bytes do not hold together (bad magic, size or CRC)."""
 
 
 def body_crc(body: bytes | memoryview) -> int:
     """RocketMQ's body CRC: CRC32 masked to a non-negative Java int.
 
     zlib-ng's CRC32 (the same checksum as ``zlib.crc32``) runs several times
-    faster than the zlib CPython links on the 1 KiB bodies the put path checksums.
+    faster than the zlib CPython links on the 1 KiB bodies the put path checksums;
+    without zlib-ng (an SDK installed without the server extra) it is ``zlib.crc32``.
     """
     return crc32(body) & 0x7FFFFFFF
 
@@ -62,35 +69,6 @@ def body_crc(body: bytes | memoryview) -> int:
 def record_size(body_len: int, topic_len: int, props_len: int) -> int:
     """Total size of a commitlog record with these variable parts."""
     return RECORD_HEADER_SIZE + body_len + 1 + topic_len + 2 + props_len
-
-
-def encode_properties(props: dict[str, str]) -> bytes:
-    """``name\\x01value\\x02`` for each property, as RocketMQ's messageProperties2String."""
-    if not props:
-        return b""
-    return "".join([f"{k}\x01{v}\x02" for k, v in props.items()]).encode()
-
-
-def decode_properties(raw: bytes | memoryview) -> dict[str, str]:
-    """Inverse of :func:`encode_properties`; tolerant of a missing final separator.
-
-    A name ends at its first ``\x01``, so a value may hold more of them; an item without one is
-    dropped, as RocketMQ drops it. Raises CorruptRecord for
-    bytes that are not UTF-8 (they came from a damaged record or a hostile peer, never from
-    :func:`encode_properties`).
-    """
-    if not raw:
-        return {}
-    try:
-        text = bytes(raw).decode()
-    except UnicodeDecodeError as exc:
-        raise CorruptRecord(f"properties are not UTF-8: {exc}") from None
-    out: dict[str, str] = {}
-    for item in text.split(PROPERTY_SEPARATOR):
-        name, sep, value = item.partition(NAME_VALUE_SEPARATOR)
-        if name and sep:  # an empty name (a stray separator) or a name without a value names nothing
-            out[name] = value
-    return out
 
 
 _SCHEDULE_KEYS = (b"DELAY\x01", b"TIMER_DELIVER_MS\x01", b"TIMER_DELAY_MS\x01")
@@ -110,41 +88,6 @@ def has_schedule_property(raw: bytes) -> bool:
                 return True
             i = raw.find(key, i + 1)
     return False
-
-
-def encode_host(ip: str, port: int) -> bytes:
-    """8-byte host field: IPv4 address then port."""
-    return _HOST.pack(socket.inet_aton(ip), port)
-
-
-def encode_host_text(text: str) -> bytes:
-    """The 8-byte host field of an ``ip:port`` text (as a read-back message shows it); 127.0.0.1:0 if unreadable."""
-    ip, _, port = text.rpartition(":")
-    try:
-        return encode_host(ip or "127.0.0.1", int(port or 0))
-    except (OSError, ValueError, struct.error):
-        return encode_host("127.0.0.1", 0)
-
-
-def decode_host(raw: bytes) -> str:
-    ip, port = _HOST.unpack(raw)
-    return f"{socket.inet_ntoa(ip)}:{port}"
-
-
-def encode_message_id(host: bytes, commitlog_offset: int) -> str:
-    """RocketMQ's offset message id: store host (ip, port) + commitlog offset, 32 hex chars."""
-    return (host + commitlog_offset.to_bytes(8, "big", signed=True)).hex().upper()
-
-
-def decode_message_id(msg_id: str) -> tuple[str, int, int]:
-    """Split an offset message id into (store ip, store port, commitlog offset).
-
-    Raises ValueError for anything that is not 32 hex characters.
-    """
-    if len(msg_id) != 32:
-        raise ValueError(f"message id must be 32 hex characters, got {len(msg_id)}: {msg_id!r}")
-    ip, port, offset = _MSG_ID.unpack(bytes.fromhex(msg_id))
-    return socket.inet_ntoa(ip), port, offset
 
 
 def java_string_hash(s: str) -> int:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 from typing import Optional
 
+from rocketmesh.model.fields import decode_properties, encode_host_text, encode_message_id
+
 
 class MessageConst:
     """Reserved property keys (RocketMQ's MessageConst)."""
@@ -226,8 +228,6 @@ class MessageExt:
         """RocketMQ's offset message id (store host + commitlog offset); made on first use when not given."""
         msg_id = self._msg_id
         if msg_id is None:
-            from rocketmesh.model.codec import encode_host_text, encode_message_id
-
             msg_id = self._msg_id = encode_message_id(encode_host_text(self.store_host), self.commitlog_offset)
         return msg_id
 
@@ -244,9 +244,6 @@ class MessageExt:
             if type(raw) is tuple:  # the record's own, then what the pull added (MIN_OFFSET, MAX_OFFSET)
                 raw = raw[0] + raw[1]
             if raw:
-                # The broker's filter's reading of them (codec imports this module, hence here).
-                from rocketmesh.model.codec import decode_properties
-
                 props = decode_properties(raw)
             self._properties = props
         return props

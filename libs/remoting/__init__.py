@@ -27,7 +27,7 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
-from rocketmesh.remoting.options import SocketOptions
+from rocketmesh.remoting.transport.options import SocketOptions
 from rocketmesh.remoting.transport.server import RemotingServer, RequestContext
 
 __all__ = [

@@ -1,8 +1,14 @@
-"""Logging: structlog at every call site, delivered through the standard ``logging`` module.
+"""Logging: an event name and keywords at every call site, delivered through the standard ``logging`` module.
+
+    log = get_logger("client", component="rebalance")
+    log.warning("rebalance_failed", group=group, error=str(exc))
 
 Every logger is ``rocketmesh.<name>`` in ``logging``'s tree (``rocketmesh.client``,
 ``rocketmesh.broker`` ...), so there is one switch for all of them: the
-``rocketmesh`` logger.
+``rocketmesh`` logger. A record's message is the event and its keywords as text
+(``rebalance_failed group=g error=...``), for any handler; the event itself, a
+dict, rides on the record as ``record.rocketmesh_event`` for handlers that write
+structured lines (the services' JSON lines, see ``rocketmesh.server.log``).
 
 - The SDK is a library inside someone else's program. It adds nothing to the
   application's output beyond WARNING and above on stderr, and only while the
@@ -10,98 +16,95 @@ Every logger is ``rocketmesh.<name>`` in ``logging``'s tree (``rocketmesh.client
   ``dictConfig``, a framework's), the records simply propagate to its handlers
   and its levels apply. ``ROCKETMESH_LOG_LEVEL`` (DEBUG, INFO, WARNING, ERROR)
   sets the ``rocketmesh`` logger's level, e.g. to see the SDK's INFO lines.
-- A service (``python -m rocketmesh.<service>``) calls :func:`configure_service`
-  first: JSON lines on stderr, one object per event with the bound names
-  (service, broker, group ...), at ``ROCKETMESH_LOG_LEVEL`` (default INFO).
+- A service process writes JSON lines instead (``rocketmesh.server.log.configure_service``).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 from typing import Any
 
-import structlog
 from opentelemetry import trace
 
-#: The LogRecord attribute that carries structlog's event dict to our handlers.
-_EVENT_ATTR = "rocketmesh_event"
-#: Keys a plain-text message leaves out (the handler's own format shows level and time).
-_NOT_IN_TEXT = ("event", "level", "timestamp", "exception")
+#: The LogRecord attribute that carries the event dict to structured handlers.
+EVENT_ATTR = "rocketmesh_event"
+#: The environment variable that sets the ``rocketmesh`` logger's level.
+LEVEL_ENV = "ROCKETMESH_LOG_LEVEL"
 
 ROOT_LOGGER = "rocketmesh"
 
-
-def _to_logging(_logger: Any, _method: str, event: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """structlog's last step: a readable message for anyone's handler, the event dict beside it."""
-    text = str(event.get("event", ""))
-    fields = " ".join(f"{k}={v}" for k, v in event.items() if k not in _NOT_IN_TEXT)
-    if fields:
-        text = f"{text} {fields}"
-    if "exception" in event:
-        text = f"{text}\n{event['exception']}"
-    return (text,), {"extra": {_EVENT_ATTR: event}}
+_LEVEL_NAMES = {logging.DEBUG: "debug", logging.INFO: "info", logging.WARNING: "warning",
+                logging.ERROR: "error", logging.CRITICAL: "critical"}
 
 
-#: The names every event of this process carries (service, broker, cluster ...), set by configure_service.
-_PROCESS_NAMES: dict[str, Any] = {}
-#: Where a service leaves its names for the processes it starts (JSON object).
-_NAMES_ENV = "ROCKETMESH_LOG_NAMES"
+class EventLogger:
+    """A ``logging.Logger`` that takes an event name and keywords, bound with names every event carries.
+
+    A disabled level costs one ``isEnabledFor``. An enabled event made while a span is in progress names
+    its ``trace_id`` and ``span_id``, so an operator can join logs to traces.
+    """
+
+    __slots__ = ("_logger", "_bound")
+
+    def __init__(self, logger: logging.Logger, bound: dict[str, Any]) -> None:
+        self._logger = logger
+        self._bound = bound
+
+    def bind(self, **names: Any) -> "EventLogger":
+        """A logger of the same name whose events also carry ``names``."""
+        return EventLogger(self._logger, {**self._bound, **names})
+
+    def debug(self, event: str, **fields: Any) -> None:
+        if self._logger.isEnabledFor(logging.DEBUG):
+            self._emit(logging.DEBUG, event, fields, False)
+
+    def info(self, event: str, **fields: Any) -> None:
+        if self._logger.isEnabledFor(logging.INFO):
+            self._emit(logging.INFO, event, fields, False)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        if self._logger.isEnabledFor(logging.WARNING):
+            self._emit(logging.WARNING, event, fields, False)
+
+    def error(self, event: str, **fields: Any) -> None:
+        if self._logger.isEnabledFor(logging.ERROR):
+            self._emit(logging.ERROR, event, fields, False)
+
+    def critical(self, event: str, **fields: Any) -> None:
+        if self._logger.isEnabledFor(logging.CRITICAL):
+            self._emit(logging.CRITICAL, event, fields, False)
+
+    def exception(self, event: str, **fields: Any) -> None:
+        """An ERROR event with the exception being handled (its traceback goes with the record)."""
+        if self._logger.isEnabledFor(logging.ERROR):
+            self._emit(logging.ERROR, event, fields, True)
+
+    def _emit(self, level: int, event: str, fields: dict[str, Any], exc_info: bool) -> None:
+        names = {**self._bound, **fields}
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            names["trace_id"] = f"{ctx.trace_id:032x}"
+            names["span_id"] = f"{ctx.span_id:016x}"
+        text = event
+        if names:
+            text = f"{event} " + " ".join(f"{k}={v}" for k, v in names.items())
+        record_event = {"event": event, "level": _LEVEL_NAMES.get(level, "info"), **names}
+        # stacklevel: the record names the caller of info() / warning() ..., not this module.
+        self._logger.log(level, text, exc_info=exc_info, extra={EVENT_ATTR: record_event}, stacklevel=3)
 
 
-def _add_process_names(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """The process's names on every event: a library logger's own ``service`` (remoting, client ...)
-    inside a service's process becomes its ``component`` unless it has one, and ``service`` the process's."""
-    if _PROCESS_NAMES:
-        service = _PROCESS_NAMES.get("service")
-        own = event.get("service")
-        if service is not None and own is not None and own != service:
-            event.setdefault("component", own)
-            event["service"] = service
-        for key, value in _PROCESS_NAMES.items():
-            event.setdefault(key, value)
-    return event
-
-
-def _add_trace_ids(_logger: Any, _method: str, event: dict[str, Any]) -> dict[str, Any]:
-    """trace_id and span_id of the span in progress, when there is one (an OpenTelemetry SDK configured)."""
-    ctx = trace.get_current_span().get_span_context()
-    if ctx.is_valid:
-        event["trace_id"] = f"{ctx.trace_id:032x}"
-        event["span_id"] = f"{ctx.span_id:016x}"
-    return event
-
-
-structlog.configure(
-    processors=[
-        structlog.stdlib.filter_by_level,  # first: a disabled level costs one isEnabledFor
-        structlog.contextvars.merge_contextvars,
-        _add_process_names,
-        _add_trace_ids,
-        structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
-        structlog.processors.format_exc_info,
-        _to_logging,
-    ],
-    wrapper_class=structlog.stdlib.BoundLogger,
-    logger_factory=structlog.stdlib.LoggerFactory(),
-    cache_logger_on_first_use=True,
-)
-
-
-class JsonLinesFormatter(logging.Formatter):
-    """One JSON object per record: structlog's event dict, or the basics of a plain ``logging`` record."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        event = getattr(record, _EVENT_ATTR, None)
-        if event is None:
-            event = {"logger": record.name, "event": record.getMessage(), "level": record.levelname.lower(),
-                     "timestamp": self.formatTime(record)}
-            if record.exc_info:
-                event["exception"] = self.formatException(record.exc_info)
-        return json.dumps(event, default=repr)
+def level_from(name: str | None, default: int | None) -> int | None:
+    """A level name as a number; an unknown name is reported once and ``default`` used."""
+    if not name:
+        return default
+    value = logging.getLevelName(name.strip().upper())
+    if isinstance(value, int):
+        return value
+    print(f"rocketmesh: {LEVEL_ENV}={name!r} is not a level (DEBUG, INFO, WARNING, ERROR); "
+          f"using {logging.getLevelName(default) if default is not None else 'the default'}", file=sys.stderr)
+    return default
 
 
 class _UnconfiguredAppHandler(logging.StreamHandler):
@@ -112,21 +115,9 @@ class _UnconfiguredAppHandler(logging.StreamHandler):
             super().emit(record)
 
 
-def _level(name: str | None, default: int | None) -> int | None:
-    """A level name as a number; an unknown name is reported once and ``default`` used."""
-    if not name:
-        return default
-    value = logging.getLevelName(name.strip().upper())
-    if isinstance(value, int):
-        return value
-    print(f"rocketmesh: ROCKETMESH_LOG_LEVEL={name!r} is not a level (DEBUG, INFO, WARNING, ERROR); "
-          f"using {logging.getLevelName(default) if default is not None else 'the default'}", file=sys.stderr)
-    return default
-
-
 def _configure_library() -> None:
     root = logging.getLogger(ROOT_LOGGER)
-    level = _level(os.environ.get("ROCKETMESH_LOG_LEVEL"), None)
+    level = level_from(os.environ.get(LEVEL_ENV), None)
     if level is not None:
         root.setLevel(level)
     handler = _UnconfiguredAppHandler(sys.stderr)
@@ -134,33 +125,10 @@ def _configure_library() -> None:
     root.addHandler(handler)
 
 
-def configure_service(level: str | None = None, **names: Any) -> None:
-    """Make this process a service's: JSON lines on stderr at ``level`` (default ROCKETMESH_LOG_LEVEL,
-    else INFO), nothing handed on to other handlers, and every event bound with ``names``
-    (``service="broker", broker="broker-a"`` ...), the libraries' loggers included. A process the
-    service starts (the broker's dispatch worker) inherits the names when it passes none."""
-    root = logging.getLogger(ROOT_LOGGER)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonLinesFormatter())
-    root.handlers[:] = [handler]
-    root.setLevel(_level(level or os.environ.get("ROCKETMESH_LOG_LEVEL"), logging.INFO))
-    root.propagate = False
-    names = {k: v for k, v in names.items() if v is not None}
-    if names:
-        os.environ[_NAMES_ENV] = json.dumps(names)
-    else:
-        try:
-            names = json.loads(os.environ.get(_NAMES_ENV) or "{}")
-        except ValueError:
-            names = {}
-    _PROCESS_NAMES.clear()
-    _PROCESS_NAMES.update(names if isinstance(names, dict) else {})
-
-
-def get_logger(service: str, **bind: Any) -> structlog.stdlib.BoundLogger:
+def get_logger(service: str, **bind: Any) -> EventLogger:
     """The logger ``rocketmesh.<service>``, bound with ``service`` and any further names (broker, group ...)."""
-    return structlog.get_logger(f"{ROOT_LOGGER}.{service}" if service != ROOT_LOGGER else ROOT_LOGGER).bind(
-        service=service, **bind)
+    name = f"{ROOT_LOGGER}.{service}" if service != ROOT_LOGGER else ROOT_LOGGER
+    return EventLogger(logging.getLogger(name), {"service": service, **bind})
 
 
 _configure_library()

@@ -1,4 +1,5 @@
-"""The one way we start a Python module of ours as a child process."""
+"""The one way we start a Python module of ours as a child process, and the variables by which a service
+and the processes around it (``rocketmesh up``, ``rocketmesh health``) find each other."""
 
 from __future__ import annotations
 
@@ -18,3 +19,7 @@ def python_module_argv(module: str, *args: str) -> list[str]:
 #: environment): the service stops by itself when its parent is no longer that process. Unset (a container,
 #: a process manager of one's own): it never does.
 SUPERVISOR_PID_ENV = "ROCKETMESH_SUPERVISOR_PID"
+
+#: Where a service writes the address it serves once it is ready (unset: nowhere). The image sets it, so
+#: that ``rocketmesh health SERVICE`` in a container finds a replica that took a free port (port 0).
+ADDRESS_FILE_ENV = "ROCKETMESH_ADDRESS_FILE"

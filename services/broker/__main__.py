@@ -10,56 +10,12 @@ line ``broker <name> listening on <host:port>`` when it serves, and shuts
 down cleanly on SIGTERM or SIGINT.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
 
-from rocketmesh.cli.help import HelpFormatter
-from rocketmesh.runtime.config import ConfigError
-from rocketmesh.runtime.service_main import add_set_flag, overrides_from, run_until_signalled
-from rocketmesh.broker.config import BrokerConfig, load_broker_config
-from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.controller import BrokerController
-
-
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    b, st = BrokerConfig(), MessageStoreConfig()
-    ap = argparse.ArgumentParser(
-        prog="rocketmesh broker", formatter_class=HelpFormatter,
-        description="Run a broker: the commitlog store, sends, pulls, offsets and transactions. Config comes "
-                    "from broker.conf, then environment variables (the RocketMQ key, or ROCKETMESH_<KEY>), then "
-                    "flags; it listens on "
-                    f"listenAddress (default {b.listen_address}; --set listenAddress=0.0.0.0 for all interfaces).")
-    ap.add_argument("-c", "--config", help="broker.conf (RocketMQ key=value properties)")
-    ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
-    ap.add_argument("--listen-port", type=int, help=f"listenPort (default {b.listen_port})")
-    ap.add_argument("--store-dir", help=f"storePathRootDir (default {st.store_path_root_dir})")
-    ap.add_argument("--broker-name", help=f"brokerName (default {b.broker_name})")
-    ap.add_argument("--cluster", help=f"brokerClusterName (default {b.broker_cluster_name})")
-    add_set_flag(ap, "any broker or store config key")
-    return ap.parse_args(argv)
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    flags: dict[str, object] = {
-        "namesrvAddr": args.namesrv, "listenPort": args.listen_port, "storePathRootDir": args.store_dir,
-        "brokerName": args.broker_name, "brokerClusterName": args.cluster,
-    }
-    try:
-        config, store_config = load_broker_config(args.config, overrides_from(flags, args.set))
-    except (ConfigError, OSError) as exc:
-        print(f"broker config error: {exc}", file=sys.stderr)
-        return 2
-    broker = BrokerController(config, store_config)
-
-    def start() -> str:
-        broker.start()
-        return broker.broker_addr
-    return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown, "broker",
-                               broker=config.broker_name, cluster=config.broker_cluster_name)
-
+from rocketmesh.server.extra import require_server_extra
 
 if __name__ == "__main__":
+    require_server_extra("broker")  # one line naming the extra, before anything imports what it brings
+    from rocketmesh.broker.command import main
+
     sys.exit(main())

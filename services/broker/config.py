@@ -10,7 +10,7 @@ from rocketmesh.acl.config import AclServerConfig, ClientCredentialsConfig
 from rocketmesh.runtime.config import ConfigError, load_config, snake_case
 from rocketmesh.model.route import PERM_READ_WRITE
 from rocketmesh.broker.store import BrokerRole, MessageStoreConfig
-from rocketmesh.telemetry.metrics import MetricsConfig
+from rocketmesh.server.metrics import MetricsConfig
 
 #: A longer spin only burns CPU: a peer that has not sent within 10 ms is not in a request-response loop.
 MAX_BUSY_POLL_US = 10_000

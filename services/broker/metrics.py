@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from rocketmesh.broker.metadata.consumer_offsets import TOPIC_GROUP_SEPARATOR
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_CHECK_GROUP, TRANS_HALF_TOPIC
-from rocketmesh.telemetry.metrics import ServiceMetrics, observe_rpc_latency
+from rocketmesh.server.metrics import ServiceMetrics, observe_rpc_latency
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController

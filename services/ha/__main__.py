@@ -10,9 +10,12 @@ it runs, and stops on SIGTERM or SIGINT.
 
 import sys
 
-from rocketmesh.ha.config import HaConfig
-from rocketmesh.ha.service import HaService
-from rocketmesh.runtime.service_main import run_system_service
+from rocketmesh.server.extra import require_server_extra
 
 if __name__ == "__main__":
+    require_server_extra("ha")  # one line naming the extra, before anything imports what it brings
+    from rocketmesh.ha.config import HaConfig
+    from rocketmesh.ha.service import HaService
+    from rocketmesh.server.service_main import run_system_service
+
     sys.exit(run_system_service("ha", "Replicate a slave broker's commitlog from its master.", HaConfig, HaService))

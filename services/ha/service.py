@@ -30,8 +30,8 @@ from rocketmesh.acl.signer import signer_for
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
 from rocketmesh.runtime.log import get_logger
-from rocketmesh.runtime.service_identity import instance_name_of, status_server
-from rocketmesh.telemetry.metrics import service_metrics
+from rocketmesh.server.service_identity import instance_name_of, status_server
+from rocketmesh.server.metrics import service_metrics
 from rocketmesh.ha.config import HaConfig
 
 log = get_logger("ha")

@@ -6,8 +6,8 @@ import os
 from dataclasses import dataclass
 
 from rocketmesh.acl.config import AclServerConfig
-from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
-from rocketmesh.telemetry.metrics import MetricsConfig, PortRange
+from rocketmesh.remoting.transport.options import DEFAULT_MAX_MESSAGE_SIZE
+from rocketmesh.server.metrics import MetricsConfig, PortRange
 
 
 @dataclass

@@ -21,7 +21,7 @@ from rocketmesh.namesrv.processor import NamesrvProcessor
 from rocketmesh.namesrv.route_info import RouteInfoManager
 from rocketmesh.remoting import RemotingServer, SocketOptions
 from rocketmesh.remoting.addr import join_addr
-from rocketmesh.telemetry.metrics import service_metrics
+from rocketmesh.server.metrics import service_metrics
 
 
 class NamesrvService:

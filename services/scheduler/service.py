@@ -30,8 +30,8 @@ import orjson
 
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
-from rocketmesh.client.consumer.system_group import system_group_core
-from rocketmesh.runtime.service_identity import instance_name_of, status_server
+from rocketmesh.server.system_group import system_group_core
+from rocketmesh.server.service_identity import instance_name_of, status_server
 from rocketmesh.client.errors import MQError
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.runtime.log import get_logger
@@ -43,7 +43,7 @@ from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue
 from rocketmesh.scheduler.tracing import DeliverySpan, ParkedTrace, parked_trace, start_delivery
 from rocketmesh.telemetry.propagation import tracing_enabled
-from rocketmesh.telemetry.metrics import service_metrics
+from rocketmesh.server.metrics import service_metrics
 
 #: Bucket bounds of rocketmq_delay_message_latency: how late a delivery was (ms after due).
 LATENESS_BOUNDS_MS = (10, 50, 100, 500, 1000, 5000, 10_000, 60_000)

@@ -11,10 +11,13 @@ flags (``--set transactionCheckInterval=5000``). Prints ``txn-checker
 
 import sys
 
-from rocketmesh.runtime.service_main import run_system_service
-from rocketmesh.txn_checker.config import TxnCheckerConfig
-from rocketmesh.txn_checker.service import TxnCheckerService
+from rocketmesh.server.extra import require_server_extra
 
 if __name__ == "__main__":
+    require_server_extra("txn-checker")  # one line naming the extra, before anything imports what it brings
+    from rocketmesh.server.service_main import run_system_service
+    from rocketmesh.txn_checker.config import TxnCheckerConfig
+    from rocketmesh.txn_checker.service import TxnCheckerService
+
     sys.exit(run_system_service("txn-checker", "Check transactional half messages nobody decided.",
                                 TxnCheckerConfig, TxnCheckerService))

@@ -30,9 +30,9 @@ from typing import Any, Optional
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest, make_subscription
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.client.consumer.system_group import system_group_core
-from rocketmesh.runtime.service_identity import instance_name_of, status_server
-from rocketmesh.telemetry.metrics import service_metrics
+from rocketmesh.server.system_group import system_group_core
+from rocketmesh.server.service_identity import instance_name_of, status_server
+from rocketmesh.server.metrics import service_metrics
 from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
 from rocketmesh.runtime.log import get_logger

@@ -12,7 +12,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 import rocketmesh.spark
 from rocketmesh.spark.listener import commit_last_batch
-from rocketmesh.client.instance import NAMESRV_ADDR_ENV
+from rocketmesh.client import NAMESRV_ADDR_ENV
 
 
 def add_source_args(parser: argparse.ArgumentParser, topic: str, group: str) -> None:

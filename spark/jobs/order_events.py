@@ -18,8 +18,7 @@ from typing import Iterator, Optional, Sequence
 
 import orjson
 
-from rocketmesh.client import Producer
-from rocketmesh.client.instance import NAMESRV_ADDR_ENV
+from rocketmesh.client import NAMESRV_ADDR_ENV, Producer
 from rocketmesh.model.message import Message
 
 BATCH = 100

@@ -38,7 +38,7 @@ from rocketmesh.remoting import (ONEWAY_FLAG, RESPONSE_FLAG, ProtocolError, Remo
                                  pack_frame, request)
 from rocketmesh.remoting.protocol import headers as request_headers
 from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
-from rocketmesh.remoting.options import DEFAULT_MAX_MESSAGE_SIZE
+from rocketmesh.remoting.transport.options import DEFAULT_MAX_MESSAGE_SIZE
 from rocketmesh.runtime.config import camel_case
 
 WITNESS_TOPIC = "FuzzWitness"

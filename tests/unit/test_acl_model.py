@@ -78,7 +78,7 @@ def test_half_an_account_stops_a_service_start_naming_both_keys(capsys: pytest.C
     from rocketmesh.ha.config import HaConfig
     from rocketmesh.ha.service import HaService
     from rocketmesh.runtime.config import ConfigError
-    from rocketmesh.runtime.service_main import run_system_service
+    from rocketmesh.server.service_main import run_system_service
 
     # The ha service's own entry, as `python -m rocketmesh.ha` runs it: a config error, exit 2, no traceback.
     status = run_system_service("ha", "Replicate.", HaConfig, HaService,

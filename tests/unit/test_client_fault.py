@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketmesh.client.producer.fault import (
+from rocketmesh.client.fault import (
     ISOLATION_LATENCY_MS,
     LATENCY_MAX_MS,
     NOT_AVAILABLE_DURATION_MS,
@@ -12,7 +12,7 @@ from rocketmesh.client.producer.fault import (
     MQFaultStrategy,
     compute_not_available_duration,
 )
-from rocketmesh.client.producer import route as client_route
+from rocketmesh.client import route as client_route
 from rocketmesh.model.route import BrokerData, QueueData, TopicRouteData
 
 

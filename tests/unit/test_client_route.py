@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 
-from rocketmesh.client.producer.route import TopicPublishInfo, publish_info
+from rocketmesh.client.route import TopicPublishInfo, publish_info
 from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.model.message import MessageQueue
 

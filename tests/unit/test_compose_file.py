@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from rocketmesh.cli.mesh_spec import MeshSpec, namesrv_commands, service_commands
-from rocketmesh.telemetry.metrics import PortRange
+from rocketmesh.server.metrics import PortRange
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The spec the compose file is written for: `rocketmesh up --host 0.0.0.0 --data-dir /data --ha

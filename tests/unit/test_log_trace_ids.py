@@ -9,7 +9,8 @@ import logging
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
-from rocketmesh.runtime.log import JsonLinesFormatter, get_logger
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.server.log import JsonLinesFormatter
 
 
 class _Lines(logging.Handler):

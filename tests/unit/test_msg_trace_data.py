@@ -85,9 +85,11 @@ def test_keys_are_the_message_ids_and_user_keys() -> None:
 
 
 def test_a_full_dispatcher_queue_drops_and_counts_never_blocks() -> None:
+    from rocketmesh import Producer
     from rocketmesh.client.trace.msg_trace import TraceDispatcher
 
-    d = TraceDispatcher("g", "127.0.0.1:1", queue_size=2)  # not started: nothing drains the queue
+    # Not started: nothing drains the queue.
+    d = TraceDispatcher("g", "127.0.0.1:1", new_producer=Producer, queue_size=2)
     for _ in range(5):
         d.put(PUB)
     assert d.dropped == 3

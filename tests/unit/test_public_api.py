@@ -33,8 +33,8 @@ def test_what_users_subclass_or_configure_is_exported() -> None:
 
 
 def test_internals_are_not_exported_but_stay_importable_from_their_modules() -> None:
-    internals = {"ClientInstance": "rocketmesh.client.instance", "MQFaultStrategy": "rocketmesh.client.producer.fault",
-                 "LatencyFaultTolerance": "rocketmesh.client.producer.fault", "TopicPublishInfo": "rocketmesh.client.producer.route",
+    internals = {"ClientInstance": "rocketmesh.client.instance", "MQFaultStrategy": "rocketmesh.client.fault",
+                 "LatencyFaultTolerance": "rocketmesh.client.fault", "TopicPublishInfo": "rocketmesh.client.route",
                  "create_unique_id": "rocketmesh.client.unique_id"}
     for name, module in internals.items():
         assert name not in rocketmesh.client.__all__ and name not in rocketmesh.__all__

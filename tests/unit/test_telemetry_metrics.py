@@ -1,4 +1,4 @@
-"""rocketmesh.telemetry.metrics: tallies, the cheap histogram, snapshots, config keys, and the Prometheus port
+"""rocketmesh.server.metrics: tallies, the cheap histogram, snapshots, config keys, and the Prometheus port
 taken from a range on loopback sockets."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from rocketmesh.broker.config import load_broker_config
 from rocketmesh.runtime.config import ConfigError, load_config
 from rocketmesh.scheduler.config import SchedulerConfig
-from rocketmesh.telemetry.metrics import MetricsConfig, MetricsExporterType, PortRange, ServiceMetrics
+from rocketmesh.server.metrics import MetricsConfig, MetricsExporterType, PortRange, ServiceMetrics
 
 
 def rows(metrics: ServiceMetrics, name: str) -> list[tuple[dict, float]]:

@@ -29,6 +29,7 @@ from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.rebalance import subscribe_queues
+from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.trace.msg_trace import MsgTracer
 
 _MiB = 1024 * 1024
@@ -69,8 +70,8 @@ class PullConsumer:
         self._started = False
         #: RocketMQ's message trace of what polls return (enable_msg_trace); started by start().
         self._msg_trace: Optional[MsgTracer] = MsgTracer(
-            group, namesrv, o.trace_topic, instance_name=o.instance_name, access_key=o.access_key,
-            secret_key=o.secret_key) if o.enable_msg_trace else None
+            group, namesrv, o.trace_topic, new_producer=Producer, instance_name=o.instance_name,
+            access_key=o.access_key, secret_key=o.secret_key) if o.enable_msg_trace else None
 
     @property
     def group(self) -> str:

@@ -48,6 +48,7 @@ from rocketmesh.filter import SubscriptionData
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.client.validators import check_group
 from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
@@ -132,7 +133,7 @@ class PushConsumer:
                 core, self._listener, o.consume_thread_nums, o.consume_message_batch_max_size,
                 None if o.max_reconsume_times < 0 else o.max_reconsume_times, o.consume_timeout * 60_000)
         if o.enable_msg_trace:
-            self._service.msg_trace = MsgTracer(self.group, self.namesrv, o.trace_topic,
+            self._service.msg_trace = MsgTracer(self.group, self.namesrv, o.trace_topic, new_producer=Producer,
                                                 instance_name=o.instance_name, access_key=o.access_key,
                                                 secret_key=o.secret_key)
             self._service.msg_trace.start()

@@ -47,11 +47,11 @@ from rocketmesh.client.errors import (
     RequestTimeoutError,
     from_remoting,
 )
-from rocketmesh.client.producer.fault import MQFaultStrategy
+from rocketmesh.client.fault import MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
-from rocketmesh.client.producer.route import TopicPublishInfo
+from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.client.producer.selector import MessageQueueSelector
 from rocketmesh.client.trace.tracing import UNTRACED, SendTrace, start_send
 from rocketmesh.client.unique_id import set_unique_id, set_unique_ids
@@ -214,8 +214,8 @@ class Producer:
         #: The message trace hooks (RocketMQ's msgTrace); None unless enable_msg_trace. Started by start().
         self._msg_trace: Optional[MsgTracer] = None
         if enable_msg_trace:
-            self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, instance_name=instance_name,
-                                        access_key=access_key, secret_key=secret_key)
+            self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, new_producer=Producer,
+                                        instance_name=instance_name, access_key=access_key, secret_key=secret_key)
         self._ext_template: dict[str, Any] = {
             "producerGroup": group,
             "topic": "",

@@ -62,12 +62,14 @@ class TraceDispatcher:
 
     ``put`` never blocks: a full queue drops the record and counts it in
     ``dropped``. ``start`` starts the thread; the internal producer (group
-    ``_INNER_TRACE_PRODUCER-<group>``, no tracing of its own) starts with the
-    first batch. ``close`` sends what is queued, waiting at most its timeout.
+    ``_INNER_TRACE_PRODUCER-<group>``, no tracing of its own), made by
+    ``new_producer(group, namesrv, instance_name=..., access_key=..., secret_key=...)`` (the
+    ``Producer`` class), starts with the first batch. ``close`` sends what is queued, waiting at
+    most its timeout.
     """
 
     def __init__(self, group: str, namesrv: Any, trace_topic: Optional[str] = None, *,
-                 queue_size: int = DEFAULT_QUEUE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
+                 new_producer: Callable[..., Any], queue_size: int = DEFAULT_QUEUE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
                  max_msg_size: int = DEFAULT_MAX_MSG_SIZE, instance_name: Optional[str] = None,
                  access_key: Optional[str] = None, secret_key: Optional[str] = None) -> None:
         self.group = group
@@ -78,6 +80,8 @@ class TraceDispatcher:
         self.dropped = 0
         self.failed = 0
         self._namesrv = namesrv
+        # The Producer class, handed in by whoever traces: the producer package imports this module.
+        self._new_producer = new_producer
         self._instance_name = instance_name
         # The traced client's ACL account: its trace messages need PUB on the trace topic.
         self._credentials = dict(access_key=access_key, secret_key=secret_key)
@@ -164,9 +168,7 @@ class TraceDispatcher:
             timeout_ms = max(1, min(timeout_ms, int((self._deadline - time.monotonic()) * 1000)))
         try:
             if self._producer is None:
-                from rocketmesh.client.producer.producer import Producer  # the producer module imports this one
-
-                self._producer = Producer(TRACE_PRODUCER_GROUP_PREFIX + self.group, self._namesrv,
+                self._producer = self._new_producer(TRACE_PRODUCER_GROUP_PREFIX + self.group, self._namesrv,
                                           instance_name=self._instance_name, **self._credentials).start()
             self._producer.send(Message(self.trace_topic, body.encode("utf-8"), keys=keys), timeout_ms=timeout_ms)
         except MQError as exc:

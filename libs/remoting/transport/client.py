@@ -63,7 +63,7 @@ from rocketmesh.remoting.errors import (
 from rocketmesh.remoting.protocol.frames import readable, recv_frames, send_frames
 from rocketmesh.remoting.transport.mailbox import Mailbox
 from rocketmesh.remoting.transport.monitor import EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
-from rocketmesh.remoting.options import SocketOptions
+from rocketmesh.remoting.transport.options import SocketOptions
 from rocketmesh.remoting.transport.pending import CallbackSink, PendingRequest, PendingTable, settle
 
 #: ``on_request(addr, cmd)``: handles a request the server pushed; its return value is the response.

@@ -55,7 +55,7 @@ from rocketmesh.remoting.errors import (
 from rocketmesh.remoting.protocol.frames import readable, recv_routed, send_routed
 from rocketmesh.remoting.transport.mailbox import Mailbox
 from rocketmesh.remoting.transport.monitor import EVENT_ACCEPTED, EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
-from rocketmesh.remoting.options import SocketOptions
+from rocketmesh.remoting.transport.options import SocketOptions
 from rocketmesh.remoting.transport.pending import PendingRequest, PendingTable, settle
 
 Handler = Callable[[RemotingCommand, "RequestContext"], Optional[RemotingCommand]]

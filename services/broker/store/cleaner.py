@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import TYPE_CHECKING
+from typing import Callable
 
+from rocketmesh.broker.store.commitlog import CommitLog
+from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
-
-if TYPE_CHECKING:
-    from rocketmesh.broker.store.message_store import MessageStore
 
 log = get_logger("broker", component="cleaner")
 
@@ -35,9 +34,15 @@ class CleanService(ServiceThread):
     below the commitlog's new start go after it, and queue min offsets move up.
     """
 
-    def __init__(self, store: "MessageStore") -> None:
-        super().__init__("CleanService", store.config.clean_resource_interval / 1000)
-        self.store = store
+    def __init__(self, config: MessageStoreConfig, commitlog: CommitLog, check_disk_space: Callable[[float], None],
+                 clean_logics: Callable[[], None]) -> None:
+        """``check_disk_space(used_percent)`` tells the store the disk use; ``clean_logics()`` drops the queue
+        and index files below the commitlog's start (both the store's)."""
+        super().__init__("CleanService", config.clean_resource_interval / 1000)
+        self.config = config
+        self.commitlog = commitlog
+        self._check_disk_space = check_disk_space
+        self._clean_logics = clean_logics
         self.manual_delete_requests = 0
 
     def request_delete_now(self) -> None:
@@ -47,7 +52,7 @@ class CleanService(ServiceThread):
 
     def is_time_to_delete(self) -> bool:
         hour = time.localtime().tm_hour
-        for h in self.store.config.delete_when.split(";"):
+        for h in self.config.delete_when.split(";"):
             h = h.strip()
             if h.isdigit() and int(h) == hour:
                 return True
@@ -59,9 +64,9 @@ class CleanService(ServiceThread):
         return deleted
 
     def clean_commitlog(self) -> int:
-        cfg = self.store.config
+        cfg = self.config
         ratio = disk_used_ratio(cfg.store_path_root_dir) * 100
-        self.store.check_disk_space(ratio)
+        self._check_disk_space(ratio)
         space_full = ratio > cfg.disk_max_used_space_ratio
         forcibly = cfg.clean_file_forcibly_enable and ratio > min(cfg.disk_space_clean_forcibly_ratio,
                                                                    cfg.disk_space_warning_level_ratio)
@@ -69,13 +74,13 @@ class CleanService(ServiceThread):
         if not (self.is_time_to_delete() or space_full or manual):
             return 0
         self.manual_delete_requests = 0
-        deleted = self.store.commitlog.queue.delete_expired_by_time(
+        deleted = self.commitlog.queue.delete_expired_by_time(
             cfg.file_reserved_time * 3_600_000, cfg.delete_commit_log_files_interval,
             DELETE_FILES_BATCH_MAX, force=forcibly)
         if deleted:
             log.info("commitlog_files_deleted", count=deleted, disk_ratio=round(ratio, 1),
-                     forcibly=forcibly, min_offset=self.store.commitlog.min_offset)
+                     forcibly=forcibly, min_offset=self.commitlog.min_offset)
         return deleted
 
     def clean_logics(self) -> None:
-        self.store.clean_logics()
+        self._clean_logics()

@@ -141,7 +141,7 @@ class MessageStore:
         #: Told the duration of each commitlog flush round (ms); set before ``start()``.
         self.flush_observer: Optional[Callable[[float], None]] = None
         self.flush_commitlog: Optional[FlushRealTimeService] = None
-        self.cleaner = CleanService(self)
+        self.cleaner = CleanService(self.config, self.commitlog, self.check_disk_space, self.clean_logics)
         #: A master's slaves and how far each has the commitlog.
         self.replicas = ReplicaTracker(config.ha_housekeeping_interval, config.ha_max_gap_not_in_sync)
         self.last_exit_ok = True

@@ -26,7 +26,8 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rocketmesh.runtime.log import configure_service, get_logger
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.server.log import configure_service
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import MessageStoreConfig

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from rocketmesh.model.message import MessageQueue
-from rocketmesh.client.producer.route import TopicPublishInfo
+from rocketmesh.client.route import TopicPublishInfo
 
 #: Latency thresholds (ms), RocketMQ's MQFaultStrategy.latencyMax.
 LATENCY_MAX_MS: tuple[int, ...] = (50, 100, 550, 1000, 2000, 3000, 15000)

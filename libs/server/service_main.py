@@ -17,11 +17,11 @@ import sys
 import threading
 from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
 
-from rocketmesh.cli.help import HelpFormatter
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.config import ConfigError, load_config
-from rocketmesh.runtime.log import configure_service
-from rocketmesh.runtime.python_process import SUPERVISOR_PID_ENV
-from rocketmesh.telemetry.sdk import TelemetryConfigError, configure_tracing
+from rocketmesh.server.log import configure_service
+from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV, SUPERVISOR_PID_ENV
+from rocketmesh.server.trace_export import TelemetryConfigError, configure_tracing
 
 T = TypeVar("T")
 
@@ -122,11 +122,6 @@ def _supervisor_pid() -> int:
               file=sys.stderr, flush=True)
         return 0
     return pid
-
-
-#: Where a service writes the address it serves once it is ready (unset: nowhere). The image sets it, so
-#: that ``rocketmesh health SERVICE`` in a container finds a replica that took a free port (port 0).
-ADDRESS_FILE_ENV = "ROCKETMESH_ADDRESS_FILE"
 
 
 def _write_address_file(address: str) -> str:

@@ -15,7 +15,7 @@ from rocketmesh.client.consumer.allocate import AllocateAveragelyByCircle
 from rocketmesh.client.consumer.core import ConsumerCore, ConsumerHooks
 from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
-from rocketmesh.runtime.service_identity import ServiceConfig
+from rocketmesh.server.service_identity import ServiceConfig
 
 
 @dataclass

@@ -11,7 +11,7 @@ from typing import Any, Callable
 import orjson
 
 from rocketmesh.acl.config import ClientCredentialsConfig
-from rocketmesh.telemetry.metrics import MetricsConfig
+from rocketmesh.server.metrics import MetricsConfig
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
 
 

@@ -29,7 +29,7 @@ from prometheus_client.core import HistogramMetricFamily
 
 from rocketmesh.remoting.protocol.codes import code_name
 from rocketmesh.runtime.log import get_logger
-from rocketmesh.telemetry.sdk import service_resource
+from rocketmesh.server.trace_export import service_resource
 
 log = get_logger("telemetry")
 

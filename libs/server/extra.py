@@ -1,0 +1,51 @@
+"""Whether the ``server`` extra is installed: a service started without it says so in one line and exits.
+
+``pip install rocketmesh`` is the SDK and the CLI; the services' own dependencies (the OpenTelemetry SDK and
+its exporters, the Prometheus client, PyYAML for the ACL file, zlib-ng for the store's checksums) come with
+``pip install 'rocketmesh[server]'``. This module uses the standard library only, so that it can run first.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+#: What to run to get the services' dependencies.
+INSTALL_HINT = "pip install 'rocketmesh[server]'"
+
+#: One importable module of each distribution the ``server`` extra brings.
+SERVER_MODULES = (
+    "opentelemetry.sdk",
+    "opentelemetry.exporter.otlp.proto.http",
+    "opentelemetry.exporter.otlp.proto.grpc",
+    "opentelemetry.exporter.prometheus",
+    "prometheus_client",
+    "yaml",
+    "zlib_ng",
+)
+
+#: The exit status of a service started without the extra (as for a config it cannot use).
+EXIT_MISSING = 2
+
+
+def missing_server_modules() -> list[str]:
+    """The modules of :data:`SERVER_MODULES` that cannot be imported here."""
+    missing = []
+    for name in SERVER_MODULES:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ImportError:  # a parent package is missing too
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+def require_server_extra(what: str) -> None:
+    """Exit with one line on stderr naming the extra to install when ``what`` (``broker``, ``rocketmesh up``
+    ...) cannot run here for want of the server's dependencies; return otherwise."""
+    missing = missing_server_modules()
+    if missing:
+        print(f"{what} needs the server's dependencies (missing: {', '.join(missing)}): {INSTALL_HINT}",
+              file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_MISSING)
