@@ -1,7 +1,7 @@
 """Whether the ``server`` extra is installed: a service started without it says so in one line and exits.
 
 ``pip install rocketmesh`` is the SDK and the CLI; the services' own dependencies (the OpenTelemetry SDK and
-its exporters, the Prometheus client, PyYAML for the ACL file, zlib-ng for the store's checksums) come with
+its exporters, the Prometheus client, PyYAML for the ACL file, zlib-ng for the store's checksums, structlog for the JSON-lines log) come with
 ``pip install 'rocketmesh[server]'``. This module uses the standard library only, so that it can run first.
 """
 
@@ -22,6 +22,7 @@ SERVER_MODULES = (
     "prometheus_client",
     "yaml",
     "zlib_ng",
+    "structlog",
 )
 
 #: The exit status of a service started without the extra (as for a config it cannot use).

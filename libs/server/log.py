@@ -1,6 +1,7 @@
 """A service's log: JSON lines on stderr, one object per event, every event naming its process.
 
-``configure_service`` makes the process a service's: the ``rocketmesh`` logger's events (the service's own
+``configure_service`` makes the process a service's: the ``rocketmesh`` logger's events (rendered by
+structlog's ProcessorFormatter) (the service's own
 and those of the libraries it runs on: remoting, client ...) become one JSON object a line, bound with the
 process's names (service, broker, cluster ...). A library logger's own ``service`` (``remoting``,
 ``client`` ...) inside a service's process becomes the event's ``component`` unless it has one, and
@@ -13,8 +14,10 @@ import json
 import logging
 import os
 import sys
-from datetime import datetime, timezone
 from typing import Any
+
+import structlog
+from structlog.typing import EventDict
 
 from rocketmesh.runtime.log import EVENT_ATTR, LEVEL_ENV, ROOT_LOGGER, level_from
 
@@ -39,19 +42,36 @@ def _with_process_names(event: dict[str, Any]) -> dict[str, Any]:
     return event
 
 
-class JsonLinesFormatter(logging.Formatter):
-    """One JSON object per record: the event with its names, a UTC ISO timestamp and the exception if any;
-    a plain ``logging`` record gives its logger name and message as the event."""
+def _event_of(_logger: Any, _name: str, event_dict: EventDict) -> EventDict:
+    """The record's event (with the process's names) in place of structlog's default for a foreign record:
+    an SDK event carries its dict on the record; a plain ``logging`` record gives its logger and message."""
+    record: logging.LogRecord = event_dict["_record"]
+    event = getattr(record, EVENT_ATTR, None)
+    if event is None:
+        # structlog has already formatted the message (and cleared the record's args).
+        event = {"logger": record.name, "event": event_dict["event"], "level": record.levelname.lower()}
+    out = _with_process_names(event)
+    out["_record"] = record
+    out["_from_structlog"] = False
+    if record.exc_info:
+        out["exc_info"] = record.exc_info
+    return out
 
-    def format(self, record: logging.LogRecord) -> str:
-        event = getattr(record, EVENT_ATTR, None)
-        if event is None:
-            event = {"logger": record.name, "event": record.getMessage(), "level": record.levelname.lower()}
-        event = _with_process_names(event)
-        event["timestamp"] = datetime.fromtimestamp(record.created, timezone.utc).isoformat().replace("+00:00", "Z")
-        if record.exc_info:
-            event["exception"] = self.formatException(record.exc_info)
-        return json.dumps(event, default=repr)
+
+class JsonLinesFormatter(structlog.stdlib.ProcessorFormatter):
+    """One JSON object per record, rendered by structlog: the event with its names, a UTC ISO timestamp and
+    the exception if any."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            foreign_pre_chain=[_event_of],
+            processors=[
+                structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.TimeStamper(fmt="iso", utc=True),
+                structlog.processors.format_exc_info,
+                structlog.processors.JSONRenderer(default=repr),
+            ],
+        )
 
 
 def configure_service(level: str | None = None, **names: Any) -> None:
