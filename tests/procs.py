@@ -356,6 +356,15 @@ TEST_STORE_CONFIG = {
     "maxIndexNum": 40_000,
 }
 
+#: Broker settings under which a client that left (its connection closed or silent) is let go within seconds.
+FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500)
+#: A scheduler replica that rebalances, heartbeats and refreshes its routes every second.
+FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
+#: A txn-checker replica that checks a half message a second after its birth, makes a pass every half second
+#: and commits its progress as often.
+FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
+                    pollNameServerIntervalMs=1000, persistOffsetIntervalMs=500)
+
 
 class BrokerProcess(ServiceProcess):
     """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port"); ``env`` adds to

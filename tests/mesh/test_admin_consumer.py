@@ -8,10 +8,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
+from clientkit import FAST_CLIENT, make_topic
 from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, MQClientError, MQError, Producer
 from rocketmesh.client import ResponseCode
@@ -22,31 +23,9 @@ from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, Updat
 
 StartBroker = Callable[..., BrokerProcess]
 CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
-#: Short client timings so joins show within seconds. The broker keeps its default channel expiry: a consumer
-#: shares the client instance the test's Admin started first, whose heartbeat interval is the default one.
-FAST_CLIENT = {"heartbeat_broker_interval_ms": 1000, "poll_name_server_interval_ms": 1000}
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr)
-
-
-@pytest.fixture
-def admin(namesrv, broker) -> Iterator[Admin]:
-    with Admin(namesrv.addr) as a:
-        yield a
-
-
-@pytest.fixture
-def producer(namesrv, broker) -> Iterator[Producer]:
-    with Producer("admin-consumer-producer", namesrv.addr) as p:
-        yield p
-
-
-def make_topic(admin: Admin, topic: str, queues: int = 2) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-    admin.wait_topic_route(topic)
+# FAST_CLIENT: short client timings so joins show within seconds. The broker keeps its default channel expiry:
+# a consumer shares the client instance the test's Admin started first, whose heartbeat interval is the
+# default one.
 
 
 def send_to(producer: Producer, admin: Admin, topic: str, per_queue: dict[int, int], prefix: str = "m") -> None:
@@ -93,7 +72,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
 
 def test_consume_stats_from_committed_offsets(admin: Admin, producer: Producer, broker: BrokerProcess,
                                               remoting_client: RemotingClient) -> None:
-    make_topic(admin, "StatsT")
+    make_topic(admin, "StatsT", 2)
     send_to(producer, admin, "StatsT", {0: 6, 1: 4})
     commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 0, 4)
     commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 1, 1)
@@ -122,7 +101,7 @@ def test_consume_stats_of_an_unknown_group(admin: Admin) -> None:
 
 def test_reset_offset_by_time(admin: Admin, producer: Producer, broker: BrokerProcess,
                               remoting_client: RemotingClient) -> None:
-    make_topic(admin, "ResetT")
+    make_topic(admin, "ResetT", 2)
     send_to(producer, admin, "ResetT", {0: 3, 1: 2}, prefix="first")
     time.sleep(0.05)
     between = int(time.time() * 1000)
@@ -170,7 +149,7 @@ def test_update_and_delete_subscription_group(admin: Admin, producer: Producer, 
 
 def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, broker: BrokerProcess,
                                      remoting_client: RemotingClient) -> None:
-    make_topic(admin, "CliProgT")
+    make_topic(admin, "CliProgT", 2)
     send_to(producer, admin, "CliProgT", {0: 3, 1: 2})
     commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 0, 1)
     commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 1, 1)
@@ -216,7 +195,7 @@ def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, 
 
 
 def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "LagT")
+    make_topic(admin, "LagT", 2)
     send_to(producer, admin, "LagT", {0: 6, 1: 4})
     n, k = 10, 4
     consumer = PullConsumer("lag-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", auto_commit=False,
@@ -243,7 +222,7 @@ def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, pro
 
 
 def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -> None:
-    make_topic(admin, "ConnT")
+    make_topic(admin, "ConnT", 2)
     consumer = PushConsumer("conn-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
     consumer.subscribe("ConnT", "TagA || TagB")
     consumer.register_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
@@ -277,7 +256,7 @@ def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -
 
 
 def test_reset_offset_reaches_a_running_push_consumer(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "ResetPushT")
+    make_topic(admin, "ResetPushT", 2)
     send_to(producer, admin, "ResetPushT", {0: 2, 1: 1}, prefix="first")
     time.sleep(0.05)
     between = int(time.time() * 1000)
@@ -329,7 +308,7 @@ def test_disabled_group_gets_no_messages_until_enabled(namesrv, admin: Admin, pr
 
 
 def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "CliConsumeT")
+    make_topic(admin, "CliConsumeT", 2)
     send_to(producer, admin, "CliConsumeT", {0: 3, 1: 2})
     first = cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--count", "3",
                 "--from", "first", "--timeout", "30")
