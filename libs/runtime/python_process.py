@@ -1,4 +1,5 @@
-"""The one way we start a Python module of ours as a child process."""
+"""The command line and environment a Python module of ours runs with as a child process (started, waited for
+and stopped by rocketmesh.runtime.launcher; ``rocketmesh <service>`` execs it)."""
 
 from __future__ import annotations
 
