@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 
 from clientkit import FAST_CLIENT, make_topic
-from procs import FAST_BROKER, BrokerProcess, wait_for
+from procs import FAST_BROKER, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import SelectMessageQueueByHash
 from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
@@ -28,7 +28,6 @@ from rocketmesh.client.consumer import (
 )
 from rocketmesh.model.message import MessageExt, MessageQueue
 
-StartBroker = Callable[..., BrokerProcess]
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 #: Short client timings so joins, leaves and expiries show within seconds.
 BROKER_ARGS = dict(FAST_BROKER, enablePropertyFilter="true")

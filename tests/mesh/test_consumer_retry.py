@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Callable
 import pytest
 
 from clientkit import FAST_CLIENT, make_topic
-from procs import FAST_BROKER, BrokerProcess, wait_for
+from procs import FAST_BROKER, BrokerProcess, run_cli, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.client.errors import MQError
@@ -81,13 +80,9 @@ def send_back(client: RemotingClient, addr: str, **header) -> object:
                                             to_ext(ConsumerSendMsgBackRequestHeader(**header))), 3000)
 
 
-CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
-
-
 def cli(namesrv: str, *args: str) -> subprocess.CompletedProcess:
     """``rocketmesh admin <args> -n namesrv``."""
-    return subprocess.run([*CLI, "admin", *args, "-n", namesrv], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return run_cli("admin", *args, "-n", namesrv)
 
 
 # --- the broker's send-back ---
