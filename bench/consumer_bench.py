@@ -29,7 +29,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
 import threading
 import time
 from typing import Callable
@@ -37,39 +36,35 @@ from typing import Callable
 # The bench and the services it starts log warnings only (ROCKETMESH_LOG_LEVEL overrides): figures stay readable.
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from producer_bench import (  # noqa: E402
-    ACL_MODES, ADMIN_ACCOUNT, CLIENT_ACCOUNT, CURVE_MODES, TRACING_MODES, Services, acl_setup, Tracing, cpu_per_process, curve_keys, percentile, process_times, report_cpu,
-    watched_pids)
-
+from benchkit import (  # noqa: E402
+    ACL_MODES,
+    ADMIN_ACCOUNT,
+    BACKLOG_TOPIC,
+    CLIENT_ACCOUNT,
+    CURVE_MODES,
+    TRACING_MODES,
+    Services,
+    Tracing,
+    acl_setup,
+    cpu_per_process,
+    curve_keys,
+    fill_backlog,
+    make_topic,
+    percentile,
+    process_times,
+    report_cpu,
+    watched_pids,
+)
 from rocketmesh import Admin, Message, Producer  # noqa: E402
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer  # noqa: E402
+from rocketmesh.client.consumer import (  # noqa: E402
+    ConsumeConcurrentlyStatus,
+    PullConsumer,
+    PushConsumer,
+)
 
-TOPIC = "ConsumerBench"
+TOPIC = BACKLOG_TOPIC
 E2E_TOPIC = "ConsumerBenchE2E"
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-
-def fill(namesrv: str, n: int, size: int, queues: int) -> None:
-    with Admin(namesrv, **ADMIN_ACCOUNT) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=queues, write_queue_nums=queues)
-        admin.wait_topic_route(TOPIC)
-        have = sum(o.max_offset for o in admin.topic_status(TOPIC).values())
-    if have >= n:
-        return
-    body = b"x" * size
-    batch = 64
-    t0 = time.monotonic()
-    with Producer("bench-fill", namesrv, **CLIENT_ACCOUNT) as p:
-        futures = []
-        for _ in range(0, n - have, batch):
-            futures.append(p.send_batch_async([Message(TOPIC, body) for _ in range(batch)]))
-            if len(futures) >= 32:
-                futures.pop(0).result()
-        for f in futures:
-            f.result()
-    print(f"filled {n - have} messages in {time.monotonic() - t0:.1f} s", flush=True)
 
 
 def drain_pull(namesrv: str, n: int, batch: int) -> float:
@@ -119,9 +114,7 @@ def drain_push(namesrv: str, n: int, batch: int, consume_batch: int, threads: in
 
 
 def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, float, int]:
-    with Admin(namesrv, **ADMIN_ACCOUNT) as admin:
-        admin.create_topic(E2E_TOPIC, read_queue_nums=8, write_queue_nums=8)
-        admin.wait_topic_route(E2E_TOPIC)
+    make_topic(namesrv, E2E_TOPIC, 8)
     lat: list[float] = []
     lock = threading.Lock()
 
@@ -218,7 +211,7 @@ def main() -> None:
         namesrv = services.namesrv
     try:
         if "pull" in modes or "push" in modes:
-            fill(namesrv, a.backlog, a.size, a.queues)
+            fill_backlog(namesrv, a.backlog, a.size, a.queues)
         watched = watched_pids(services)
 
         def measured(mode: str, drain: Callable[[], float]) -> list[float]:

@@ -18,14 +18,10 @@ import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from producer_bench import Services, free_port  # noqa: E402
-
-import orjson  # noqa: E402
-
-from rocketmesh import Admin, Message, Producer  # noqa: E402
-from rocketmesh.remoting import RemotingClient, RequestCode, request  # noqa: E402
+import orjson
+from benchkit import Services, free_port
+from rocketmesh import Admin, Message, Producer
+from rocketmesh.remoting import RemotingClient, RequestCode, request
 
 TOPIC = "HaBench"
 
@@ -60,12 +56,12 @@ def one_run(size_mb: int, follow_mb: int, body: bytes) -> tuple[float, float, fl
         with RemotingClient(name="ha-bench") as client:
             target = end_of(client, master)
             t0 = time.monotonic()
-            services._start(["-m", "rocketmesh.broker", "-n", services.namesrv, "--listen-port", str(slave_port),
-                             "--store-dir", os.path.join(services.dir, "slave-store"), "--set", "brokerIP1=127.0.0.1",
-                             "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
-                             "--set", f"mappedFileSizeCommitLog={256 * 1024 * 1024}"], "slave", "listening on")
-            services._start(["-m", "rocketmesh.ha", "-n", services.namesrv, "--listen-port", "0",
-                             "--set", "brokerName=broker-a"], "ha", "listening on")
+            services.start("slave", "rocketmesh.broker", "-n", services.namesrv, "--listen-port", str(slave_port),
+                           "--store-dir", os.path.join(services.dir, "slave-store"), "--set", "brokerIP1=127.0.0.1",
+                           "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
+                           "--set", f"mappedFileSizeCommitLog={256 * 1024 * 1024}")
+            services.start("ha", "rocketmesh.ha", "-n", services.namesrv, "--listen-port", "0",
+                           "--set", "brokerName=broker-a")
             slave = f"127.0.0.1:{slave_port}"
             while end_of(client, slave) < target:
                 time.sleep(0.05)

@@ -41,15 +41,20 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from typing import Callable, Optional
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from producer_bench import (  # noqa: E402
-    cpu_per_process, free_port, percentile, process_times, process_tree, report, report_cpu)
+from benchkit import (
+    cpu_per_process,
+    free_port,
+    percentile,
+    process_times,
+    process_tree,
+    report,
+    report_cpu,
+)
 
 MODES = ("sync1", "async", "drain", "e2e")
 PEERS = ("nats", "redis", "rabbitmq")

@@ -35,7 +35,7 @@ whose sampler is ALWAYS_OFF and starts the services with
 ``OTEL_TRACES_EXPORTER=otlp`` and ``OTEL_TRACES_SAMPLER=always_off``;
 ``exported`` records every span, in this process and in the services, and
 exports it with a BatchSpanProcessor over OTLP/HTTP to a receiver on loopback
-(a child process, tests/otlp_receiver.py, that decodes and counts them).
+(a child process, ``python bench/benchkit.py serve-otlp``, that decodes and counts them).
 
 ``--curve on`` (also consumer_bench's): a key pair made for the run (``rocketmesh keys``' layout, in a
 temporary directory) is named by ROCKETMESH_CURVE_SECRET_KEY_FILE in this process's environment, so the
@@ -58,24 +58,29 @@ import itertools
 import os
 import pstats
 import shutil
-import subprocess
 import sys
-from concurrent.futures import Future
-import tempfile
 import threading
 import time
+from concurrent.futures import Future
 from typing import Callable, Optional
 
-import orjson
-
+from benchkit import (
+    ACL_MODES,
+    ADMIN_ACCOUNT,
+    CLIENT_ACCOUNT,
+    CURVE_MODES,
+    TRACING_MODES,
+    Services,
+    Tracing,
+    acl_setup,
+    cpu_per_process,
+    curve_keys,
+    process_times,
+    report,
+    report_cpu,
+    watched_pids,
+)
 from rocketmesh import Admin, Message, Producer
-from rocketmesh.broker.config import BrokerConfig
-from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
-from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
-
-# The tests' helpers (free_port, the OTLP receiver) serve the benches too.
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
-from procs import free_port  # noqa: E402
 
 TOPIC = "ProducerBench"
 GROUP = "bench-producer"
@@ -88,113 +93,6 @@ def next_topic() -> str:
     return next(_topics)
 
 
-TRACING_MODES = ("off", "sampled-off", "exported")
-CURVE_MODES = ("off", "on")
-ACL_MODES = ("off", "on")
-#: ``--acl on``: the keywords the bench's producers and consumers sign with, and its Admin's; empty when off.
-CLIENT_ACCOUNT: dict[str, str] = {}
-ADMIN_ACCOUNT: dict[str, str] = {}
-
-
-def acl_setup(mode: str) -> tuple[list[str], list[str], Optional[str]]:
-    """``--acl on``: write a plain_acl.yml for the run and fill CLIENT_ACCOUNT / ADMIN_ACCOUNT (before any
-    client is made). Returns the ``--set`` items of the servers (name server and brokers), those of the services
-    that sign (brokers, ha), and the directory to remove at the end (None: off)."""
-    if mode == "off":
-        return [], [], None
-    acl_dir = tempfile.mkdtemp(prefix="bench-acl-")
-    path = os.path.join(acl_dir, "plain_acl.yml")
-    with open(path, "w") as f:
-        f.write("accounts:\n"
-                "  - {accessKey: benchadmin, secretKey: benchadmin-secret, admin: true}\n"
-                "  - {accessKey: benchclient, secretKey: benchclient-secret, defaultTopicPerm: PUB|SUB,"
-                " defaultGroupPerm: SUB}\n")
-    CLIENT_ACCOUNT.update(access_key="benchclient", secret_key="benchclient-secret")
-    ADMIN_ACCOUNT.update(access_key="benchadmin", secret_key="benchadmin-secret")
-    return (["aclEnable=true", f"aclFile={path}"], ["accessKey=benchadmin", "secretKey=benchadmin-secret"],
-            acl_dir)
-
-
-def curve_keys(mode: str) -> Optional[str]:
-    """``--curve on``: make a key pair in a temporary directory and name it in this process's environment (before
-    the services start and before any client is made); returns the directory to remove at the end (None: off)."""
-    if mode == "off":
-        return None
-    from rocketmesh.cli.security import make_keys
-    from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV
-
-    key_dir = tempfile.mkdtemp(prefix="bench-curve-")
-    os.environ[SECRET_KEY_ENV] = make_keys(key_dir)["server_secret"]
-    return key_dir
-
-
-class Tracing:
-    """``--tracing``: this process's OpenTelemetry SDK and the ``OTEL_*`` environment of the services it starts
-    (set up before they start). ``stop()`` after the services stopped: it flushes this process's spans,
-    stops the receiver and returns how many spans it got (None when ``off``)."""
-
-    def __init__(self, mode: str, service_name: str) -> None:
-        self.mode = mode
-        self.provider = None
-        self.receiver: Optional[subprocess.Popen] = None
-        if mode == "off":
-            return
-        if mode not in TRACING_MODES:
-            raise SystemExit(f"--tracing {mode!r} is not one of {', '.join(TRACING_MODES)}")
-        self.receiver = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--serve-otlp"],
-                                         stdout=subprocess.PIPE, text=True, start_new_session=True)
-        endpoint = self.receiver.stdout.readline().split()[-1]
-        env = {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-               "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
-        if mode == "sampled-off":
-            env["OTEL_TRACES_SAMPLER"] = "always_off"
-        os.environ.update(env)  # the services started from here on, and the SDK below, read them
-        from opentelemetry import trace
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-        from opentelemetry.sdk.trace import TracerProvider
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
-        from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ALWAYS_ON
-
-        self.provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service_name}),
-                                       sampler=ALWAYS_OFF if mode == "sampled-off" else ALWAYS_ON)
-        self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        trace.set_tracer_provider(self.provider)
-
-    def stop(self) -> Optional[int]:
-        if self.provider is not None:
-            self.provider.shutdown()  # exports what is queued
-        if self.receiver is None:
-            return None
-        self.receiver.terminate()
-        out, _ = self.receiver.communicate(30)
-        words = out.split()
-        return int(words[-1]) if words else None
-
-
-def serve_otlp() -> None:
-    """Child process of --tracing: the tests' OTLP/HTTP receiver, counting the spans it decodes (not keeping
-    them: a run exports millions). Prints its endpoint, then on SIGTERM the number of spans."""
-    import signal
-    from otlp_receiver import OtlpReceiver
-
-    class Counting(OtlpReceiver):
-        count = 0
-
-        def _add(self, req) -> None:  # noqa: ANN001 - an ExportTraceServiceRequest
-            n = sum(len(ss.spans) for rs in req.resource_spans for ss in rs.scope_spans)
-            with self._lock:
-                self.count += n
-
-    rx = Counting().start()
-    stopping = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stopping.set())
-    print("otlp receiver on", rx.endpoint, flush=True)
-    stopping.wait()
-    rx.stop()
-    print("spans received", rx.count, flush=True)
-
-
 def disk_use(path: str) -> int:
     """Bytes of disk the files under ``path`` take (allocated blocks, not sizes)."""
     total = 0
@@ -205,151 +103,6 @@ def disk_use(path: str) -> int:
             except OSError:
                 pass
     return total
-
-
-def percentile(sorted_values: list[float], p: float) -> float:
-    if not sorted_values:
-        return float("nan")
-    return sorted_values[min(len(sorted_values) - 1, int(p * len(sorted_values)))]
-
-
-class Services:
-    """A name server and one broker (or one stub) as child processes in a temporary folder."""
-
-    def __init__(self, broker_sets: list[str], stub: bool = False, ha: bool = False,
-                 acl_sets: tuple[list[str], list[str]] = ([], [])) -> None:
-        # --acl on: the ACL keys go to the name server and the brokers, the account to the brokers and ha.
-        acl_server, acl_account = acl_sets
-        broker_sets = [*broker_sets, *acl_server, *acl_account]
-        self.dir = tempfile.mkdtemp(prefix="producer-bench-")
-        self.ns_port, self.broker_port = free_port(), free_port()
-        self.namesrv = f"127.0.0.1:{self.ns_port}"
-        self.procs: list[subprocess.Popen] = []
-        if stub:
-            self._start([os.path.abspath(__file__), "--serve-stub", str(self.ns_port)], "stub", "listening on")
-            return
-        self._start(["-m", "rocketmesh.namesrv", "-p", str(self.ns_port), "--listen-address", "127.0.0.1",
-                     "--kv-config-path", os.path.join(self.dir, "kv.json"),
-                     *[a for item in acl_server for a in ("--set", item)]], "namesrv", "listening on")
-        args = ["-m", "rocketmesh.broker", "-n", self.namesrv, "--listen-port", str(self.broker_port),
-                "--store-dir", os.path.join(self.dir, "store"), "--set", "brokerIP1=127.0.0.1"]
-        for item in broker_sets:
-            args += ["--set", item]
-        self._start(args, "broker", "listening on")
-        if ha:
-            # A slave of the same group with the same settings (but its role) and the ha service feeding it.
-            slave = ["-m", "rocketmesh.broker", "-n", self.namesrv, "--listen-port", str(free_port()),
-                     "--store-dir", os.path.join(self.dir, "slave-store"), "--set", "brokerIP1=127.0.0.1",
-                     "--set", "brokerId=1", "--set", "brokerRole=SLAVE"]
-            for item in broker_sets:
-                if item.partition("=")[0].strip() not in ("brokerRole", "brokerId"):
-                    slave += ["--set", item]
-            self._start(slave, "slave", "listening on")
-            self._start(["-m", "rocketmesh.ha", "-n", self.namesrv, "--listen-port", "0",
-                         "--set", "brokerName=broker-a", *[a for item in acl_account for a in ("--set", item)]],
-                        "ha", "listening on")
-
-    def _start(self, args: list[str], name: str, ready: str, timeout_s: float = 30.0) -> None:
-        out = open(os.path.join(self.dir, f"{name}.stdout"), "w+")
-        err = open(os.path.join(self.dir, f"{name}.stderr"), "w")
-        proc = subprocess.Popen([sys.executable, *args], stdout=out, stderr=err, start_new_session=True)
-        self.procs.append(proc)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            out.seek(0)
-            if ready in out.read():
-                return
-            if proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        self.stop()
-        raise SystemExit(f"{name} did not start; see {self.dir}")
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def serve_stub(port: int) -> None:
-    """Child process of --stub: name server and broker in one, answering at once, storing nothing."""
-    # Busy-polls as a broker does by default, so the ceiling compares with a real broker's figures.
-    server = RemotingServer(f"127.0.0.1:{port}", "stub", busy_poll_us=BrokerConfig.server_busy_poll_us)
-    addr = f"127.0.0.1:{port}"
-    host = encode_host("127.0.0.1", port)
-    offsets: dict[int, int] = collections.defaultdict(int)
-    queues = 8
-    route = orjson.dumps({
-        "queueDatas": [{"brokerName": "stub", "readQueueNums": queues, "writeQueueNums": queues, "perm": 6,
-                        "topicSysFlag": 0}],
-        "brokerDatas": [{"cluster": "StubCluster", "brokerName": "stub", "brokerAddrs": {"0": addr}}],
-    })
-    cluster = orjson.dumps({
-        "brokerAddrTable": {"stub": {"cluster": "StubCluster", "brokerName": "stub", "brokerAddrs": {"0": addr}}},
-        "clusterAddrTable": {"StubCluster": ["stub"]},
-    })
-
-    def send(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        qid = cmd.ext["queueId"]
-        n = len(decode_batch(cmd.ext["topic"], cmd.body)) if cmd.ext.get("batch") else 1
-        first = offsets[qid]
-        offsets[qid] = first + n
-        ids = ",".join(encode_message_id(host, (first + i) * 1000 + qid) for i in range(n))
-        return response_to(cmd, ResponseCode.SUCCESS, None, {"msgId": ids, "queueId": qid, "queueOffset": first})
-
-    def ok(cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return response_to(cmd, ResponseCode.SUCCESS)
-
-    server.register(RequestCode.SEND_MESSAGE, send)
-    server.register(RequestCode.SEND_BATCH_MESSAGE, send)
-    server.register(RequestCode.GET_ROUTEINFO_BY_TOPIC, lambda c, _: response_to(c, ResponseCode.SUCCESS, body=route))
-    server.register(RequestCode.GET_BROKER_CLUSTER_INFO,
-                    lambda c, _: response_to(c, ResponseCode.SUCCESS, body=cluster))
-    server.register_default(ok)
-    server.start()
-    print("stub listening on", addr, flush=True)
-    try:
-        while True:
-            time.sleep(3600)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.stop()
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (the broker's dispatch worker is its child)."""
-    pids = [pid]
-    for p in pids:
-        try:
-            tids = os.listdir(f"/proc/{p}/task")
-        except OSError:  # gone meanwhile
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{p}/task/{tid}/children") as f:
-                    pids.extend(int(c) for c in f.read().split())
-            except OSError:
-                pass
-    return pids
-
-
-def process_label(pid: int) -> str:
-    """A service process's module name (``rocketmesh.broker`` -> ``broker``), or its pid."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            args = f.read().decode(errors="replace").split("\0")
-    except OSError:
-        return str(pid)
-    if "-m" in args[:-1]:
-        return args[args.index("-m") + 1].rpartition(".")[2]
-    return str(pid)
 
 
 def thread_times(pids: list[int]) -> dict[tuple[int, int, str], tuple[int, int]]:
@@ -384,55 +137,6 @@ def report_thread_cpu(before: dict, after: dict, messages: int, labels: dict[int
         pid, tid, name = key
         print(f"    {labels.get(pid, str(pid)):<16} {name:<20} tid {tid:<7} "
               f"user {du * 1e6 / messages:7.1f} us/msg   system {ds * 1e6 / messages:7.1f} us/msg", flush=True)
-
-
-def process_times(pids: list[int]) -> dict[int, int]:
-    """pid -> user + system clock ticks of the whole process (threads that ended included), from /proc."""
-    out = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out[pid] = int(fields[11]) + int(fields[12])
-    return out
-
-
-def cpu_per_process(before: dict[int, int], after: dict[int, int], messages: int,
-                    labels: dict[int, str]) -> dict[str, float]:
-    """CPU microseconds per message of each process (by label) between two ``process_times``, and ``total``."""
-    hz = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = collections.defaultdict(float)
-    for pid, ticks in after.items():
-        if pid in before and messages:
-            us = (ticks - before[pid]) / hz * 1e6 / messages
-            out[labels.get(pid, str(pid))] += us
-            out["total"] += us
-    return out
-
-
-def watched_pids(services: Optional["Services"]) -> dict[int, str]:
-    """This process (``client``) and the services' processes, by label."""
-    watched = {os.getpid(): "client"}
-    for proc in services.procs if services is not None else []:
-        label = process_label(proc.pid)
-        for pid in process_tree(proc.pid):  # the broker's dispatch worker counts as the broker
-            watched[pid] = label
-    return watched
-
-
-def report_cpu(mode: str, per: dict[str, float]) -> None:
-    """One line of CPU per message: the client's, each service's, and their sum."""
-    parts = ", ".join(f"{k} {v:.1f}" for k, v in per.items() if k != "total" and v >= 0.05)
-    print(f"{mode:<8} cpu us/msg: {parts}, total {per.get('total', 0.0):.1f}", flush=True)
-
-
-def report(mode: str, n: int, elapsed: float, lat_s: list[float], unit: str = "msg") -> None:
-    lat = sorted(lat_s)
-    print(f"{mode:<8} {n:>9,} {unit}s {elapsed:6.2f} s {n / elapsed:>10,.0f} {unit}/s   "
-          f"p50 {percentile(lat, 0.50) * 1000:7.3f} ms   p99 {percentile(lat, 0.99) * 1000:7.3f} ms   "
-          f"p99.9 {percentile(lat, 0.999) * 1000:7.3f} ms", flush=True)
 
 
 def run_sync(producer: Producer, threads: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
@@ -578,15 +282,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--acl", choices=ACL_MODES, default="off",
                     help="plain ACL on the name server and broker, every client request signed (an account made "
                          "for the run)")
-    ap.add_argument("--serve-stub", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    ap.add_argument("--serve-otlp", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.serve_stub:
-        serve_stub(args.serve_stub)
-        return 0
-    if args.serve_otlp:
-        serve_otlp()
-        return 0
     tracing = Tracing(args.tracing, "producer-bench")
     curve_dir = curve_keys(args.curve)
     *acl_sets, acl_dir = acl_setup(args.acl)

@@ -45,8 +45,7 @@ os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, request, response_to
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from producer_bench import free_port, percentile  # noqa: E402
+from benchkit import free_port, percentile  # noqa: E402
 
 
 def handler(busy_us: float):

@@ -21,23 +21,17 @@ Each mode starts its own name server, broker and one scheduler replica (child pr
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import statistics
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from producer_bench import Services, free_port, percentile  # noqa: E402
-
-import orjson  # noqa: E402
-
-from rocketmesh import Admin, Message, Producer  # noqa: E402
-from rocketmesh.client.consumer import PullConsumer  # noqa: E402
-from rocketmesh.model.message import MessageConst  # noqa: E402
-from rocketmesh.remoting import RemotingClient, RequestCode, request  # noqa: E402
+import orjson
+from benchkit import Services, free_port, make_topic, percentile
+from rocketmesh import Message, Producer
+from rocketmesh.client.consumer import PullConsumer
+from rocketmesh.model.message import MessageConst
+from rocketmesh.remoting import RemotingClient, RequestCode, request
 
 BODY = b"x" * 1024
 
@@ -48,8 +42,8 @@ class Mesh(Services):
     def __init__(self) -> None:
         super().__init__(["mappedFileSizeCommitLog=268435456", "flushDiskType=ASYNC_FLUSH"])
         self.scheduler_port = free_port()
-        self._start(["-m", "rocketmesh.scheduler", "-n", self.namesrv, "--listen-port", str(self.scheduler_port),
-                     "--set", "listenAddress=127.0.0.1"], "scheduler", "listening on")
+        self.start("scheduler", "rocketmesh.scheduler", "-n", self.namesrv, "--listen-port", str(self.scheduler_port),
+                   "--set", "listenAddress=127.0.0.1")
 
     def scheduler_status(self) -> dict:
         with RemotingClient(name="bench-status") as client:
@@ -119,11 +113,6 @@ def stats(values: list[float]) -> str:
     return (f"p50 {percentile(v, 0.5):.1f} ms, p99 {percentile(v, 0.99):.1f} ms, max {v[-1]:.1f} ms, "
             f"mean {statistics.fmean(v):.1f} ms" if v else "no samples")
 
-
-def make_topic(namesrv: str, topic: str, queues: int = 8) -> None:
-    with Admin(namesrv) as admin:
-        admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-        admin.wait_topic_route(topic)
 
 
 def run_timers(n: int) -> None:

@@ -31,10 +31,8 @@ import time
 
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 os.environ["PYSPARK_PYTHON"] = sys.executable
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from consumer_bench import TOPIC, fill  # noqa: E402
-from producer_bench import Services  # noqa: E402
+from benchkit import BACKLOG_TOPIC, Services, fill_backlog  # noqa: E402
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
@@ -48,7 +46,7 @@ LATENCY_TOPIC = "SparkBenchLatency"
 
 def drain(spark: SparkSession, namesrv: str, sink: str, n: int, work: str) -> float:
     """Rows/s of one AvailableNow query reading the whole backlog into ``sink``."""
-    df = (spark.readStream.format("rocketmesh").option("namesrv", namesrv).option("topic", TOPIC)
+    df = (spark.readStream.format("rocketmesh").option("namesrv", namesrv).option("topic", BACKLOG_TOPIC)
           .option("consumerGroup", "spark-bench").option("startingOffsets", "earliest").load())
     cp = tempfile.mkdtemp(dir=work)
     writer = df.writeStream.format(sink).option("checkpointLocation", cp)
@@ -121,12 +119,12 @@ def main() -> None:
     namesrv = args.namesrv or services.namesrv
     work = tempfile.mkdtemp(prefix="spark-bench-")
     try:
-        fill(namesrv, args.backlog, args.size, args.queues)
+        fill_backlog(namesrv, args.backlog, args.size, args.queues)
         with Admin(namesrv) as admin:
             for topic in (OUT_TOPIC, LATENCY_TOPIC):
                 admin.create_topic(topic, read_queue_nums=4, write_queue_nums=4)
                 admin.wait_topic_route(topic)
-            n = sum(o.max_offset - o.min_offset for o in admin.topic_status(TOPIC).values())
+            n = sum(o.max_offset - o.min_offset for o in admin.topic_status(BACKLOG_TOPIC).values())
         spark = (SparkSession.builder.master(args.master).appName("spark_bench").config("spark.ui.enabled", "false")
                  .getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")

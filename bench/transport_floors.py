@@ -21,18 +21,14 @@ BENCHMARKS.md puts them next to the producer and consumer figures.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import subprocess
 import sys
 import time
 
 import zmq
-
+from benchkit import free_port
 from rocketmesh.broker import cpu_latency
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from producer_bench import free_port  # noqa: E402
 
 
 def serve(kind: str, port: int) -> None:

@@ -21,18 +21,13 @@ Modes:
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import sys
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-from producer_bench import Services, free_port, percentile  # noqa: E402
-
-from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer  # noqa: E402
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer  # noqa: E402
+from benchkit import Services, free_port, make_topic, percentile
+from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 UNKNOW = LocalTransactionState.UNKNOW
@@ -40,14 +35,11 @@ SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
 class TxnServices(Services):
-    """Name server and broker (producer_bench's), plus a txn-checker on demand."""
+    """Name server and broker (benchkit's), plus a txn-checker on demand."""
 
     def start_checker(self, *sets: str) -> None:
-        args = ["-m", "rocketmesh.txn_checker", "-n", self.namesrv, "--listen-port", str(free_port()),
-                "--set", "listenAddress=127.0.0.1"]
-        for item in sets:
-            args += ["--set", item]
-        self._start(args, "txn-checker", "listening on")
+        self.start("txn-checker", "rocketmesh.txn_checker", "-n", self.namesrv, "--listen-port", str(free_port()),
+                   "--set", "listenAddress=127.0.0.1", *(a for item in sets for a in ("--set", item)))
 
 
 class Decide:
@@ -64,11 +56,6 @@ class Decide:
     def check_local_transaction(self, msg) -> LocalTransactionState:
         return COMMIT
 
-
-def make_topic(namesrv: str, topic: str) -> None:
-    with Admin(namesrv) as admin:
-        admin.create_topic(topic, read_queue_nums=8, write_queue_nums=8)
-        admin.wait_topic_route(topic)
 
 
 def run_threads(threads: int, count: int, work) -> float:

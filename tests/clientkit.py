@@ -1,13 +1,12 @@
-"""Test kit for the client SDK: in-process fakes, and real broker processes.
+"""Test kit for the client SDK: in-process fakes, and the helpers of the black-box client tests.
 
 The fakes speak the real wire protocol (RemotingServer) but hold nothing: a
 FakeBroker answers sends from a script of response codes and records what it
 got; a FakeNamesrv serves the routes a test gives it. They pin down the
 client's own decisions (test_client_producer_logic.py).
 
-``BrokerProcess`` and the ``start_broker`` fixture run the real broker next
-to the ``namesrv`` fixture of conftest.py, for the black-box tests
-(test_producer.py, test_admin.py).
+The black-box tests run real processes (procs.py, the fixtures of
+conftest.py) and share ``FAST_CLIENT`` and ``make_topic`` from here.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ from typing import Any, Optional
 
 import orjson
 
+from procs import wait_for
+from rocketmesh import Admin
 from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
 from rocketmesh.remoting import (
     RemotingCommand,
@@ -140,6 +141,16 @@ class FakeNamesrv:
                            body=orjson.dumps({"brokerAddrTable": table, "clusterAddrTable": clusters}))
 
 
-# --- real broker processes for the black-box SDK tests (test_producer.py, test_admin.py) ---
+# --- helpers of the black-box SDK tests (real processes: see procs.py and conftest.py) ---
 
-#: Small store files, so that a broker starts and creates topics fast in tests.
+#: Producer and consumer settings that notice a joined, left or restarted service within a second or two.
+FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+
+
+def make_topic(admin: Admin, topic: str, queues: int = 4, timeout_s: float = 30.0, **kw: Any) -> None:
+    """Create ``topic`` with ``queues`` read and write queues, or grow it to that many (``kw``: the rest of
+    ``Admin.create_topic``'s arguments, ``perm`` say), and wait until the name servers route it with them."""
+    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **kw)
+    admin.wait_topic_route(topic, timeout_s)
+    wait_for(lambda: any(q.read_queue_nums == queues for q in admin.topic_route(topic).queue_datas), timeout_s,
+             f"the route of {topic} with {queues} queues")

@@ -11,7 +11,15 @@ from typing import Callable, Iterator, Optional
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from otlp_receiver import OtlpReceiver
-from procs import BrokerProcess, HaProcess, NamesrvProcess, SchedulerProcess, SystemServiceProcess, TxnCheckerProcess
+from procs import (
+    FAST_SCHEDULER,
+    BrokerProcess,
+    HaProcess,
+    NamesrvProcess,
+    SchedulerProcess,
+    SystemServiceProcess,
+    TxnCheckerProcess,
+)
 from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, merge_rows, save_rows, write_report
 from tracekit import install_app_exporter
 
@@ -62,9 +70,18 @@ def start_broker(tmp_path: Path, start_namesrv: Callable[..., NamesrvProcess]) -
 
 
 @pytest.fixture
-def broker(namesrv: NamesrvProcess, start_broker: Callable[..., BrokerProcess]) -> BrokerProcess:
-    """A broker with default settings; a module overrides this fixture to start its broker differently."""
-    return start_broker(namesrv.addr)
+def broker_args(request: pytest.FixtureRequest) -> dict[str, object]:
+    """The settings (RocketMQ's key names) the ``broker`` fixture starts its broker with: the test module's
+    ``BROKER_ARGS``, none by default. A module whose settings come from other fixtures (a port picked for the
+    test, a receiver that must run first) overrides this fixture instead."""
+    return dict(getattr(request.module, "BROKER_ARGS", {}))
+
+
+@pytest.fixture
+def broker(namesrv: NamesrvProcess, start_broker: Callable[..., BrokerProcess],
+           broker_args: dict[str, object]) -> BrokerProcess:
+    """A broker registered with ``namesrv``, started with ``broker_args``."""
+    return start_broker(namesrv.addr, **broker_args)
 
 
 @pytest.fixture
@@ -102,6 +119,13 @@ def start_scheduler(tmp_path: Path) -> Iterator[Callable[..., SchedulerProcess]]
     yield start
     for proc in started:
         proc.stop()
+
+
+@pytest.fixture
+def scheduler(namesrv: NamesrvProcess, broker: BrokerProcess,
+              start_scheduler: Callable[..., SchedulerProcess]) -> SchedulerProcess:
+    """A scheduler replica (``FAST_SCHEDULER`` timings) serving ``broker``, started after it."""
+    return start_scheduler(namesrv.addr, **FAST_SCHEDULER)
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@
 ``ServiceProcess`` runs ``python -m rocketmesh.<service> <args>`` with its own
 data folder, sends its stdout/stderr to files there, waits until it answers
 (a real request, or a line on stdout), and stops it with SIGTERM then
-SIGKILL. ``kill()`` is for crash tests. Failures carry the process's output.
+SIGKILL: rocketmesh.runtime.launcher does each step, as for ``rocketmesh up``.
+``kill()`` is for crash tests. Failures carry the process's output.
 
     proc = ServiceProcess("namesrv", ["-p", str(port)], data_dir, ready=remoting_probe(addr))
     proc.start()
@@ -15,10 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,7 +26,15 @@ from typing import Callable, Optional, Sequence
 
 from rocketmesh.acl import AclSigner, SessionCredentials
 from rocketmesh.acl.config import account_env
-from rocketmesh.runtime.python_process import SUPERVISOR_PID_ENV, python_module_argv
+from rocketmesh.runtime.launcher import (
+    Launched,
+    PortPicker,
+    ServiceStartError,
+    launch,
+    service_port_range,
+    stop_process,
+)
+from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 
 #: Ready check: returns True once the process serves.
@@ -61,18 +68,6 @@ def freeze(pid: int) -> None:
 def thaw(pid: int) -> None:
     """SIGCONT ``pid`` (the other half of ``freeze``)."""
     os.kill(pid, signal.SIGCONT)
-
-
-def stop_process(proc: subprocess.Popen, timeout_s: float = 10.0) -> Optional[int]:
-    """SIGTERM ``proc``, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-    return proc.returncode
 
 
 def child_pids(pid: int) -> list[int]:
@@ -127,15 +122,6 @@ def read_until_up(up: subprocess.Popen) -> str:
     return "".join(lines)
 
 
-def _ephemeral_low() -> int:
-    """The first port of the kernel's range for outgoing connections (32768 where it cannot be read)."""
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
-            return int(f.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32768
-
-
 def _worker_share(ports: range) -> range:
     """This pytest-xdist worker's block of ``ports`` (all of them outside xdist): a port one worker picked
     but its service has not bound yet looks free to the others, so each picks from its own block."""
@@ -147,31 +133,8 @@ def _worker_share(ports: range) -> range:
     return ports[index * size:(index + 1) * size]
 
 
-#: Ports handed out here come from below the kernel's ephemeral range: a port taken from that range (bind to
-#: port 0) can be given to any process's next outgoing connection before the service it was meant for binds
-#: it, and a test's many connections make that happen. Below it only a pick in this process can race (a
-#: port bound already is seen at once), and :data:`_given` rules that out.
-_PORTS = _worker_share(range(20000, max(20001, min(_ephemeral_low(), 32768))))
-_given: set[int] = set()
-_RNG = random.Random()
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port on ``host`` that was free a moment ago, never handed out before by this process."""
-    for _ in range(200):
-        port = _RNG.choice(_PORTS)
-        if port in _given:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind((host, port))
-            except OSError:
-                continue
-        _given.add(port)
-        return port
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a crowded range: let the kernel pick
-        s.bind((host, 0))
-        return s.getsockname()[1]
+#: A free port for a service a test starts (rocketmesh.runtime.launcher's picker, on this worker's block).
+free_port = PortPicker(_worker_share(service_port_range()))
 
 
 def probe_client(credentials: Optional[SessionCredentials] = None) -> RemotingClient:
@@ -231,6 +194,7 @@ class ServiceProcess:
         self.env = {**(env or {}),
                     **(account_env(credentials.access_key, credentials.secret_key) if credentials else {})}
         self.proc: Optional[subprocess.Popen] = None
+        self.run: Optional[Launched] = None
         self.stdout_path = self.data_dir / f"{self.name}.stdout"
         self.stderr_path = self.data_dir / f"{self.name}.stderr"
         #: Where this run's output starts in stdout_path (a restart appends to the last run's).
@@ -241,36 +205,31 @@ class ServiceProcess:
     def start(self, timeout_s: float = 15.0) -> "ServiceProcess":
         """Start the process and wait until ``ready`` says so (AssertionError with its output if not)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.setdefault("ROCKETMESH_LOG_LEVEL", "INFO")
-        env["PYTHONUNBUFFERED"] = "1"
-        # A service stops by itself should this test process die without stopping it (a crashed worker).
-        env[SUPERVISOR_PID_ENV] = str(os.getpid())
-        env.update(self.env)
-        with open(self.stdout_path, "ab") as out, open(self.stderr_path, "ab") as err:
-            self._run_stdout_offset = out.tell()
-            self.proc = subprocess.Popen(
-                [*self.command, *self.args],
-                stdout=out,
-                stderr=err,
-                cwd=self.data_dir,
-                env=env,
-                start_new_session=True,
-            )
+        env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO"), "PYTHONUNBUFFERED": "1",
+               **self.env}
+        # The launcher tells it this process's pid: it stops by itself should this test process die without
+        # stopping it (a crashed worker).
+        self.run = launch(self.name, [*self.command, *self.args], str(self.stdout_path),
+                          err_path=str(self.stderr_path), env=env, cwd=str(self.data_dir))
+        self.run.tail_lines = 60
+        self.proc = self.run.proc
+        self._run_stdout_offset = self.run.log_offset
         self.wait_ready(timeout_s)
         return self
 
     def wait_ready(self, timeout_s: float = 15.0) -> None:
-        """Poll ``ready`` until it holds, the process dies, or the deadline passes."""
-        deadline = time.monotonic() + timeout_s
-        while True:
+        """Poll ``ready`` until it holds (None: at once), the process dies, or the deadline passes (then it is
+        stopped); AssertionError with its output if not."""
+        assert self.run is not None, "start() first"
+        if self.ready is None:
             if not self.alive:
                 raise AssertionError(f"{self.name} exited with {self.returncode} before it was ready\n{self.output()}")
-            if self.ready is None or self.ready(self):
-                return
-            if time.monotonic() >= deadline:
-                raise AssertionError(f"{self.name} not ready within {timeout_s} s\n{self.output()}")
-            time.sleep(0.05)
+            return
+        ready = self.ready
+        try:
+            self.run.wait_ready(timeout_s, ready=lambda: ready(self))
+        except ServiceStartError as exc:
+            raise AssertionError(str(exc)) from None
 
     def stop(self, timeout_s: float = 10.0) -> Optional[int]:
         """SIGTERM, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
@@ -355,6 +314,15 @@ TEST_STORE_CONFIG = {
     "maxHashSlotNum": 10_000,
     "maxIndexNum": 40_000,
 }
+
+#: Broker settings under which a client that left (its connection closed or silent) is let go within seconds.
+FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500)
+#: A scheduler replica that rebalances, heartbeats and refreshes its routes every second.
+FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
+#: A txn-checker replica that checks a half message a second after its birth, makes a pass every half second
+#: and commits its progress as often.
+FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
+                    pollNameServerIntervalMs=1000, persistOffsetIntervalMs=500)
 
 
 class BrokerProcess(ServiceProcess):

@@ -1,6 +1,7 @@
 """Process supervision for ``rocketmesh up``: start services as child processes, watch, stop.
 
-Services are started as ``python -P -m rocketmesh.<service>``; nothing here
+Services are started as ``python -P -m rocketmesh.<service>`` by
+rocketmesh.runtime.launcher (as the tests and benches start them); nothing here
 imports a service. Each is told this process's pid and stops by itself if its
 parent ever is another process (this one was killed outright). Each child's output goes to a log file under the data
 directory; a child is ready when it prints its ``listening on`` line, in what
@@ -15,9 +16,6 @@ brought down by five crashes over its whole life.
 
 from __future__ import annotations
 
-import os
-import re
-import signal
 import subprocess
 import threading
 import time
@@ -25,13 +23,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from rocketmesh.runtime.python_process import SUPERVISOR_PID_ENV, python_module_argv
+from rocketmesh.runtime.launcher import Launched, ServiceStartError, launch, stop_process
+from rocketmesh.runtime.python_process import python_module_argv
 
-_READY = re.compile(r"listening on (\S+)")
-
-
-class ServiceStartError(RuntimeError):
-    """A child did not come up; the message carries the tail of its log."""
+__all__ = ["Child", "ChildSpec", "ServiceStartError", "Supervisor", "otel_service_name"]
 
 
 def otel_service_name(module: str) -> str:
@@ -53,25 +48,18 @@ class ChildSpec:
 
 @dataclass
 class Child:
-    """A running service: its process, where this start of it began writing its log, its crashes."""
+    """A running service: this start of its process, its address, its crashes."""
 
     spec: ChildSpec
-    proc: subprocess.Popen
-    #: Size of the log file when this process started: readiness is read from here on.
-    log_offset: int = 0
+    run: Launched
     address: str = ""
     #: Monotonic times of the crashes still inside the restart window.
     crashes: deque = field(default_factory=deque)
 
-
-def _tail(path: str, lines: int = 20) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 8192))
-            return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    @property
+    def proc(self) -> subprocess.Popen:
+        """The process of this start."""
+        return self.run.proc
 
 
 class Supervisor:
@@ -91,55 +79,16 @@ class Supervisor:
 
     def start(self, spec: ChildSpec) -> Child:
         """Start ``spec`` and wait for its ready line; raises ServiceStartError with its log tail."""
-        child = Child(spec, *self._spawn(spec))
-        child.address = self._wait_ready(child)
+        child = Child(spec, self._spawn(spec))
+        child.address = child.run.wait_ready(spec.ready_timeout_s)
         self.children.append(child)
         return child
 
-    def _spawn(self, spec: ChildSpec) -> tuple[subprocess.Popen, int]:
-        """Start the process; returns it and the log's size before it wrote anything."""
-        os.makedirs(os.path.dirname(spec.log_path), exist_ok=True)
-        log = open(spec.log_path, "ab")
-        # Every OTEL_* setting reaches every service; each traces under its own name. Each stops by itself
-        # should this process be killed before it could stop them (SUPERVISOR_PID_ENV).
-        env = {**os.environ, "OTEL_SERVICE_NAME": otel_service_name(spec.module), **spec.env,
-               SUPERVISOR_PID_ENV: str(os.getpid())}
-        try:
-            offset = log.seek(0, os.SEEK_END)
-            proc = subprocess.Popen(python_module_argv(spec.module, *spec.args), stdout=log,
-                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True)
-            return proc, offset
-        finally:
-            log.close()
-
-    def _wait_ready(self, child: Child) -> str:
-        spec = child.spec
-        deadline = time.monotonic() + spec.ready_timeout_s
-        offset = child.log_offset
-        pending = b""
-        while time.monotonic() < deadline:
-            try:
-                with open(spec.log_path, "rb") as f:
-                    f.seek(offset)
-                    data = f.read()
-            except OSError:
-                data = b""
-            offset += len(data)
-            *lines, pending = (pending + data).split(b"\n")
-            for raw in lines:
-                line = raw.decode(errors="replace")
-                m = _READY.search(line)
-                if m and not line.lstrip().startswith("{"):
-                    return m.group(1)
-            if child.proc.poll() is not None:
-                raise ServiceStartError(
-                    f"{spec.name} exited with {child.proc.returncode} before it was ready; "
-                    f"its log ({spec.log_path}) ends:\n{_tail(spec.log_path)}")
-            time.sleep(0.05)
-        self._terminate(child.proc, 5)
-        raise ServiceStartError(f"{spec.name} was not ready within {spec.ready_timeout_s:.0f}s; "
-                                f"its log ({spec.log_path}) ends:\n{_tail(spec.log_path)}")
+    @staticmethod
+    def _spawn(spec: ChildSpec) -> Launched:
+        # Every OTEL_* setting reaches every service; each traces under its own name.
+        return launch(spec.name, python_module_argv(spec.module, *spec.args), spec.log_path,
+                      env={"OTEL_SERVICE_NAME": otel_service_name(spec.module), **spec.env})
 
     def watch(self, poll_s: float = 0.5) -> None:
         """Until :meth:`stop`: restart a child that died, unless it crashed ``max_restarts`` times
@@ -164,9 +113,9 @@ class Supervisor:
                               f"(see {child.spec.log_path})")
                 if self._stopping.wait(delay):
                     break
-                child.proc, child.log_offset = self._spawn(child.spec)
+                child.run = self._spawn(child.spec)
                 try:
-                    child.address = self._wait_ready(child)
+                    child.address = child.run.wait_ready(child.spec.ready_timeout_s)
                     self.on_event(f"{child.spec.name} is back on {child.address}")
                 except ServiceStartError as exc:
                     self.on_event(str(exc))
@@ -175,17 +124,4 @@ class Supervisor:
         """SIGTERM each child, newest first, waiting for each; SIGKILL what does not stop in time."""
         self._stopping.set()
         for child in reversed(self.children):
-            self._terminate(child.proc, timeout_s)
-
-    @staticmethod
-    def _terminate(proc: subprocess.Popen, timeout_s: float) -> None:
-        if proc.poll() is not None:
-            return
-        try:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        except ProcessLookupError:
-            pass
+            stop_process(child.proc, timeout_s)

@@ -1,5 +1,6 @@
-"""The one way we start a Python module of ours as a child process, and the variables by which a service
-and the processes around it (``rocketmesh up``, ``rocketmesh health``) find each other."""
+"""The command line and environment a Python module of ours runs with as a child process (started, waited for
+and stopped by rocketmesh.runtime.launcher; ``rocketmesh <service>`` execs it), and the variables by which a
+service and the processes around it (``rocketmesh up``, ``rocketmesh health``) find each other."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
 
+from clientkit import FAST_CLIENT
 from procs import ServiceProcess
 from rocketmesh import Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
@@ -25,9 +26,6 @@ from rocketmesh.model.codec import decode_message_id, decode_record
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import ViewMessageRequestHeader, to_ext
-
-#: Producer and consumer settings that notice a restarted or moved service within a second or two.
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,15 +22,10 @@ from procs import TEST_STORE_CONFIG, BrokerProcess, NamesrvProcess
 from rocketmesh import Message, Producer
 from rocketmesh.model.codec import RECORD_HEADER_SIZE, decode_message_id
 
-StartBroker = Callable[..., BrokerProcess]
 COMMITLOG_FILE = TEST_STORE_CONFIG["mappedFileSizeCommitLog"]
 CQ_FILE = TEST_STORE_CONFIG["mappedFileSizeConsumeQueue"]
 MESSAGES = 60
-
-
-@pytest.fixture
-def broker(namesrv: NamesrvProcess, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr, defaultTopicQueueNums=2)
+BROKER_ARGS = dict(defaultTopicQueueNums=2)
 
 
 def send_numbered(producer: Producer, topic: str, prefix: str, n: int) -> list[tuple[str, int, int, int]]:

@@ -15,7 +15,18 @@ import time
 from typing import Callable
 
 from faultload import Deliveries, SendLoad, restart, start_consumer
-from procs import BrokerProcess, HaProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess, wait_for
+from clientkit import FAST_CLIENT
+from procs import (
+    FAST_BROKER,
+    FAST_CHECKER,
+    FAST_SCHEDULER,
+    BrokerProcess,
+    HaProcess,
+    NamesrvProcess,
+    SchedulerProcess,
+    TxnCheckerProcess,
+    wait_for,
+)
 from reliability import ReliabilityRecorder
 from rocketmesh import Admin, LocalTransactionState, Message, TransactionProducer
 from rocketmesh.model.message import MessageExt
@@ -23,11 +34,9 @@ from rocketmesh.model.message import MessageExt
 TOPIC = "RestartTopic"
 DELAYED = "RestartDelayed"
 TXN = "RestartTxn"
-FAST_BROKER = dict(registerNameServerPeriod=1000, channelExpiredTimeout=3000, clientScanInterval=500,
-                   messageDelayLevel="1s 2s 3s", slaveSyncIntervalMills=500)
-FAST_SYSTEM = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
-FAST_CHECKER = dict(FAST_SYSTEM, transactionTimeOut=1000, transactionCheckInterval=500, persistOffsetIntervalMs=500)
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+BROKER_ARGS = dict(FAST_BROKER, registerNameServerPeriod=1000, messageDelayLevel="1s 2s 3s",
+                   slaveSyncIntervalMills=500)
+CHECKER_ARGS = dict(FAST_CHECKER, rebalanceIntervalMs=1000)
 
 
 class UnknownThenCommit:
@@ -51,15 +60,15 @@ def test_each_service_killed_in_turn_the_mesh_converges_and_nothing_is_lost_stuc
         start_scheduler: Callable[..., SchedulerProcess], start_txn_checker: Callable[..., TxnCheckerProcess],
         start_ha: Callable[..., HaProcess], reliability: ReliabilityRecorder) -> None:
     ns = start_namesrv()
-    master = start_broker(ns.addr, "broker-a", **FAST_BROKER)
-    slave = start_broker(ns.addr, "broker-a", brokerId=1, brokerRole="SLAVE", **FAST_BROKER)
+    master = start_broker(ns.addr, "broker-a", **BROKER_ARGS)
+    slave = start_broker(ns.addr, "broker-a", brokerId=1, brokerRole="SLAVE", **BROKER_ARGS)
     ha = start_ha(ns.addr, brokerName="broker-a", requestTimeoutMillis=1000, retryMaxDelayMillis=500)
     with Admin(ns.addr) as admin:
         for topic in (TOPIC, DELAYED, TXN):
             admin.create_topic(topic, read_queue_nums=2, write_queue_nums=2)
             admin.wait_topic_route(topic)
-    scheduler = start_scheduler(ns.addr, **FAST_SYSTEM)
-    checker = start_txn_checker(ns.addr, **FAST_CHECKER)
+    scheduler = start_scheduler(ns.addr, **FAST_SCHEDULER)
+    checker = start_txn_checker(ns.addr, **CHECKER_ARGS)
 
     plain, delayed, txn = Deliveries(), Deliveries(), Deliveries()
     consumers = [start_consumer(ns.addr, f"restart-{t.lower()}", t, d)

@@ -4,15 +4,14 @@ processes (black box): progress, connections, offset reset, subscription groups,
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-from procs import BrokerProcess, wait_for
+from clientkit import FAST_CLIENT, make_topic
+from procs import BrokerProcess, run_cli, wait_for
 from rocketmesh import Admin, Message, MQClientError, MQError, Producer
 from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
@@ -20,33 +19,9 @@ from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingClient, RequestCode, request
 from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader, to_ext
 
-StartBroker = Callable[..., BrokerProcess]
-CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
-#: Short client timings so joins show within seconds. The broker keeps its default channel expiry: a consumer
-#: shares the client instance the test's Admin started first, whose heartbeat interval is the default one.
-FAST_CLIENT = {"heartbeat_broker_interval_ms": 1000, "poll_name_server_interval_ms": 1000}
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr)
-
-
-@pytest.fixture
-def admin(namesrv, broker) -> Iterator[Admin]:
-    with Admin(namesrv.addr) as a:
-        yield a
-
-
-@pytest.fixture
-def producer(namesrv, broker) -> Iterator[Producer]:
-    with Producer("admin-consumer-producer", namesrv.addr) as p:
-        yield p
-
-
-def make_topic(admin: Admin, topic: str, queues: int = 2) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-    admin.wait_topic_route(topic)
+# FAST_CLIENT: short client timings so joins show within seconds. The broker keeps its default channel expiry:
+# a consumer shares the client instance the test's Admin started first, whose heartbeat interval is the
+# default one.
 
 
 def send_to(producer: Producer, admin: Admin, topic: str, per_queue: dict[int, int], prefix: str = "m") -> None:
@@ -84,16 +59,12 @@ def quietly(fn: Callable[[], object]) -> Callable[[], object]:
     return call
 
 
-def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False)
-
-
 # --- admin only: offsets driven by raw requests -------------------------------------------------------------
 
 
 def test_consume_stats_from_committed_offsets(admin: Admin, producer: Producer, broker: BrokerProcess,
                                               remoting_client: RemotingClient) -> None:
-    make_topic(admin, "StatsT")
+    make_topic(admin, "StatsT", 2)
     send_to(producer, admin, "StatsT", {0: 6, 1: 4})
     commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 0, 4)
     commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 1, 1)
@@ -122,7 +93,7 @@ def test_consume_stats_of_an_unknown_group(admin: Admin) -> None:
 
 def test_reset_offset_by_time(admin: Admin, producer: Producer, broker: BrokerProcess,
                               remoting_client: RemotingClient) -> None:
-    make_topic(admin, "ResetT")
+    make_topic(admin, "ResetT", 2)
     send_to(producer, admin, "ResetT", {0: 3, 1: 2}, prefix="first")
     time.sleep(0.05)
     between = int(time.time() * 1000)
@@ -170,44 +141,44 @@ def test_update_and_delete_subscription_group(admin: Admin, producer: Producer, 
 
 def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, broker: BrokerProcess,
                                      remoting_client: RemotingClient) -> None:
-    make_topic(admin, "CliProgT")
+    make_topic(admin, "CliProgT", 2)
     send_to(producer, admin, "CliProgT", {0: 3, 1: 2})
     commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 0, 1)
     commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 1, 1)
 
-    progress = cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "cli-group")
+    progress = run_cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "cli-group")
     assert progress.returncode == 0, progress.stderr
     assert "#Broker Offset" in progress.stdout and "#Consumer Offset" in progress.stdout
     assert re.search(r"^CliProgT\s+broker-a\s+0\s+3\s+1\s+2\s", progress.stdout, re.MULTILINE), progress.stdout
     assert "Diff Total: 3" in progress.stdout and "Consume TPS:" in progress.stdout
 
-    missing = cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "no-such-group")
+    missing = run_cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "no-such-group")
     assert missing.returncode == 1
     assert len(missing.stderr.strip().splitlines()) == 1 and "no progress" in missing.stderr
 
-    reset = cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "now")
+    reset = run_cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "now")
     assert reset.returncode == 0, reset.stderr
     assert "#brokerName" in reset.stdout
     assert re.search(r"^broker-a\s+0\s+3$", reset.stdout, re.MULTILINE)
     assert re.search(r"^broker-a\s+1\s+2$", reset.stdout, re.MULTILINE)
     assert admin.consume_stats("cli-group").total_diff() == 0
-    dated = cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT",
+    dated = run_cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT",
                 "-s", "2000-01-01#00:00:00:000", "-f", "true")
     assert dated.returncode == 0, dated.stderr
     assert admin.consume_stats("cli-group").total_diff() == 5
-    bad = cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "soon")
+    bad = run_cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "soon")
     assert bad.returncode == 1 and "bad timestamp" in bad.stderr
 
-    update = cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-b", broker.addr,
+    update = run_cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-b", broker.addr,
                  "--consume-enable", "false", "--retry-max-times", "5")
     assert update.returncode == 0, update.stderr
     assert broker.addr in update.stdout
     cfg = admin.subscription_groups(broker.addr)["cli-sub"]
     assert cfg["consumeEnable"] is False and cfg["retryMaxTimes"] == 5
-    bad_flag = cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-c", "DefaultCluster",
+    bad_flag = run_cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-c", "DefaultCluster",
                    "--consume-enable", "maybe")
     assert bad_flag.returncode == 1 and "--consume-enable" in bad_flag.stderr
-    deleted = cli("admin", "delete-sub-group", "-n", namesrv.addr, "-g", "cli-sub")
+    deleted = run_cli("admin", "delete-sub-group", "-n", namesrv.addr, "-g", "cli-sub")
     assert deleted.returncode == 0, deleted.stderr
     assert "cli-sub" not in admin.subscription_groups(broker.addr)
 
@@ -216,7 +187,7 @@ def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, 
 
 
 def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "LagT")
+    make_topic(admin, "LagT", 2)
     send_to(producer, admin, "LagT", {0: 6, 1: 4})
     n, k = 10, 4
     consumer = PullConsumer("lag-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", auto_commit=False,
@@ -243,7 +214,7 @@ def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, pro
 
 
 def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -> None:
-    make_topic(admin, "ConnT")
+    make_topic(admin, "ConnT", 2)
     consumer = PushConsumer("conn-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
     consumer.subscribe("ConnT", "TagA || TagB")
     consumer.register_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
@@ -259,7 +230,7 @@ def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -
         assert cc.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"
         assert admin.consumer_ids("conn-group") == [client_id]
 
-        shown = cli("admin", "consumer-connection", "-n", namesrv.addr, "-g", "conn-group")
+        shown = run_cli("admin", "consumer-connection", "-n", namesrv.addr, "-g", "conn-group")
         assert shown.returncode == 0, shown.stderr
         assert client_id in shown.stdout and "TagA || TagB" in shown.stdout
         assert "ConsumeType: CONSUME_PASSIVELY" in shown.stdout and "MessageModel: CLUSTERING" in shown.stdout
@@ -277,7 +248,7 @@ def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -
 
 
 def test_reset_offset_reaches_a_running_push_consumer(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "ResetPushT")
+    make_topic(admin, "ResetPushT", 2)
     send_to(producer, admin, "ResetPushT", {0: 2, 1: 1}, prefix="first")
     time.sleep(0.05)
     between = int(time.time() * 1000)
@@ -329,9 +300,9 @@ def test_disabled_group_gets_no_messages_until_enabled(namesrv, admin: Admin, pr
 
 
 def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "CliConsumeT")
+    make_topic(admin, "CliConsumeT", 2)
     send_to(producer, admin, "CliConsumeT", {0: 3, 1: 2})
-    first = cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--count", "3",
+    first = run_cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--count", "3",
                 "--from", "first", "--timeout", "30")
     assert first.returncode == 0, first.stderr
     lines = [ln for ln in first.stdout.splitlines() if ln.startswith("Receive New Messages: ")]
@@ -340,7 +311,7 @@ def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, prod
     assert re.fullmatch(r"[0-9A-F]{32}", fields[3]) and fields[4] == "CliConsumeT" and fields[7] == "TagA"
 
     # What the first run printed was committed; what it did not print comes next time.
-    rest = cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--timeout", "5")
+    rest = run_cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--timeout", "5")
     assert rest.returncode == 0, rest.stderr
     seen_first = {ln.rsplit(" ", 1)[1] for ln in lines}
     seen_rest = {ln.rsplit(" ", 1)[1] for ln in rest.stdout.splitlines() if ln.startswith("Receive New Messages: ")}
@@ -349,7 +320,7 @@ def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, prod
 
 
 def test_cli_consume_refuses_a_bad_sql_expression(namesrv, broker) -> None:
-    bad = cli("consume", "-n", namesrv.addr, "-t", "AnyT", "--sql", "a >", "--timeout", "5")
+    bad = run_cli("consume", "-n", namesrv.addr, "-t", "AnyT", "--sql", "a >", "--timeout", "5")
     assert bad.returncode == 1
     err = bad.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("consume: ") and "SUBSCRIPTION_PARSE_FAILED" in err[0], bad.stderr

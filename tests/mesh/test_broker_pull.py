@@ -23,11 +23,6 @@ TOPIC = "PullTopic"
 
 
 @pytest.fixture
-def broker(namesrv, start_broker) -> BrokerProcess:
-    return start_broker(namesrv.addr)
-
-
-@pytest.fixture
 def sent(namesrv, broker) -> Iterator[list[str]]:
     """Five messages in queue 0 of a one-queue topic, tags A, B, A, B, A, all in the consume queue."""
     bodies = [f"m{i}" for i in range(5)]

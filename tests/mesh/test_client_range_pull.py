@@ -13,12 +13,8 @@ from rocketmesh.client.stream.range_pull import pull_range
 from rocketmesh.model.codec import decode_records
 
 TOPIC = "RangeTopic"
-
-
-@pytest.fixture
-def broker(namesrv, start_broker):
-    """A broker that filters by SQL92 too."""
-    return start_broker(namesrv.addr, enablePropertyFilter="true")
+#: A broker that filters by SQL92 too.
+BROKER_ARGS = dict(enablePropertyFilter="true")
 
 
 @pytest.fixture

@@ -15,37 +15,19 @@ import pytest
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 
-from procs import BrokerProcess, SchedulerProcess, TxnCheckerProcess, wait_for
+from clientkit import FAST_CLIENT, make_topic
+from procs import FAST_BROKER, FAST_CHECKER, TxnCheckerProcess, wait_for
 from tracekit import named, traceparent, wait_spans
-from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
+from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
 
 LEVELS = "1s 1s 1s 3s 5s"  # the first retry (level 3) after 1 s
-FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500, messageDelayLevel=LEVELS)
-FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
-FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
-                    pollNameServerIntervalMs=1000, persistOffsetIntervalMs=500)
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel=LEVELS)
 LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 TRACEPARENT = MessageConst.TRACE_CONTEXT
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: Callable[..., BrokerProcess]) -> BrokerProcess:
-    return start_broker(namesrv.addr, **FAST_BROKER)
-
-
-@pytest.fixture
-def scheduler(namesrv, broker, start_scheduler: Callable[..., SchedulerProcess]) -> SchedulerProcess:
-    return start_scheduler(namesrv.addr, **FAST_SCHEDULER)
-
-
-def make_topic(admin: Admin, topic: str) -> None:
-    admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
-    admin.wait_topic_route(topic)
 
 
 class Recorder:
@@ -74,7 +56,7 @@ def push_consumer(namesrv: str, group: str, topic: str, listener: Recorder) -> P
 
 def test_a_send_and_both_deliveries_of_a_retried_message_share_one_trace(namesrv, broker, scheduler, admin, spans):
     topic = "TraceRetry"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("trace-p", namesrv.addr, **FAST_CLIENT) as producer:
         result = producer.send(Message(topic, "once-failed", tags="TagA", keys=["k1", "k2"]))
     [send] = named(spans, f"send {topic}")
@@ -116,7 +98,7 @@ def test_a_send_and_both_deliveries_of_a_retried_message_share_one_trace(namesrv
 
 def test_a_delayed_message_and_a_batch_keep_their_send_trace(namesrv, broker, scheduler, admin, spans):
     topic = "TraceDelayBatch"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("trace-delay-p", namesrv.addr, **FAST_CLIENT) as producer:
         delayed = producer.send(Message(topic, "late", delay_level=1))
         batch = producer.send_batch([Message(topic, f"b{i}") for i in range(3)])
@@ -148,7 +130,7 @@ def test_a_timer_message_and_a_dead_letter_keep_their_send_trace(namesrv, broker
     """A timer message (delay_ms) is processed in its send's trace once the scheduler delivers it; a message
     whose group gives up on it (max_reconsume_times=0) lands in %DLQ%<group> carrying its send's context."""
     topic = "TraceTimerDlq"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("trace-timer-p", namesrv.addr, **FAST_CLIENT) as producer:
         producer.send(Message(topic, "timed", delay_ms=1000))
         doomed = producer.send(Message(topic, "doomed", keys="doomed-key"))
@@ -196,7 +178,7 @@ class TxListener:
 def test_a_transactional_message_is_settled_and_checked_in_its_send_trace(
         namesrv, broker, admin, start_txn_checker: Callable[..., TxnCheckerProcess], spans):
     topic = "TraceTx"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     start_txn_checker(namesrv.addr, **FAST_CHECKER)
     listener = Recorder()
     consumer = push_consumer(namesrv.addr, "trace-tx-c", topic, listener)
@@ -227,7 +209,7 @@ def test_a_transactional_message_is_settled_and_checked_in_its_send_trace(
 
 def test_async_oneway_ordered_and_auto_batched_sends_each_have_a_span(namesrv, broker, admin, spans):
     topic = "TraceModes"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("trace-modes-p", namesrv.addr, **FAST_CLIENT) as producer:
         async_result = producer.send_async(Message(topic, "async")).result(5)
         producer.send_oneway(Message(topic, "oneway"))
@@ -247,7 +229,7 @@ def test_async_oneway_ordered_and_auto_batched_sends_each_have_a_span(namesrv, b
 
 def test_a_failed_send_ends_its_span_with_an_error(namesrv, broker, admin, spans):
     topic = "TraceFail"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("trace-fail-p", namesrv.addr, **FAST_CLIENT) as producer:
         with pytest.raises(Exception):
             producer.send(Message(topic, "x"), queue=MessageQueue(topic, "no-such-broker", 0))
@@ -258,7 +240,7 @@ def test_a_failed_send_ends_its_span_with_an_error(namesrv, broker, admin, spans
 
 def test_a_pull_consumer_receives_in_a_span_linked_to_the_send(namesrv, broker, admin, spans):
     topic = "TracePull"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("trace-pull-p", namesrv.addr, **FAST_CLIENT) as producer:
         producer.send(Message(topic, "pulled"))
     [send] = named(spans, f"send {topic}")
@@ -290,7 +272,7 @@ def test_without_an_sdk_no_traceparent_is_written(namesrv, broker, admin):
     """The client uses the OpenTelemetry API alone: without a provider it writes no context, and never
     loads the SDK."""
     topic = "TraceNone"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     # Its own process: this one has an SDK configured (the global provider cannot be unset).
     out = subprocess.run([sys.executable, "-c", NO_SDK_SENDER, namesrv.addr, topic], capture_output=True, text=True,
                          timeout=60, check=True).stdout.split()
@@ -339,7 +321,7 @@ def test_under_an_sdk_that_samples_nothing_each_listener_call_is_in_its_own_mess
     """Four consume threads, hundreds of messages: each listener call sees the trace its message was sent in
     (with a span id of its own, not sampled), never another message's."""
     topic, n = "TraceSampledOut", 400
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     out = subprocess.run([sys.executable, "-c", SAMPLED_OUT_CONSUMER, namesrv.addr, topic, str(n)],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -14,7 +14,8 @@ from typing import Callable
 
 import pytest
 
-from procs import BrokerProcess, wait_for
+from clientkit import FAST_CLIENT, make_topic
+from procs import FAST_BROKER, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import SelectMessageQueueByHash
 from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
@@ -27,23 +28,9 @@ from rocketmesh.client.consumer import (
 )
 from rocketmesh.model.message import MessageExt, MessageQueue
 
-StartBroker = Callable[..., BrokerProcess]
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 #: Short client timings so joins, leaves and expiries show within seconds.
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
-FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500, enablePropertyFilter="true")
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr, **FAST_BROKER)
-
-
-
-
-def make_topic(admin: Admin, topic: str, queues: int = 8) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-    admin.wait_topic_route(topic)
+BROKER_ARGS = dict(FAST_BROKER, enablePropertyFilter="true")
 
 
 class Collector:

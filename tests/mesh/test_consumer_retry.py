@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,7 +13,8 @@ from typing import Callable
 
 import pytest
 
-from procs import BrokerProcess, SchedulerProcess, wait_for
+from clientkit import FAST_CLIENT, make_topic
+from procs import FAST_BROKER, BrokerProcess, run_cli, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.client.errors import MQError
@@ -24,31 +24,12 @@ from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, reque
 from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, to_ext
 
 StartBroker = Callable[..., BrokerProcess]
-StartScheduler = Callable[..., SchedulerProcess]
 #: Short delay levels: the first retry (level 3) after 1 s, the second (level 4) after 3 s, then 5 s.
 LEVELS = "1s 1s 1s 3s 5s"
-FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500, messageDelayLevel=LEVELS)
-FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000, rebalance_interval_ms=1000)
+BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel=LEVELS)
+FAST_CONSUMER = dict(FAST_CLIENT, rebalance_interval_ms=1000)
 LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr, **FAST_BROKER)
-
-
-@pytest.fixture
-def scheduler(namesrv, broker, start_scheduler: StartScheduler) -> SchedulerProcess:
-    return start_scheduler(namesrv.addr, **FAST_SCHEDULER)
-
-
-
-
-def make_topic(admin: Admin, topic: str, queues: int = 1) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-    admin.wait_topic_route(topic)
 
 
 def quietly(fn: Callable[[], object]) -> Callable[[], object]:
@@ -87,7 +68,7 @@ class Deliveries:
 
 
 def push_consumer(namesrv: str, group: str, topic: str, listener, orderly: bool = False, **kw) -> PushConsumer:
-    c = PushConsumer(group, namesrv, instance_name=group, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT,
+    c = PushConsumer(group, namesrv, instance_name=group, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CONSUMER,
                      **kw)
     c.subscribe(topic, "*")
     c.register_listener(listener, orderly=orderly)
@@ -99,20 +80,16 @@ def send_back(client: RemotingClient, addr: str, **header) -> object:
                                             to_ext(ConsumerSendMsgBackRequestHeader(**header))), 3000)
 
 
-CLI = [sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
-
-
 def cli(namesrv: str, *args: str) -> subprocess.CompletedProcess:
     """``rocketmesh admin <args> -n namesrv``."""
-    return subprocess.run([*CLI, "admin", *args, "-n", namesrv], capture_output=True, text=True, timeout=60,
-                          check=False)
+    return run_cli("admin", *args, "-n", namesrv)
 
 
 # --- the broker's send-back ---
 
 def test_send_back_retries_through_the_retry_topic_then_dead_letters_past_the_limit(
         namesrv, broker, scheduler, admin, producer, remoting_client):
-    make_topic(admin, "SbT")
+    make_topic(admin, "SbT", 1)
     admin.update_subscription_group("sb-group", broker_addr=broker.addr, retry_max_times=1)
     sent = producer.send(Message("SbT", "payload", tags="TagA", keys="k1 k2", properties={"color": "red"}))
     _, _, offset = decode_message_id(sent.offset_msg_id)
@@ -249,7 +226,7 @@ def test_a_failing_message_comes_back_with_growing_gaps_then_lands_in_the_dlq_an
 
 
 def test_group_retry_max_times_applies_when_the_consumer_sets_none(namesrv, broker, scheduler, admin, producer):
-    make_topic(admin, "GroupMaxT")
+    make_topic(admin, "GroupMaxT", 1)
     admin.update_subscription_group("group-max", broker_addr=broker.addr, retry_max_times=1)
     got = Deliveries(lambda body, attempt: LATER)
     c = push_consumer(namesrv.addr, "group-max", "GroupMaxT", got)
@@ -263,7 +240,7 @@ def test_group_retry_max_times_applies_when_the_consumer_sets_none(namesrv, brok
 
 def test_orderly_consumer_dead_letters_a_message_after_its_local_retries_and_moves_on(namesrv, broker, admin,
                                                                                         producer):
-    make_topic(admin, "OrderDlqT")
+    make_topic(admin, "OrderDlqT", 1)
     order: list[str] = []
 
     def listener(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
@@ -288,7 +265,7 @@ def test_orderly_consumer_dead_letters_a_message_after_its_local_retries_and_mov
 
 def test_a_message_past_the_consume_timeout_is_retried_and_its_offset_moves_on(namesrv, broker, scheduler, admin,
                                                                                 producer):
-    make_topic(admin, "SlowT")
+    make_topic(admin, "SlowT", 1)
     release = threading.Event()
 
     def decide(body: str, attempt: int) -> object:
@@ -320,16 +297,16 @@ def test_a_failed_send_back_keeps_the_message_and_retries_it_locally(namesrv, tm
     # A broker that stopped taking writes (brokerPermission=4) refuses the send-back with NO_PERMISSION:
     # the consumer keeps the message and consumes it again itself.
     data = tmp_path / "ro-broker"
-    first = BrokerProcess(data, namesrv.addr, **FAST_BROKER).start(timeout_s=30)
+    first = BrokerProcess(data, namesrv.addr, **BROKER_ARGS).start(timeout_s=30)
     first.wait_registered()
     try:
         with Admin(namesrv.addr) as admin, Producer("ro-producer", namesrv.addr) as producer:
-            make_topic(admin, "LocalT")
+            make_topic(admin, "LocalT", 1)
             producer.send(Message("LocalT", "flaky"))
             producer.send(Message("LocalT", "next"))
     finally:
         first.stop()
-    ro = BrokerProcess(data, namesrv.addr, port=first.port, brokerPermission=4, **FAST_BROKER).start(timeout_s=30)
+    ro = BrokerProcess(data, namesrv.addr, port=first.port, brokerPermission=4, **BROKER_ARGS).start(timeout_s=30)
     try:
         ro.wait_registered()
         got = Deliveries(lambda body, attempt: LATER if body == "flaky" and attempt == 1 else SUCCESS)

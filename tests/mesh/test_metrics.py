@@ -8,19 +8,18 @@ from __future__ import annotations
 import re
 import signal
 import subprocess
-import sys
 import urllib.request
 
 import pytest
 
-from procs import cli_command, free_port, read_until_up, wait_for
+from clientkit import FAST_CLIENT
+from procs import FAST_SCHEDULER, cli_command, free_port, read_until_up, run_cli, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.message import MessageExt
 
 TOPIC = "MetricsTopic"
 GROUP = "metrics-group"
-FAST_CLIENT = {"heartbeat_broker_interval_ms": 1000, "poll_name_server_interval_ms": 1000}
 
 
 def scrape(url: str) -> str:
@@ -54,13 +53,13 @@ def prom_port() -> int:
 
 
 @pytest.fixture
-def broker(namesrv, start_broker, prom_port):
-    return start_broker(namesrv.addr, metricsExporterType="PROM", metricsPromExporterPort=prom_port)
+def broker_args(prom_port: int) -> dict[str, object]:
+    """The broker serves Prometheus on the port picked for the test."""
+    return dict(metricsExporterType="PROM", metricsPromExporterPort=prom_port)
 
 
 def admin_stats(namesrv_addr: str, *args: str) -> str:
-    out = subprocess.run([sys.executable, "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())", "admin", "stats", "-n", namesrv_addr, *args],
-                         capture_output=True, text=True, timeout=60)
+    out = run_cli("admin", "stats", "-n", namesrv_addr, *args, timeout=60)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -118,9 +117,6 @@ def test_broker_metrics_move_with_sends_and_consumes(namesrv, broker, admin, pro
     assert url in stats
     assert f'rocketmq_messages_in_total{{message_type="Normal",topic="{TOPIC}"}} 10' in stats
     assert f'rocketmq_consumer_lag_messages{{consumer_group="{GROUP}",topic="{TOPIC}"}} 0' in stats
-
-
-FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
 
 
 def test_scheduler_serves_pending_per_level_and_lateness(namesrv, broker, admin, producer, start_scheduler):

@@ -12,6 +12,8 @@ from procs import run_cli
 from rocketmesh import Message, Producer
 from rocketmesh.client import MQClientError
 
+#: A broker that creates no topic by itself (as in production).
+BROKER_ARGS = dict(autoCreateTopicEnable="false")
 SUBSCRIBES_TO_NOTHING = """
 import sys, time
 from rocketmesh import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
@@ -38,12 +40,6 @@ def test_consumers_of_a_missing_topic_warn_naming_it(namesrv, broker) -> None:
     warnings = [line for line in run.stderr.splitlines() if " WARNING rocketmesh.client: " in line]
     assert any("topic GhostTopic does not exist" in w for w in warnings), run.stderr
     assert any("topic GhostPullTopic does not exist" in w for w in warnings), run.stderr
-
-
-@pytest.fixture
-def broker(namesrv, start_broker):
-    """A broker that creates no topic by itself (as in production)."""
-    return start_broker(namesrv.addr, autoCreateTopicEnable="false")
 
 
 def test_a_send_to_a_missing_topic_fails_at_once_naming_it(namesrv, broker) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+from clientkit import FAST_CLIENT, make_topic
 from procs import run_cli, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
@@ -16,13 +17,7 @@ from rocketmesh.client.trace.trace_data import ConsumeReturnType, TraceMessageTy
 from rocketmesh.model.message import MessageExt
 from rocketmesh.model.topics import TRACE_TOPIC
 
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-
-def make_topic(admin: Admin, topic: str) -> None:
-    admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
-    admin.wait_topic_route(topic)
 
 
 def trace_of(admin: Admin, msg_id: str, *types: TraceType, trace_topic: str | None = None) -> list[TraceRecord]:
@@ -34,7 +29,7 @@ def trace_of(admin: Admin, msg_id: str, *types: TraceType, trace_topic: str | No
 
 
 def test_send_and_consume_are_traced_and_the_cli_prints_them(namesrv, broker, admin) -> None:
-    make_topic(admin, "TraceOrders")
+    make_topic(admin, "TraceOrders", 1)
     done = threading.Event()
     seen: list[MessageExt] = []
 
@@ -105,7 +100,7 @@ def test_a_delayed_message_failed_once_shows_its_delay_and_both_deliveries(names
         return SUCCESS
 
     with Admin(namesrv.addr) as admin:
-        make_topic(admin, "TraceLater")
+        make_topic(admin, "TraceLater", 1)
         consumer = PushConsumer("trace-later-c", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
                                 enable_msg_trace=True, **FAST_CLIENT)
         consumer.subscribe("TraceLater")
@@ -133,7 +128,7 @@ def test_a_delayed_message_failed_once_shows_its_delay_and_both_deliveries(names
 
 
 def test_a_pull_consumer_records_what_its_polls_return(namesrv, broker, admin) -> None:
-    make_topic(admin, "TracePolled")
+    make_topic(admin, "TracePolled", 1)
     with Producer("poll-producer", namesrv.addr) as producer:
         result = producer.send(Message("TracePolled", b"polled", keys="poll-1"))
     with PullConsumer("trace-poller", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", enable_msg_trace=True,
@@ -159,7 +154,7 @@ class Commit:
 
 
 def test_a_transactional_message_shows_its_end_transaction(namesrv, broker, admin) -> None:
-    make_topic(admin, "TraceTx")
+    make_topic(admin, "TraceTx", 1)
     with TransactionProducer("trace-tx", namesrv.addr, Commit(), enable_msg_trace=True, trace_topic="MyTrace",
                              **FAST_CLIENT) as producer:
         result = producer.send_message_in_transaction(Message("TraceTx", b"pay", keys="pay-1"))
@@ -180,7 +175,7 @@ def test_a_transactional_message_shows_its_end_transaction(namesrv, broker, admi
 
 
 def test_without_enable_msg_trace_nothing_is_written(namesrv, broker, admin) -> None:
-    make_topic(admin, "TraceOff")
+    make_topic(admin, "TraceOff", 1)
     route = admin.wait_topic_route(TRACE_TOPIC)  # the broker creates the trace topic at start
     assert route.queue_datas
     with Producer("untraced-producer", namesrv.addr) as producer:

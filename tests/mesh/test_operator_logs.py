@@ -11,16 +11,13 @@ from typing import Callable
 
 import pytest
 
-from procs import BrokerProcess, ServiceProcess, TxnCheckerProcess, wait_for
+from clientkit import FAST_CLIENT
+from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, ServiceProcess, TxnCheckerProcess, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, TransactionProducer
 from rocketmesh.client.consumer import ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.model.message import MessageExt
 
 HEARTBEAT_MS = 300
-FAST_BROKER = dict(registerNameServerPeriod=HEARTBEAT_MS, channelExpiredTimeout=3000, clientScanInterval=500)
-FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
-                    pollNameServerIntervalMs=1000, persistOffsetIntervalMs=500)
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
 
 
 def events(proc: ServiceProcess, service: str) -> list[dict]:
@@ -60,7 +57,7 @@ def test_operator_events_are_logged_once_at_info(
     monkeypatch.setenv("ROCKETMESH_LOG_LEVEL", "DEBUG")  # the name server shows its heartbeats, at DEBUG
     namesrv = start_namesrv()
     monkeypatch.setenv("ROCKETMESH_LOG_LEVEL", "INFO")
-    broker = start_broker(namesrv.addr, name="broker-ops", **FAST_BROKER)
+    broker = start_broker(namesrv.addr, name="broker-ops", registerNameServerPeriod=HEARTBEAT_MS, **FAST_BROKER)
 
     # Registered: one INFO line, however many heartbeats follow.
     def heartbeats() -> list[dict]:

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from clientkit import make_topic
 from procs import BrokerProcess, freeze, thaw, wait_for
 from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
@@ -30,11 +31,6 @@ def admin(namesrv) -> Iterator[Admin]:
 def producer(namesrv) -> Iterator[Producer]:
     with Producer("test-producer", namesrv.addr) as p:
         yield p
-
-
-def make_topic(admin: Admin, topic: str, queues: int = 4, **kw) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **kw)
-    admin.wait_topic_route(topic)
 
 
 def max_offsets(admin: Admin, topic: str) -> dict[MessageQueue, int]:
@@ -233,7 +229,6 @@ def test_broker_errors_carry_response_codes(start_broker: StartBroker, namesrv, 
     with pytest.raises(MQBrokerError) as ei:
         producer.send(Message("ReadOnlyT", b"x"))
     assert ei.value.response_code == ResponseCode.NO_PERMISSION
-
 
 
 def test_timeout_when_broker_hangs(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:

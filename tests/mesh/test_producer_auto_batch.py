@@ -13,6 +13,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from clientkit import make_topic
 from procs import BrokerProcess, freeze, thaw, wait_for
 from rocketmesh import (
     Admin,
@@ -34,11 +35,6 @@ StartBroker = Callable[..., BrokerProcess]
 def auto(namesrv, broker) -> Iterator[Producer]:
     with Producer("auto-producer", namesrv.addr, auto_batch=True) as p:
         yield p
-
-
-def make_topic(admin: Admin, topic: str, queues: int = 4, **kw) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **kw)
-    admin.wait_topic_route(topic)
 
 
 def read_back(namesrv, topic: str, expected: int, timeout_s: float = 30.0) -> dict[tuple[int, int], MessageExt]:
@@ -68,8 +64,6 @@ def runs(results) -> list[int]:
         else:
             lengths.append(1)
     return lengths
-
-
 
 
 def test_async_sends_each_get_their_own_result_and_land_once(namesrv, admin: Admin, auto: Producer) -> None:

@@ -9,7 +9,8 @@ from typing import Callable
 
 import pytest
 
-from procs import BrokerProcess, SchedulerProcess, wait_for
+from clientkit import FAST_CLIENT
+from procs import FAST_BROKER, FAST_SCHEDULER, BrokerProcess, SchedulerProcess, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.client.errors import MQBrokerError
@@ -20,18 +21,9 @@ from rocketmesh.remoting import ResponseCode
 StartBroker = Callable[..., BrokerProcess]
 StartScheduler = Callable[..., SchedulerProcess]
 LEVELS = "1s 2s 3s"
-FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500, messageDelayLevel=LEVELS)
-FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel=LEVELS)
 #: How far apart the due times of two messages delivered in one round may be (see the timer order test).
 SAME_ROUND_MS = 100
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr, **FAST_BROKER)
-
-
 
 
 class Arrivals:
@@ -154,7 +146,7 @@ def test_timer_messages_arrive_in_due_order_never_early(namesrv, broker, admin, 
 
 def test_timer_beyond_horizon_is_refused_and_past_time_is_immediate(namesrv, start_broker: StartBroker,
                                                                     start_scheduler: StartScheduler) -> None:
-    start_broker(namesrv.addr, timerMaxDelaySec=60, **FAST_BROKER)
+    start_broker(namesrv.addr, timerMaxDelaySec=60, **BROKER_ARGS)
     with Admin(namesrv.addr) as admin, Producer("timer-p", namesrv.addr) as producer:
         admin.create_topic("TimerH", read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route("TimerH")
@@ -258,7 +250,7 @@ def test_a_far_timer_is_rolled_so_progress_moves_past_it(namesrv, broker, admin,
 
 def test_a_restarted_broker_still_knows_what_it_delivered(namesrv, start_broker: StartBroker,
                                                           start_scheduler: StartScheduler) -> None:
-    broker = start_broker(namesrv.addr, **FAST_BROKER)
+    broker = start_broker(namesrv.addr, **BROKER_ARGS)
     topic = "DelayRestart"
     with Admin(namesrv.addr) as admin, Producer("restart-p", namesrv.addr) as producer:
         admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)

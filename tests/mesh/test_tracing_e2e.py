@@ -14,36 +14,29 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otlp_receiver import OtlpReceiver, ReceivedSpan
-from procs import BrokerProcess, SchedulerProcess, TxnCheckerProcess
+from clientkit import FAST_CLIENT, make_topic
+from procs import FAST_BROKER, FAST_CHECKER, TxnCheckerProcess
 from tracekit import named, wait_spans
-from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
+from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.model.message import MessageExt
 from rocketmesh.telemetry import semconv as sc
 
 LEVELS = "1s 1s 1s 3s 5s"  # delay level 1 after 1 s, the first retry (level 3) after 1 s
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
-FAST_SYSTEM = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
-FAST_CHECKER = dict(FAST_SYSTEM, transactionTimeOut=1000, transactionCheckInterval=500, persistOffsetIntervalMs=500)
 # opentelemetry.proto.trace.v1.Span.SpanKind
 SERVER, CLIENT, PRODUCER = 2, 3, 4
 
 
 @pytest.fixture
-def broker(otlp_receiver: OtlpReceiver, namesrv, start_broker: Callable[..., BrokerProcess]) -> BrokerProcess:
-    return start_broker(namesrv.addr, messageDelayLevel=LEVELS, channelExpiredTimeout=3000, clientScanInterval=500)
-
-
-@pytest.fixture
-def scheduler(otlp_receiver: OtlpReceiver, namesrv, broker,
-              start_scheduler: Callable[..., SchedulerProcess]) -> SchedulerProcess:
-    return start_scheduler(namesrv.addr, **FAST_SYSTEM)
+def broker_args(otlp_receiver: OtlpReceiver) -> dict[str, object]:
+    """The broker (and, started after it, the scheduler) export to the receiver: it runs first."""
+    return dict(FAST_BROKER, messageDelayLevel=LEVELS)
 
 
 @pytest.fixture
 def txn_checker(otlp_receiver: OtlpReceiver, namesrv, broker,
                 start_txn_checker: Callable[..., TxnCheckerProcess]) -> TxnCheckerProcess:
-    return start_txn_checker(namesrv.addr, **FAST_CHECKER)
+    return start_txn_checker(namesrv.addr, **FAST_CHECKER, rebalanceIntervalMs=1000)
 
 
 class FailsOnce:
@@ -68,11 +61,6 @@ def consume(namesrv: str, group: str, topic: str, listener: Callable[[list[Messa
     return consumer.start()
 
 
-def make_topic(admin: Admin, topic: str) -> None:
-    admin.create_topic(topic, read_queue_nums=1, write_queue_nums=1)
-    admin.wait_topic_route(topic)
-
-
 def hex_id(span: ReadableSpan) -> tuple[str, str]:
     """(trace id, span id) of a client span, as the receiver spells them."""
     return f"{span.context.trace_id:032x}", f"{span.context.span_id:016x}"
@@ -92,7 +80,7 @@ def one(receiver: OtlpReceiver, trace_id: str, service: str, name: str) -> Recei
 def test_a_delayed_message_failed_once_is_one_trace_from_send_to_retry(
         otlp_receiver: OtlpReceiver, namesrv, broker, scheduler, admin, spans: InMemorySpanExporter):
     topic, group = "E2EDelayed", "e2e-delay-c"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     with Producer("e2e-delay-p", namesrv.addr, **FAST_CLIENT) as producer:
         sent = producer.send(Message(topic, "late", tags="TagA", delay_level=1))
     [send] = named(spans, f"send {topic}")
@@ -146,7 +134,7 @@ class ChecksBack:
 def test_a_transaction_settled_by_check_back_is_one_trace(
         otlp_receiver: OtlpReceiver, namesrv, broker, txn_checker, admin, spans: InMemorySpanExporter):
     topic, group = "E2ETx", "e2e-tx-c"
-    make_topic(admin, topic)
+    make_topic(admin, topic, 1)
     got: list[str] = []
     consumer = consume(namesrv.addr, group, topic, lambda msgs: got.extend(m.body.decode() for m in msgs)
                        or ConsumeConcurrentlyStatus.CONSUME_SUCCESS)

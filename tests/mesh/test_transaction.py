@@ -16,11 +16,12 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
-from procs import BrokerProcess, TxnCheckerProcess, wait_for
+from clientkit import FAST_CLIENT, make_topic
+from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, TxnCheckerProcess, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, MQClientError, TransactionProducer
 from rocketmesh.cli import main as cli_main
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
@@ -33,11 +34,7 @@ from rocketmesh.model.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPI
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
 UNKNOW = LocalTransactionState.UNKNOW
-FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500)
-FAST_CLIENT = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
-#: Checks a second after birth, a pass every half second.
-FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
-                    pollNameServerIntervalMs=1000, persistOffsetIntervalMs=500)
+BROKER_ARGS = FAST_BROKER
 
 StartBroker = Callable[..., BrokerProcess]
 StartChecker = Callable[..., TxnCheckerProcess]
@@ -96,28 +93,12 @@ def consumer(namesrv: str, group: str, topic: str, got: Bodies) -> PushConsumer:
     return c.start()
 
 
-def make_topic(admin: Admin, topic: str, queues: int = 4) -> None:
-    admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-    admin.wait_topic_route(topic)
-
-
 def settle(got: Bodies, expected: list[str], timeout_s: float = 20.0, quiet_s: float = 1.5) -> list[str]:
     """Wait until ``got`` holds ``expected`` (as a multiset) and stays so for ``quiet_s``; returns what it holds."""
     wait_for(lambda: sorted(got.snapshot()) == sorted(expected), timeout_s,
              what=f"{len(expected)} messages consumed (have {len(got.snapshot())})")
     time.sleep(quiet_s)
     return got.snapshot()
-
-
-@pytest.fixture
-def broker(namesrv, start_broker: StartBroker) -> BrokerProcess:
-    return start_broker(namesrv.addr, **FAST_BROKER)
-
-
-@pytest.fixture
-def admin(namesrv, broker) -> Iterator[Admin]:
-    with Admin(namesrv.addr) as a:
-        yield a
 
 
 # --- commit, rollback, visibility ---
