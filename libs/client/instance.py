@@ -57,6 +57,7 @@ from rocketmesh.remoting.protocol.headers import (
 )
 from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.model.topics import DEFAULT_TOPIC
+from rocketmesh.client.api import ClientAPI
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
 from rocketmesh.client.producer.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
 from rocketmesh.client.producer.route import TopicPublishInfo, publish_info
@@ -234,6 +235,8 @@ class ClientInstance:
         self.unreachable = LatencyFaultTolerance()
         self._heartbeat_soon = False
         self._tasks = _InstanceTasks(self)
+        #: This instance's remote calls, one typed method each.
+        self.api = ClientAPI(self)
 
     def start(self) -> None:
         """Open the connections and start the background thread (idempotent)."""
