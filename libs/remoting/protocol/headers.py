@@ -43,6 +43,15 @@ def _schema(cls: type) -> tuple[tuple[str, str, type, bool, Any], ...]:
     return tuple(out)
 
 
+def _parse_int(v: Any, key: str) -> int:
+    if type(v) is str:
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    raise HeaderError(f"the custom field <{key}> must be an integer, got {type(v).__name__} {v!r:.40}")
+
+
 def decode_fields(cls: type[H], ext: Any) -> H:
     """Build header ``cls`` from a request's ``ext`` by its fields; raises HeaderError naming the bad field.
 
@@ -58,12 +67,15 @@ def decode_fields(cls: type[H], ext: Any) -> H:
             if not optional:
                 raise HeaderError(f"the custom field <{key}> is null")
             continue
+        # RocketMQ's own clients send every field as a string: "12" and "true" are taken as typed values.
         if tp is int:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise HeaderError(f"the custom field <{key}> must be an integer, got {type(v).__name__}")
+            if type(v) is not int:
+                v = _parse_int(v, key)
         elif tp is bool:
-            if not isinstance(v, bool):
-                raise HeaderError(f"the custom field <{key}> must be true or false")
+            if type(v) is not bool:
+                if v not in ("true", "false"):
+                    raise HeaderError(f"the custom field <{key}> must be true or false")
+                v = v == "true"
         elif tp is str:
             if not isinstance(v, str):
                 raise HeaderError(f"the custom field <{key}> must be a string, got {type(v).__name__}")
@@ -290,6 +302,42 @@ class PullMessageRequestHeader(Header):
     sub_version: int = 0
     expression_type: str = "TAG"
 
+    # The hot path's own codec, as SendMessageRequestHeader's (same fields as the generic one, which
+    # anything off the fast path falls back to).
+
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object."""
+        return {
+            "consumerGroup": self.consumer_group,
+            "topic": self.topic,
+            "queueId": self.queue_id,
+            "queueOffset": self.queue_offset,
+            "maxMsgNums": self.max_msg_nums,
+            "sysFlag": self.sys_flag,
+            "commitOffset": self.commit_offset,
+            "suspendTimeoutMillis": self.suspend_timeout_millis,
+            "subscription": self.subscription,
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type,
+        }
+
+    @classmethod
+    def from_ext(cls, ext: Any) -> "PullMessageRequestHeader":
+        """The header in ``ext``; raises HeaderError naming the bad field."""
+        try:
+            h = cls(ext["consumerGroup"], ext["topic"], ext["queueId"], ext["queueOffset"], ext.get("maxMsgNums", 32),
+                    ext.get("sysFlag", 0), ext.get("commitOffset", 0), ext.get("suspendTimeoutMillis", 15_000),
+                    ext.get("subscription", "*"), ext.get("subVersion", 0), ext.get("expressionType", "TAG"))
+        except (KeyError, TypeError):
+            return decode_fields(cls, ext)
+        if (type(h.consumer_group) is not str or type(h.topic) is not str or type(h.queue_id) is not int
+                or type(h.queue_offset) is not int or type(h.max_msg_nums) is not int or type(h.sys_flag) is not int
+                or type(h.commit_offset) is not int or type(h.suspend_timeout_millis) is not int
+                or type(h.subscription) is not str or type(h.sub_version) is not int
+                or type(h.expression_type) is not str):
+            return decode_fields(cls, ext)
+        return h
+
 
 @dataclass(slots=True)
 class PullMessageResponseHeader(Header):
@@ -299,6 +347,23 @@ class PullMessageResponseHeader(Header):
     min_offset: int
     max_offset: int
     suggest_which_broker_id: int = 0
+
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object (hot path: spelled out, as the generic encoder would)."""
+        return {"nextBeginOffset": self.next_begin_offset, "minOffset": self.min_offset,
+                "maxOffset": self.max_offset, "suggestWhichBrokerId": self.suggest_which_broker_id}
+
+    @classmethod
+    def from_ext(cls, ext: Any) -> "PullMessageResponseHeader":
+        """The header in ``ext`` (hot path); raises HeaderError naming the bad field."""
+        try:
+            h = cls(ext["nextBeginOffset"], ext["minOffset"], ext["maxOffset"], ext.get("suggestWhichBrokerId", 0))
+        except (KeyError, TypeError):
+            return decode_fields(cls, ext)
+        if (type(h.next_begin_offset) is not int or type(h.min_offset) is not int or type(h.max_offset) is not int
+                or type(h.suggest_which_broker_id) is not int):
+            return decode_fields(cls, ext)
+        return h
 
 
 @dataclass(slots=True)
@@ -487,3 +552,195 @@ class PendingHalfMessagesRequestHeader(Header):
 
     topic: str
     max_num: int = 100
+
+
+@dataclass(slots=True)
+class PendingHalfMessagesResponseHeader(Header):
+    """The answer to GET_PENDING_HALF_MESSAGES: how many are pending in all (the body lists up to max_num)."""
+
+    total: int
+
+
+@dataclass(slots=True)
+class CheckHalfMessageResponseHeader(Header):
+    """The answer to CHECK_HALF_MESSAGE: a :class:`HalfCheckOutcome` value."""
+
+    outcome: str
+
+
+# --- answers of broker reads ---
+
+@dataclass(slots=True)
+class QueueOffsetResponseHeader(Header):
+    """The answer to GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and QUERY_CONSUMER_OFFSET
+    (RocketMQ's GetMaxOffsetResponseHeader ... QueryConsumerOffsetResponseHeader: one field, ``offset``)."""
+
+    offset: int
+
+
+@dataclass(slots=True)
+class EarliestMsgStoretimeResponseHeader(Header):
+    """The answer to GET_EARLIEST_MSG_STORETIME: the store time (epoch ms) of a queue's first message."""
+
+    timestamp: int
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    """The answer to QUERY_MESSAGE: how far the broker's index had got."""
+
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@dataclass(slots=True)
+class DeliverDueMessagesResponseHeader(Header):
+    """The answer to DELIVER_DUE_MESSAGES: how many entries were re-put, parked again (rolled), or found
+    re-put already (duplicates); the body says which offsets."""
+
+    delivered: int = 0
+    rolled: int = 0
+    duplicates: int = 0
+
+
+@dataclass(slots=True)
+class HaAppendResponseHeader(Header):
+    """The answer to HA_APPEND, taken or refused: where the slave's commitlog ends."""
+
+    offset: int
+
+
+# --- name server ---
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER; the body holds the topic config table and data version."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+    ha_server_addr: str = ""
+
+
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(Header):
+    """The answer to REGISTER_BROKER: for a slave, its master's HA and broker addresses."""
+
+    ha_server_addr: Optional[str] = None
+    master_addr: Optional[str] = None
+
+
+@dataclass(slots=True)
+class UnRegisterBrokerRequestHeader(Header):
+    """UNREGISTER_BROKER: a broker leaving."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class QueryDataVersionRequestHeader(Header):
+    """QUERY_DATA_VERSION; the body is the broker's data version."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class QueryDataVersionResponseHeader(Header):
+    """The answer to QUERY_DATA_VERSION: whether the name server holds another data version."""
+
+    changed: bool
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    """GET_ROUTEINFO_BY_TOPIC."""
+
+    topic: str
+
+
+@dataclass(slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    """DELETE_TOPIC_IN_NAMESRV."""
+
+    topic: str
+
+
+@dataclass(slots=True)
+class GetTopicsByClusterRequestHeader(Header):
+    """GET_TOPICS_BY_CLUSTER."""
+
+    cluster: str
+
+
+@dataclass(slots=True)
+class PutKVConfigRequestHeader(Header):
+    """PUT_KV_CONFIG."""
+
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass(slots=True)
+class GetKVConfigRequestHeader(Header):
+    """GET_KV_CONFIG."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(slots=True)
+class GetKVConfigResponseHeader(Header):
+    """The answer to GET_KV_CONFIG."""
+
+    value: str
+
+
+@dataclass(slots=True)
+class DeleteKVConfigRequestHeader(Header):
+    """DELETE_KV_CONFIG."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(slots=True)
+class GetKVListByNamespaceRequestHeader(Header):
+    """GET_KVLIST_BY_NAMESPACE."""
+
+    namespace: str
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerRequestHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerResponseHeader(Header):
+    """The answer to WIPE_WRITE_PERM_OF_BROKER: how many topics lost their write permission."""
+
+    wipe_topic_count: int
+
+
+@dataclass(slots=True)
+class AddWritePermOfBrokerRequestHeader(Header):
+    """ADD_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class AddWritePermOfBrokerResponseHeader(Header):
+    """The answer to ADD_WRITE_PERM_OF_BROKER: how many topics got their write permission back."""
+
+    add_topic_count: int

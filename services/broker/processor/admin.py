@@ -18,7 +18,6 @@ from rocketmesh.remoting.protocol.headers import (
     TopicRequestHeader,
     UnregisterClientRequestHeader,
     ViewMessageRequestHeader,
-    from_ext,
 )
 from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.broker.processor.handlers import ok, register_all
@@ -64,7 +63,7 @@ class AdminProcessor:
     # --- topics ---
 
     def update_and_create_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(CreateTopicRequestHeader, req.ext)
+        h = CreateTopicRequestHeader.from_ext(req.ext)
         why = validate_topic_name(h.topic)
         if why is not None:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"the specified topic is illegal: {why}")
@@ -78,7 +77,7 @@ class AdminProcessor:
         return ok(req)
 
     def delete_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(TopicRequestHeader, req.ext)
+        h = TopicRequestHeader.from_ext(req.ext)
         if h.topic in SYSTEM_TOPICS:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic")
         self.topics.delete(h.topic)
@@ -91,14 +90,14 @@ class AdminProcessor:
     # --- messages ---
 
     def view_message_by_id(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(ViewMessageRequestHeader, req.ext)
+        h = ViewMessageRequestHeader.from_ext(req.ext)
         record = self.store.commitlog.read_record(h.offset) if h.offset >= self.store.commitlog.min_offset else b""
         if not record:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset {h.offset}")
         return ok(req, body=record)
 
     def query_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueryMessageRequestHeader, req.ext)
+        h = QueryMessageRequestHeader.from_ext(req.ext)
         max_num = max(1, min(h.max_num, 64 * 1024))
         self.store.catch_up()
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
@@ -112,7 +111,7 @@ class AdminProcessor:
     def query_consume_queue(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Entries of one consume queue (commitlog offset, size, tag code), whatever the topic's read
         permission: with VIEW_MESSAGE_BY_ID, how admin tools read write-only topics such as %DLQ%<group>."""
-        h = from_ext(QueryConsumeQueueRequestHeader, req.ext)
+        h = QueryConsumeQueueRequestHeader.from_ext(req.ext)
         cfg = self.topics.get(h.topic)
         if cfg is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
@@ -142,23 +141,23 @@ class AdminProcessor:
     # --- offsets ---
 
     def get_max_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueueOffsetRequestHeader, req.ext)
+        h = QueueOffsetRequestHeader.from_ext(req.ext)
         return ok(req, {"offset": self.store.get_max_offset_in_queue(h.topic, h.queue_id)})
 
     def get_min_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueueOffsetRequestHeader, req.ext)
+        h = QueueOffsetRequestHeader.from_ext(req.ext)
         return ok(req, {"offset": self.store.get_min_offset_in_queue(h.topic, h.queue_id)})
 
     def get_earliest_msg_storetime(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueueOffsetRequestHeader, req.ext)
+        h = QueueOffsetRequestHeader.from_ext(req.ext)
         return ok(req, {"timestamp": self.store.get_earliest_message_time(h.topic, h.queue_id)})
 
     def search_offset_by_timestamp(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(SearchOffsetRequestHeader, req.ext)
+        h = SearchOffsetRequestHeader.from_ext(req.ext)
         return ok(req, {"offset": self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)})
 
     def get_topic_stats_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(TopicRequestHeader, req.ext)
+        h = TopicRequestHeader.from_ext(req.ext)
         cfg = self.topics.get(h.topic)
         if cfg is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
@@ -202,7 +201,7 @@ class AdminProcessor:
         return ok(req)
 
     def unregister_client(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(UnregisterClientRequestHeader, req.ext)
+        h = UnregisterClientRequestHeader.from_ext(req.ext)
         self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
         return ok(req)
 

@@ -34,7 +34,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst
 from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, from_ext
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.telemetry.propagation import TRACEPARENT
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
@@ -131,7 +131,7 @@ class DeliveryProcessor:
         Answer: header delivered, rolled and duplicates (counts); body JSON
         ``{"done": [offsets settled], "notDue": [[offset, dueMs]], "missing": [offsets]}``.
         """
-        h = from_ext(DeliverDueMessagesRequestHeader, req.ext)
+        h = DeliverDueMessagesRequestHeader.from_ext(req.ext)
         if h.topic not in PARKED_TOPICS:
             return response_to(req, ResponseCode.NO_PERMISSION,
                                f"only {SCHEDULE_TOPIC} and {TIMER_TOPIC} entries can be delivered, not {h.topic}")

@@ -47,8 +47,6 @@ from rocketmesh.remoting.protocol.headers import (
     EndTransactionRequestHeader,
     HalfCheckOutcome,
     PendingHalfMessagesRequestHeader,
-    from_ext,
-    to_ext,
 )
 from rocketmesh.model.topics import (
     TRANS_CHECK_GROUP,
@@ -220,7 +218,7 @@ class TransactionProcessor:
 
     def end_transaction(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Commit or roll back a half message (RocketMQ's EndTransactionProcessor); 0 (not known yet) is a no-op."""
-        h = from_ext(EndTransactionRequestHeader, req.ext)
+        h = EndTransactionRequestHeader.from_ext(req.ext)
         if self.broker.config.broker_id != 0:
             return response_to(req, ResponseCode.SLAVE_NOT_AVAILABLE,
                                "a slave broker takes no END_TRANSACTION; send it to the master")
@@ -329,7 +327,7 @@ class TransactionProcessor:
 
     def check_half_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """One check of a half message the txn-checker found undecided (see the module docstring)."""
-        h = from_ext(CheckHalfMessageRequestHeader, req.ext)
+        h = CheckHalfMessageRequestHeader.from_ext(req.ext)
         found = self._half_at(h.commit_log_offset)
         if found is None:
             return self._outcome(req, HalfCheckOutcome.MISSING)
@@ -386,9 +384,9 @@ class TransactionProcessor:
         """Push CHECK_TRANSACTION_STATE to a live producer of ``group``; True once one took it (the
         ``check_times``-th check of ``tid``)."""
         channels = sorted(self.broker.clients.producer_channels(group), key=lambda c: c.last_update, reverse=True)
-        ext = to_ext(CheckTransactionStateRequestHeader(
+        ext = CheckTransactionStateRequestHeader(
             half.queue_offset, half.commitlog_offset,
-            half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id))
+            half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id).to_ext()
         for ch in channels[:CHECK_PRODUCERS_TRIED]:
             fut = self.broker.server.invoke_client(ch.identity, request(
                 RequestCode.CHECK_TRANSACTION_STATE, dict(ext), rec, traceparent=traceparent_of()), CHECK_ACK_TIMEOUT_MS)
@@ -413,7 +411,7 @@ class TransactionProcessor:
     def pending_half_messages(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Half messages of a topic whose transaction is not decided, oldest first (the latest copy of each),
         from the txn-checker's committed offset on."""
-        h = from_ext(PendingHalfMessagesRequestHeader, req.ext)
+        h = PendingHalfMessagesRequestHeader.from_ext(req.ext)
         max_num = max(1, min(h.max_num, 1000))
         store = self.store
         latest: dict[str, dict[str, Any]] = {}
