@@ -17,13 +17,13 @@ import argparse
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable
-
-import orjson
+from typing import Any, Callable
 
 from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.cli.mesh_spec import MeshSpec
-from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
+from rocketmesh.client.api import ClientAPI
+from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
+from rocketmesh.remoting import RemotingClient, ResponseCode
 from rocketmesh.remoting.addr import reachable_addr
 from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV
 
@@ -32,11 +32,25 @@ from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV
 class HealthCheck:
     """How one kind of service is asked, where it listens by default, and what its answer says."""
 
-    code: RequestCode
+    #: The request only this kind of service answers (RocketMQ's name), and how it is asked.
+    request: str
+    ask: Callable[[ClientAPI, str, int], dict[str, Any]]
     default_port: int
     summary: Callable[[dict], str]
     #: A field only this kind's answer has (the system services share one request code).
     marker: str = ""
+
+
+def _ask_namesrv(api: ClientAPI, addr: str, timeout_ms: int) -> dict[str, Any]:
+    return {"brokerAddrTable": api.get_broker_cluster_info(timeout_ms, addr).broker_addr_table}
+
+
+def _ask_broker(api: ClientAPI, addr: str, timeout_ms: int) -> dict[str, Any]:
+    return api.get_broker_runtime_info(addr, timeout_ms)
+
+
+def _ask_system_service(api: ClientAPI, addr: str, timeout_ms: int) -> dict[str, Any]:
+    return api.get_consumer_running_info(addr, timeout_ms)
 
 
 def _namesrv(doc: dict) -> str:
@@ -62,14 +76,15 @@ def _ha(doc: dict) -> str:
 
 
 _UP = MeshSpec(data_dir="")
+_RUNNING_INFO = "GET_CONSUMER_RUNNING_INFO"
 #: By service name, as ``rocketmesh <service>`` names them; default ports are ``rocketmesh up``'s.
 CHECKS: dict[str, HealthCheck] = {
-    "namesrv": HealthCheck(RequestCode.GET_BROKER_CLUSTER_INFO, _UP.namesrv_ports[0], _namesrv),
-    "broker": HealthCheck(RequestCode.GET_BROKER_RUNTIME_INFO, _UP.broker_port, _broker),
-    "scheduler": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, _UP.scheduler_port, _scheduler, "delivered"),
-    "txn-checker": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, _UP.txn_checker_port, _txn_checker,
+    "namesrv": HealthCheck("GET_BROKER_CLUSTER_INFO", _ask_namesrv, _UP.namesrv_ports[0], _namesrv),
+    "broker": HealthCheck("GET_BROKER_RUNTIME_INFO", _ask_broker, _UP.broker_port, _broker),
+    "scheduler": HealthCheck(_RUNNING_INFO, _ask_system_service, _UP.scheduler_port, _scheduler, "delivered"),
+    "txn-checker": HealthCheck(_RUNNING_INFO, _ask_system_service, _UP.txn_checker_port, _txn_checker,
                                "transactionCheckMax"),
-    "ha": HealthCheck(RequestCode.GET_CONSUMER_RUNNING_INFO, _UP.ha_port, _ha, "lagBytes"),
+    "ha": HealthCheck(_RUNNING_INFO, _ask_system_service, _UP.ha_port, _ha, "lagBytes"),
 }
 
 
@@ -78,18 +93,19 @@ def check(service: str, addr: str, timeout_ms: int = 3000) -> str:
     how = CHECKS[service]
     with RemotingClient(name="health") as client:
         try:
-            resp: RemotingCommand = client.invoke_sync(addr, request(how.code), timeout_ms)
-        except RemotingError as exc:
+            doc = how.ask(ClientAPI(client, timeout_ms=timeout_ms), addr, timeout_ms)
+        except MQBrokerError as exc:
+            if exc.response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+                raise RuntimeError(f"{addr} answers, but it is not a {service} (it does not serve {how.request})"
+                                   ) from None
+            raise RuntimeError(f"{service} at {addr} answered {ResponseCode(exc.response_code).name}: {exc.remark}"
+                               ) from None
+        except MQClientError as exc:
+            if exc.__cause__ is None:  # it answered, with a body that is no status
+                raise RuntimeError(f"{service} at {addr} answered something that is not JSON: {exc}") from None
             raise RuntimeError(f"{service} at {addr} did not answer within {timeout_ms} ms: {exc}") from exc
-    if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-        raise RuntimeError(f"{addr} answers, but it is not a {service} (it does not serve {how.code.name})")
-    if resp.code != ResponseCode.SUCCESS:
-        raise RuntimeError(f"{service} at {addr} answered {ResponseCode(resp.code).name}: {resp.remark}")
-    try:
-        doc = orjson.loads(resp.body) if resp.body else {}
-    except orjson.JSONDecodeError as exc:
-        raise RuntimeError(f"{service} at {addr} answered something that is not JSON: {exc}") from exc
-    doc = doc if isinstance(doc, dict) else {}
+        except MQError as exc:
+            raise RuntimeError(f"{service} at {addr} did not answer within {timeout_ms} ms: {exc}") from exc
     if how.marker and how.marker not in doc:
         raise RuntimeError(f"{addr} answers, but it is not a {service} (its status has no {how.marker!r})")
     return how.summary(doc)

@@ -22,14 +22,10 @@ release shuts the instance down.
 from __future__ import annotations
 
 import os
-import random
 import threading
 import time
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
-from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import orjson
 
@@ -39,32 +35,28 @@ from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
-    RemotingConnectError,
     RemotingError,
-    RemotingSendRequestError,
-    RemotingTimeoutError,
     RequestCode,
     ResponseCode,
     parse_addr_list,
-    request,
     response_to,
 )
 from rocketmesh.remoting.protocol.headers import (
-    QueueOffsetRequestHeader,
-    SearchOffsetRequestHeader,
+    ConsumerGroupRequestHeader,
+    HeaderError,
+    ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
-    to_ext,
 )
 from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.model.topics import DEFAULT_TOPIC
-from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError, from_remoting
+from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI
+from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
 from rocketmesh.client.route import TopicPublishInfo, publish_info
 from rocketmesh.model.route import MASTER_ID, TopicRouteData
 from rocketmesh.client.unique_id import local_ip
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
-DEFAULT_TIMEOUT_MS = 3000
 #: Upper bound of one background tick, so stop() and stale topics are seen promptly.
 _TICK_S = 0.5
 
@@ -219,7 +211,6 @@ class ClientInstance:
         self._refs = 0
         self._closed = False
         self._started = False
-        self._ns_index = random.randrange(len(self.namesrv_addrs))
         self._routes: dict[str, TopicRouteData] = {}
         self._publish: dict[str, TopicPublishInfo] = {}
         self._broker_addrs: dict[str, dict[int, str]] = {}
@@ -234,6 +225,8 @@ class ClientInstance:
         self.unreachable = LatencyFaultTolerance()
         self._heartbeat_soon = False
         self._tasks = _InstanceTasks(self)
+        #: This instance's remote calls, one typed method each (set by start()).
+        self.api: ClientAPI = None  # type: ignore[assignment]
 
     def start(self) -> None:
         """Open the connections and start the background thread (idempotent)."""
@@ -244,6 +237,7 @@ class ClientInstance:
         credentials = self.config.credentials
         signer = None if credentials is None else signer_for(credentials.access_key, credentials.secret_key)
         self.remoting = RemotingClient(on_request=self._on_push, name="client", rpc_hook=signer)
+        self.api = ClientAPI(self.remoting, self.namesrv_addrs, self.timeout_ms)
         self._started = True
         self._tasks.start()
 
@@ -313,66 +307,14 @@ class ClientInstance:
 
     # -- name server -----------------------------------------------------------
 
-    def invoke_namesrv(
-        self,
-        code: int,
-        ext: Optional[dict[str, Any]] = None,
-        body: bytes = b"",
-        *,
-        accept: Iterable[int] = (ResponseCode.SUCCESS,),
-        timeout_ms: Optional[int] = None,
-    ) -> RemotingCommand:
-        """Ask a name server, failing over to the next one in the list on a connection failure or timeout.
-
-        Each attempt gets an equal share of what is left of ``timeout_ms``, so
-        a dead name server cannot use up the whole budget. Raises
-        MQBrokerError for a response code not in ``accept``,
-        RequestTimeoutError / MQClientError when no name server answered.
-        """
-        remoting = self._remoting()
-        addrs = self.namesrv_addrs
-        n = len(addrs)
-        timeout = self.timeout_ms if timeout_ms is None else timeout_ms
-        deadline = time.monotonic() + timeout / 1000.0
-        last: Optional[RemotingError] = None
-        addr = addrs[self._ns_index % n]
-        for attempt in range(n):
-            index = self._ns_index
-            addr = addrs[index % n]
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                break
-            try:
-                resp = remoting.invoke_sync(addr, request(code, ext, body), max(1, remaining_ms // (n - attempt)))
-            except (RemotingConnectError, RemotingTimeoutError) as exc:
-                last = exc
-                if self._ns_index == index:
-                    self._ns_index = index + 1
-                continue
-            except RemotingSendRequestError as exc:
-                raise from_remoting(exc, addr) from exc
-            if resp.code not in accept:
-                raise MQBrokerError(resp.code, resp.remark, addr)
-            return resp
-        if last is None or isinstance(last, RemotingTimeoutError):
-            raise RequestTimeoutError(
-                f"no name server of {';'.join(addrs)} answered within {timeout} ms", ClientErrorCode.ACCESS_BROKER_TIMEOUT
-            )
-        raise MQClientError(f"no name server of {';'.join(addrs)} reachable: {last}",
-                            ClientErrorCode.NO_NAME_SERVER_EXCEPTION) from last
-
     def fetch_topic_route(self, topic: str, timeout_ms: Optional[int] = None) -> Optional[TopicRouteData]:
         """The name server's route for ``topic``, or None when it has none (TOPIC_NOT_EXIST)."""
-        resp = self.invoke_namesrv(
-            RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
-            accept=(ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST), timeout_ms=timeout_ms,
-        )
-        if resp.code == ResponseCode.TOPIC_NOT_EXIST or not resp.body:
-            return None
         try:
-            return TopicRouteData.from_json(orjson.loads(resp.body))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise MQClientError(f"malformed route of topic {topic!r} from the name server: {exc}") from exc
+            return self._api().get_topic_route(topic, timeout_ms)
+        except MQBrokerError as exc:
+            if exc.response_code == ResponseCode.TOPIC_NOT_EXIST:
+                return None
+            raise
 
     # -- routes ----------------------------------------------------------------
 
@@ -507,20 +449,6 @@ class ClientInstance:
         addr = addrs.get(broker_id) or addrs.get(MASTER_ID)
         return addr if addr is not None else addrs[min(addrs)]
 
-    def queue_query(self, mq: MessageQueue, code: int, *, timestamp_ms: Optional[int] = None,
-                    field: str = "offset", timeout_ms: Optional[int] = None) -> int:
-        """One integer about ``mq`` from its master: GET_MAX_OFFSET, GET_MIN_OFFSET,
-        GET_EARLIEST_MSG_STORETIME (``field="timestamp"``) or, with ``timestamp_ms``, SEARCH_OFFSET_BY_TIMESTAMP."""
-        if timestamp_ms is None:
-            ext = to_ext(QueueOffsetRequestHeader(mq.topic, mq.queue_id))
-        else:
-            ext = to_ext(SearchOffsetRequestHeader(mq.topic, mq.queue_id, int(timestamp_ms)))
-        resp = self.invoke_broker(self.find_master_addr(mq), code, ext, timeout_ms=timeout_ms)
-        value = (resp.ext or {}).get(field)
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise MQClientError(f"the response lacks the integer field {field!r}")
-        return value
-
     def broker_addrs(self, broker_name: str) -> dict[int, str]:
         """id -> address of ``broker_name`` from the routes seen so far."""
         return dict(self._broker_addrs.get(broker_name, {}))
@@ -541,58 +469,6 @@ class ClientInstance:
 
     # -- brokers ---------------------------------------------------------------
 
-    def invoke_broker(
-        self,
-        addr: str,
-        code: int,
-        ext: Optional[dict[str, Any]] = None,
-        body: bytes = b"",
-        *,
-        accept: Iterable[int] = (ResponseCode.SUCCESS,),
-        timeout_ms: Optional[int] = None,
-        traceparent: Optional[str] = None,
-    ) -> RemotingCommand:
-        """One request to a broker (its header carrying ``traceparent``, when given); raises MQBrokerError for a
-        code not in ``accept``, else typed remoting errors."""
-        remoting = self._remoting()
-        try:
-            resp = remoting.invoke_sync(addr, request(code, ext, body, traceparent=traceparent),
-                                        self.timeout_ms if timeout_ms is None else timeout_ms)
-        except RemotingError as exc:
-            raise from_remoting(exc, addr) from exc
-        if resp.code not in accept:
-            raise MQBrokerError(resp.code, resp.remark, addr)
-        return resp
-
-    def invoke_brokers(
-        self,
-        calls: Sequence[tuple[str, RemotingCommand]],
-        timeout_ms: Optional[int] = None,
-    ) -> list[RemotingCommand | MQError]:
-        """Send each ``(addr, cmd)`` at once and wait for all (bounded); a response or the error per call."""
-        remoting = self._remoting()
-        timeout = self.timeout_ms if timeout_ms is None else timeout_ms
-        futures: list[Future[RemotingCommand] | MQError] = []
-        for addr, cmd in calls:
-            try:
-                futures.append(remoting.invoke_async(addr, cmd, timeout))
-            except RemotingError as exc:
-                futures.append(from_remoting(exc, addr))
-        pending = [f for f in futures if isinstance(f, Future)]
-        wait_futures(pending, timeout=timeout / 1000.0 + 1.0)
-        out: list[RemotingCommand | MQError] = []
-        for (addr, _), f in zip(calls, futures):
-            if not isinstance(f, Future):
-                out.append(f)
-                continue
-            try:
-                out.append(f.result(timeout=0))
-            except FutureTimeoutError:
-                out.append(RequestTimeoutError(f"no response from {addr} within {timeout} ms"))
-            except RemotingError as exc:
-                out.append(from_remoting(exc, addr))
-        return out
-
     def heartbeat_data(self) -> dict[str, Any]:
         """The HEARTBEAT body: client id, producer groups, consumer groups."""
         consumers = []
@@ -611,7 +487,7 @@ class ClientInstance:
         """Heartbeat every master (and slaves too when there are consumers); addr -> answered OK."""
         if self._closed or (not self._producers and not self._consumers):
             return {}
-        body = orjson.dumps(self.heartbeat_data())
+        data = self.heartbeat_data()
         targets: list[tuple[str, int, str]] = []
         for name, addrs in list(self._broker_addrs.items()):
             for broker_id, addr in addrs.items():
@@ -619,32 +495,28 @@ class ClientInstance:
                     targets.append((name, broker_id, addr))
         if not targets:
             return {}
-        results = self.invoke_brokers(
-            [(addr, request(RequestCode.HEART_BEAT, body=body)) for _, _, addr in targets], timeout_ms
-        )
+        results = self._api().heartbeat([addr for _, _, addr in targets], data, timeout_ms)
         out: dict[str, bool] = {}
-        for (name, broker_id, addr), res in zip(targets, results):
-            ok = isinstance(res, RemotingCommand) and res.code == ResponseCode.SUCCESS
-            out[addr] = ok
+        for (name, broker_id, addr), err in zip(targets, results):
+            out[addr] = err is None
             if broker_id != MASTER_ID:
                 continue
-            if isinstance(res, RemotingCommand):
+            if err is None or isinstance(err, MQBrokerError):  # it answered
                 self.mark_broker_reachable(name)
-            elif not self._closed and isinstance(res, (MQClientError, RequestTimeoutError)):
+            elif not self._closed and isinstance(err, (MQClientError, RequestTimeoutError)):
                 self.mark_broker_unreachable(name)
-                self._log.warning("heartbeat_failed", broker=name, addr=addr, error=str(res))
+                self._log.warning("heartbeat_failed", broker=name, addr=addr, error=str(err))
         return out
 
     def _unregister_at_brokers(
         self, *, producer_group: Optional[str] = None, consumer_group: Optional[str] = None, timeout_s: float = 1.0
     ) -> None:
-        if self.remoting is None:
+        if self.api is None:
             return
-        ext = to_ext(UnregisterClientRequestHeader(self.client_id, producer_group, consumer_group))
         addrs = [addr for addrs in list(self._broker_addrs.values()) for addr in addrs.values()]
         if addrs:
-            self.invoke_brokers([(a, request(RequestCode.UNREGISTER_CLIENT, dict(ext))) for a in addrs],
-                                int(timeout_s * 1000))
+            self.api.unregister_client(addrs, UnregisterClientRequestHeader(self.client_id, producer_group,
+                                                                            consumer_group), int(timeout_s * 1000))
 
     # -- background ------------------------------------------------------------
 
@@ -675,10 +547,16 @@ class ClientInstance:
             self._log.warning("route_update_failed", topic=topic, error=str(exc))
 
     def _on_push(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+        # The requests brokers push to clients: this instance's own dispatch table.
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
-            hooks = self._consumer_hooks.get((cmd.ext or {}).get("consumerGroup", ""))
+            try:
+                group = ConsumerGroupRequestHeader.from_ext(cmd.ext).consumer_group
+            except HeaderError as exc:
+                self._log.warning("bad_notify_consumer_ids_changed", broker=addr, error=str(exc))
+                return None
+            hooks = self._consumer_hooks.get(group)
             if hooks is not None:
-                self._log.info("consumer_ids_changed", group=cmd.ext.get("consumerGroup"), broker=addr)
+                self._log.info("consumer_ids_changed", group=group, broker=addr)
                 hooks.rebalance_now()
             return None
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
@@ -689,8 +567,12 @@ class ClientInstance:
         return handler(addr, cmd)
 
     def _on_reset_offset(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
-        ext = cmd.ext or {}
-        hooks = self._consumer_hooks.get(ext.get("group", ""))
+        try:
+            header = ResetOffsetRequestHeader.from_ext(cmd.ext)
+        except HeaderError as exc:
+            self._log.warning("bad_reset_offset_request", broker=addr, error=str(exc))
+            return None
+        hooks = self._consumer_hooks.get(header.group)
         if hooks is None:
             return None
         try:
@@ -699,15 +581,15 @@ class ClientInstance:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             self._log.warning("bad_reset_offset_request", broker=addr, error=str(exc))
             return None
-        self._log.info("reset_offset", group=ext.get("group"), topic=ext.get("topic"), broker=addr)
-        hooks.reset_offset(str(ext.get("topic", "")), offsets)
+        self._log.info("reset_offset", group=header.group, topic=header.topic, broker=addr)
+        hooks.reset_offset(header.topic, offsets)
         return None
 
-    def _remoting(self) -> RemotingClient:
-        remoting = self.remoting
-        if remoting is None or self._closed:
+    def _api(self) -> ClientAPI:
+        api = self.api
+        if api is None or self._closed:
             raise MQClientError("the client is shut down (or was never started)")
-        return remoting
+        return api
 
     def __repr__(self) -> str:
         return f"ClientInstance(client_id={self.client_id!r}, namesrv={';'.join(self.namesrv_addrs)!r})"

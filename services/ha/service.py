@@ -27,8 +27,10 @@ from typing import Any, Optional
 from rocketmesh.client import Admin
 from rocketmesh.model.route import MASTER_ID
 from rocketmesh.acl.signer import signer_for
-from rocketmesh.remoting import RemotingClient, RemotingCommand, RemotingError, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import HaAppendRequestHeader, HaTransferRequestHeader, to_ext
+from rocketmesh.client.api import ClientAPI
+from rocketmesh.client.errors import MQBrokerError, MQError
+from rocketmesh.remoting import RemotingClient
+from rocketmesh.remoting.protocol.headers import HaAppendRequestHeader, HaTransferRequestHeader, HaTransferResponseHeader
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.server.service_identity import instance_name_of, status_server
 from rocketmesh.server.metrics import service_metrics
@@ -57,6 +59,7 @@ class HaService:
         # HA_TRANSFER and HA_APPEND need an admin account where the brokers check ACL.
         self.client = RemotingClient(name=self.instance_name,
                                      rpc_hook=signer_for(config.access_key, config.secret_key))
+        self.api = ClientAPI(self.client, timeout_ms=config.request_timeout_millis)
         self.admin: Optional[Admin] = None if config.master_address else Admin(
             config.namesrv_addr or None, instance_name=f"{self.instance_name}-admin",
             access_key=config.access_key or None, secret_key=config.secret_key or None)
@@ -126,7 +129,7 @@ class HaService:
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one bad round
                 self.errors += 1
                 self.last_error = str(exc)
-                if isinstance(exc, (HaRoundError, RemotingError, ValueError)):
+                if isinstance(exc, (HaRoundError, MQError, ValueError)):
                     log.warning("ha_round_failed", error=str(exc), retry_in_s=round(delay, 2))
                 else:
                     log.exception("ha_round_crashed")
@@ -145,15 +148,14 @@ class HaService:
         check_at = time.monotonic() + self.config.address_check_interval_millis / 1000
         while not self._stopped.is_set():
             behind = self.master_max_offset - offset > self.config.ha_transfer_batch_size
-            resp = self._transfer(master, slave, offset, behind)
-            ext = resp.ext or {}
-            self.master_max_offset = int(ext.get("masterMaxOffset", -1))
-            if resp.body:
-                start = int(ext["offset"])
+            header, data = self._transfer(master, slave, offset, behind)
+            self.master_max_offset = header.master_max_offset
+            if data:
+                start = header.offset
                 if offset and start != offset:
                     raise HaRoundError(f"the master {master} sent bytes from {start}, asked for {offset}")
-                offset = self._append(slave, start, resp.body, int(ext["fileSize"]))
-                self.transferred_bytes += len(resp.body)
+                offset = self._append(slave, start, data, header.file_size)
+                self.transferred_bytes += len(data)
                 self.slave_offset = offset
             if time.monotonic() >= check_at:
                 check_at = time.monotonic() + self.config.address_check_interval_millis / 1000
@@ -174,27 +176,28 @@ class HaService:
                                f"of {cfg.broker_name}: waiting for it to register")
         return master, slave
 
-    def _transfer(self, master: str, slave: str, offset: int, catching_up: bool) -> RemotingCommand:
+    def _transfer(self, master: str, slave: str, offset: int, catching_up: bool
+                  ) -> tuple[HaTransferResponseHeader, bytes]:
         cfg = self.config
         size = max(cfg.ha_transfer_batch_size, cfg.ha_catch_up_batch_size) if catching_up else cfg.ha_transfer_batch_size
         header = HaTransferRequestHeader(offset, slave, size, cfg.ha_transfer_suspend_millis)
-        resp = self.client.invoke_sync(master, request(RequestCode.HA_TRANSFER, to_ext(header)),
-                                       cfg.ha_transfer_suspend_millis + cfg.request_timeout_millis)
-        if resp.code != ResponseCode.SUCCESS:
-            raise HaRoundError(f"the master {master} refused HA_TRANSFER from {offset}: {resp.remark}")
-        return resp
+        try:
+            return self.api.ha_transfer(master, header, cfg.ha_transfer_suspend_millis + cfg.request_timeout_millis)
+        except MQBrokerError as exc:
+            raise HaRoundError(f"the master {master} refused HA_TRANSFER from {offset}: {exc.remark}") from None
 
     def _append(self, slave: str, offset: int, data: bytes, file_size: int) -> int:
         """Hand ``data`` to the slave; returns where its commitlog ends now (after a refused chunk: where
         it really ends, to go on from)."""
-        header = HaAppendRequestHeader(offset, file_size)
-        resp = self.client.invoke_sync(slave, request(RequestCode.HA_APPEND, to_ext(header), data),
-                                       self.config.request_timeout_millis)
-        ext = resp.ext or {}
-        if resp.code == ResponseCode.SUCCESS:
-            return int(ext["offset"])
-        if data and "offset" in ext:
+        try:
+            answer = self.api.ha_append(slave, HaAppendRequestHeader(offset, file_size), data,
+                                        self.config.request_timeout_millis)
+        except MQBrokerError as exc:
+            raise HaRoundError(f"the slave {slave} refused HA_APPEND at {offset}: {exc.remark}") from None
+        if answer.accepted and answer.offset is not None:
+            return answer.offset
+        if data and answer.offset is not None:
             self.resyncs += 1
-            log.warning("ha_resync", slave=slave, sent_from=offset, slave_end=ext["offset"], reason=resp.remark)
-            return int(ext["offset"])
-        raise HaRoundError(f"the slave {slave} refused HA_APPEND at {offset}: {resp.remark}")
+            log.warning("ha_resync", slave=slave, sent_from=offset, slave_end=answer.offset, reason=answer.remark)
+            return answer.offset
+        raise HaRoundError(f"the slave {slave} refused HA_APPEND at {offset}: {answer.remark}")

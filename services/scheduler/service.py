@@ -32,12 +32,12 @@ from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, Con
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
 from rocketmesh.server.system_group import system_group_core
 from rocketmesh.server.service_identity import instance_name_of, status_server
+from rocketmesh.client.api import DeliverDueAnswer
 from rocketmesh.client.errors import MQError
 from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue
@@ -199,8 +199,7 @@ class ScheduleService:
             addr = inst.master_addr(broker_name)
             if addr is None:
                 return []
-            resp = inst.invoke_broker(addr, RequestCode.GET_BROKER_CONFIG, timeout_ms=3000)
-            props = dict(line.split("=", 1) for line in resp.body.decode().splitlines() if "=" in line)
+            props = inst.api.get_broker_config(addr, 3000)
             levels = parse_delay_levels(props["messageDelayLevel"])
         except (MQError, KeyError, ValueError) as exc:
             log.warning("delay_levels_unknown", broker=broker_name, error=str(exc))
@@ -234,7 +233,7 @@ class ScheduleService:
         for due, entry in batch:
             if not entry.req.pq.dropped:
                 by_queue[entry.req].append((due, entry))
-        calls: list[tuple[str, RemotingCommand]] = []
+        calls: list[tuple[str, DeliverDueMessagesRequestHeader, bytes]] = []
         chunks: list[tuple[PullRequest, list[tuple[int, _Entry]]]] = []
         step = self.config.deliver_batch_max
         for req, items in by_queue.items():
@@ -250,24 +249,24 @@ class ScheduleService:
             due_now = [(d, e) for d, e in items if e.due <= now + _ROLL_SLACK_MS]
             to_roll = [(d, e) for d, e in items if e.due > now + _ROLL_SLACK_MS]
             for roll, part in ((False, due_now), (True, to_roll)):
-                header = to_ext(DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed, roll))
+                header = DeliverDueMessagesRequestHeader(req.mq.topic, req.mq.queue_id, committed, roll)
                 for i in range(0, len(part), step):
                     chunk = part[i:i + step]
                     offsets = [e.held.queue_offset for _, e in chunk]
                     traceparents = {} if roll else self._traceparents(chunk, addr)
                     body = orjson.dumps({"offsets": offsets, "traceparents": traceparents} if traceparents
                                         else offsets)
-                    calls.append((addr, request(RequestCode.DELIVER_DUE_MESSAGES, header, body)))
+                    calls.append((addr, header, body))
                     chunks.append((req, chunk))
         if not calls:
             return
-        results = self.core.instance.invoke_brokers(calls, timeout_ms=self.config.deliver_timeout_ms)
+        results = self.core.instance.api.deliver_due_messages(calls, self.config.deliver_timeout_ms)
         now = _now_ms()
         for (req, chunk), resp in zip(chunks, results):
             entries = [e for _, e in chunk]
-            if isinstance(resp, MQError) or resp.code != ResponseCode.SUCCESS:
+            if isinstance(resp, MQError):
                 self.failures += 1
-                why = str(resp) if isinstance(resp, MQError) else f"{resp.code}: {resp.remark}"
+                why = str(resp)
                 log.warning("deliver_failed", mq=str(req.mq), entries=len(entries), error=why)
                 for e in entries:
                     if e.span is not None:
@@ -289,8 +288,8 @@ class ScheduleService:
                 out[str(e.held.queue_offset)] = e.span.traceparent
         return out
 
-    def _settle(self, req: PullRequest, chunk: list[tuple[int, _Entry]], resp: RemotingCommand, now: int) -> None:
-        answer = orjson.loads(resp.body)
+    def _settle(self, req: PullRequest, chunk: list[tuple[int, _Entry]], resp: DeliverDueAnswer, now: int) -> None:
+        answer = resp.body
         by_offset = {e.held.queue_offset: (due, e) for due, e in chunk}
         settled: list[HeldOffset] = []
         for offset in answer.get("done", ()):
@@ -319,9 +318,9 @@ class ScheduleService:
             self._retry([e for _, e in by_offset.values()])
         if len(self._lateness) > 10_000:
             del self._lateness[:5000]
-        self.delivered += int(resp.ext.get("delivered", 0))
-        self.rolled += int(resp.ext.get("rolled", 0))
-        self.duplicates += int(resp.ext.get("duplicates", 0))
+        self.delivered += resp.header.delivered
+        self.rolled += resp.header.rolled
+        self.duplicates += resp.header.duplicates
         if settled:
             req.pq.remove_messages(settled)
 

@@ -37,8 +37,7 @@ from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageExt, MessageQueue
-from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome, to_ext
+from rocketmesh.remoting.protocol.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome
 from rocketmesh.model.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.half_queue import HalfQueue
@@ -226,27 +225,19 @@ class TxnCheckerService:
         addr = inst.find_master_addr(hq.mq)
         group = self.config.consumer_group
         spans = []
-        calls = []
+        calls: list[tuple[CheckHalfMessageRequestHeader, Optional[str]]] = []
         for m in halves:
             span, traceparent = start_check(m, group, addr)
             spans.append(span)
-            calls.append((addr, request(RequestCode.CHECK_HALF_MESSAGE, to_ext(CheckHalfMessageRequestHeader(
-                hq.mq.queue_id, m.queue_offset, m.commitlog_offset, self.config.transaction_check_max)),
-                traceparent=traceparent)))
+            calls.append((CheckHalfMessageRequestHeader(hq.mq.queue_id, m.queue_offset, m.commitlog_offset,
+                                                        self.config.transaction_check_max), traceparent))
         settled: list[MessageExt] = []
-        for msg, span, resp in zip(halves, spans, inst.invoke_brokers(calls, self.config.check_timeout_ms)):
-            if isinstance(resp, MQError) or resp.code != ResponseCode.SUCCESS:
+        for msg, span, outcome in zip(halves, spans, inst.api.check_half_messages(addr, calls,
+                                                                                   self.config.check_timeout_ms)):
+            if isinstance(outcome, MQError):
                 self.counts["failures"] += 1
-                why = str(resp) if isinstance(resp, MQError) else f"{resp.code}: {resp.remark}"
-                log.warning("check_failed", mq=str(hq.mq), offset=msg.queue_offset, error=why)
-                end_check(span, failure=why)
-                continue
-            try:
-                outcome = HalfCheckOutcome((resp.ext or {}).get("outcome"))
-            except ValueError:
-                self.counts["failures"] += 1
-                log.warning("check_answer_unknown", mq=str(hq.mq), offset=msg.queue_offset, ext=resp.ext)
-                end_check(span, failure=f"unknown outcome: {resp.ext}")
+                log.warning("check_failed", mq=str(hq.mq), offset=msg.queue_offset, error=str(outcome))
+                end_check(span, failure=str(outcome))
                 continue
             end_check(span, outcome.value)
             self.counts[_COUNTER[outcome]] += 1

@@ -14,30 +14,24 @@ the server's ``response_code`` and ``remark``, :class:`RequestTimeoutError`,
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence
-
-import orjson
+from typing import Any, Optional, Sequence, TypeVar
 
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records
-from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, request
+from rocketmesh.remoting import ResponseCode
 from rocketmesh.remoting.addr import join_addr
 from rocketmesh.remoting.protocol.headers import (
-    ConsumerGroupRequestHeader,
     CreateTopicRequestHeader,
     GetConsumeStatsRequestHeader,
     PendingHalfMessagesRequestHeader,
     QueryMessageRequestHeader,
     ResetOffsetRequestHeader,
-    SubscriptionGroupRequestHeader,
-    TopicRequestHeader,
-    ViewMessageRequestHeader,
-    to_ext,
 )
+from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI, raise_first
 from rocketmesh.client.admin.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
-from rocketmesh.client.instance import DEFAULT_TIMEOUT_MS, ClientInstance, namesrv_addrs_from
+from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.results import (
     Connection,
@@ -52,6 +46,8 @@ from rocketmesh.model.topics import TRACE_TOPIC
 from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord, decode as decode_trace
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
+
+T = TypeVar("T")
 
 _END_OF_TIME_MS = QueryMessageRequestHeader.__dataclass_fields__["end_timestamp"].default
 
@@ -113,6 +109,11 @@ class Admin:
         self.close()
 
     @property
+    def api(self) -> ClientAPI:
+        """The remote calls of the shared client instance (starts the admin)."""
+        return self.instance.api
+
+    @property
     def instance(self) -> ClientInstance:
         """The shared client instance (starts the admin)."""
         if self._instance is None:
@@ -124,26 +125,15 @@ class Admin:
 
     def topic_list(self) -> list[str]:
         """Every topic the name servers know, sorted."""
-        resp = self.instance.invoke_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER,
-                                              timeout_ms=self.timeout_ms)
-        return sorted(self._json(resp).get("topicList") or [])
+        return sorted(self.api.get_all_topic_list(self.timeout_ms))
 
     def topic_route(self, topic: str) -> TopicRouteData:
         """The name server's current route of ``topic``; MQBrokerError(TOPIC_NOT_EXIST) when it has none."""
-        resp = self.instance.invoke_namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic},
-                                              timeout_ms=self.timeout_ms)
-        try:
-            return TopicRouteData.from_json(self._json(resp))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed route of topic {topic!r}: {exc}") from exc
+        return self.api.get_topic_route(topic, self.timeout_ms)
 
     def cluster_info(self) -> ClusterInfo:
         """The name server's cluster table."""
-        resp = self.instance.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, timeout_ms=self.timeout_ms)
-        try:
-            return ClusterInfo.from_json(self._json(resp))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed cluster info: {exc}") from exc
+        return self.api.get_broker_cluster_info(self.timeout_ms)
 
     def cluster_list(self, cluster: Optional[str] = None) -> list[BrokerInfo]:
         """Every broker process (of ``cluster`` when given): cluster, broker name, id, address."""
@@ -174,44 +164,30 @@ class Admin:
         if not 0 <= perm <= 7:
             raise MQClientError(f"perm must be RocketMQ permission bits 0..7, got {perm}", ResponseCode.MESSAGE_ILLEGAL)
         addrs = [broker_addr] if broker_addr else self._master_addrs(cluster)
-        ext = to_ext(CreateTopicRequestHeader(
+        self.api.update_and_create_topic(addrs, CreateTopicRequestHeader(
             topic, read_queue_nums, write_queue_nums, perm, topic_sys_flag=topic_sys_flag, order=order
-        ))
-        self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_TOPIC, ext)
+        ), self.timeout_ms)
         return addrs
 
     def delete_topic(self, topic: str, cluster: Optional[str] = None) -> None:
         """Delete ``topic`` from the masters (of ``cluster``, else all), then from every name server."""
         if not isinstance(topic, str) or not topic:
             raise MQClientError("give the topic to delete", ResponseCode.MESSAGE_ILLEGAL)
-        self._on_each(self._master_addrs(cluster), RequestCode.DELETE_TOPIC_IN_BROKER, to_ext(TopicRequestHeader(topic)))
-        instance = self.instance
-        first_error: Optional[MQError] = None
-        for addr in self.namesrv_addrs:
-            try:
-                instance.invoke_broker(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, {"topic": topic},
-                                       timeout_ms=self.timeout_ms)
-            except MQError as exc:
-                first_error = first_error or exc
-        if first_error is not None:
-            raise first_error
+        self.api.delete_topic_in_broker(self._master_addrs(cluster), topic, self.timeout_ms)
+        raise_first(self.api.delete_topic_in_namesrv(self.namesrv_addrs, topic, self.timeout_ms))
 
     def topic_config_table(self, broker_addr: str) -> dict[str, dict[str, Any]]:
         """A broker's topic configs: topic -> RocketMQ's TopicConfig fields."""
-        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout_ms=self.timeout_ms)
-        return dict(self._json(resp).get("topicConfigTable") or {})
+        return self.api.get_all_topic_config(broker_addr, self.timeout_ms)
 
     def topic_status(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         """Per queue of ``topic`` on each of its brokers: min and max offset and last update time, queue order."""
         targets = self._route_masters(topic)
-        ext = to_ext(TopicRequestHeader(topic))
-        results = self.instance.invoke_brokers(
-            [(addr, request(RequestCode.GET_TOPIC_STATS_INFO, dict(ext))) for _, addr in targets], self.timeout_ms
-        )
+        results = self.api.get_topic_stats_info([addr for _, addr in targets], topic, self.timeout_ms)
+        raise_first(results)
         out: dict[MessageQueue, TopicOffset] = {}
-        for (broker_name, addr), res in zip(targets, results):
-            resp = self._ok(res, addr)
-            table = self._json(resp).get("offsetTable") or []
+        for (broker_name, addr), data in zip(targets, results):
+            table = data.get("offsetTable") or []  # type: ignore[union-attr]
             entries = table.values() if isinstance(table, dict) else table
             for e in entries:
                 mq = MessageQueue(topic, str(e.get("brokerName") or broker_name), int(e["queueId"]))
@@ -223,36 +199,30 @@ class Admin:
 
     def broker_runtime_info(self, broker_addr: str) -> dict[str, Any]:
         """A broker's runtime figures (RocketMQ's KVTable): name -> value."""
-        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO,
-                                           timeout_ms=self.timeout_ms)
-        return dict(self._json(resp).get("table") or {})
+        return self.api.get_broker_runtime_info(broker_addr, self.timeout_ms)
 
     def broker_metrics(self, broker_addr: str) -> tuple[str, list[dict[str, Any]]]:
         """A broker's metrics as its Prometheus endpoint serves them: (that endpoint's URL, empty when
         metricsExporterType=DISABLE; samples ``{"name", "labels", "value"}``)."""
-        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_BROKER_METRICS, timeout_ms=self.timeout_ms)
-        body = self._json(resp)
-        return str(body.get("url") or ""), list(body.get("metrics") or [])
+        return self.api.get_broker_metrics(broker_addr, self.timeout_ms)
 
     # -- offsets ---------------------------------------------------------------
 
     def max_offset(self, mq: MessageQueue) -> int:
         """The offset one past the last message of ``mq``."""
-        return self.instance.queue_query(mq, RequestCode.GET_MAX_OFFSET, timeout_ms=self.timeout_ms)
+        return self.api.get_max_offset(self.instance.find_master_addr(mq), mq, self.timeout_ms)
 
     def min_offset(self, mq: MessageQueue) -> int:
         """The offset of the first message of ``mq`` still stored."""
-        return self.instance.queue_query(mq, RequestCode.GET_MIN_OFFSET, timeout_ms=self.timeout_ms)
+        return self.api.get_min_offset(self.instance.find_master_addr(mq), mq, self.timeout_ms)
 
     def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         """The store time (epoch ms) of the first message of ``mq`` still stored."""
-        return self.instance.queue_query(mq, RequestCode.GET_EARLIEST_MSG_STORETIME, field="timestamp",
-                                         timeout_ms=self.timeout_ms)
+        return self.api.get_earliest_msg_storetime(self.instance.find_master_addr(mq), mq, self.timeout_ms)
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset of ``mq`` stored at or after ``timestamp_ms``."""
-        return self.instance.queue_query(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms=timestamp_ms,
-                                         timeout_ms=self.timeout_ms)
+        return self.api.search_offset(self.instance.find_master_addr(mq), mq, timestamp_ms, self.timeout_ms)
 
     # -- consumer groups -------------------------------------------------------
 
@@ -269,11 +239,10 @@ class Admin:
             addrs = [addr for _, addr in self._route_masters(topic)]
         else:
             addrs = self._master_addrs(None)
-        ext = to_ext(GetConsumeStatsRequestHeader(group, topic))
         table: dict[MessageQueue, OffsetWrapper] = {}
         tps = 0.0
-        for resp in self._answers_from(addrs, RequestCode.GET_CONSUME_STATS, ext):
-            data = self._json(resp)
+        for data in _online(self.api.get_consume_stats(addrs, GetConsumeStatsRequestHeader(group, topic),
+                                                       self.timeout_ms)):
             tps += float(data.get("consumeTps") or 0.0)
             try:
                 for e in data.get("offsetTable") or []:
@@ -296,11 +265,9 @@ class Admin:
         client of the group.
         """
         check_group(group)
-        ext = to_ext(ConsumerGroupRequestHeader(group))
         conns: dict[str, Connection] = {}
         out = ConsumerConnection([], {})
-        for resp in self._answers_from(self._master_addrs(None), RequestCode.GET_CONSUMER_CONNECTION_LIST, ext):
-            data = self._json(resp)
+        for data in _online(self.api.get_consumer_connection_list(self._master_addrs(None), group, self.timeout_ms)):
             try:
                 for c in data.get("connectionSet") or []:
                     conn = Connection(str(c["clientId"]), str(c.get("clientAddr", "")), str(c.get("language", "")),
@@ -326,16 +293,14 @@ class Admin:
         """The client ids of ``group``'s running clients, over every master, sorted ([] when none)."""
         check_group(group)
         addrs = self._master_addrs(None)
-        ext = to_ext(ConsumerGroupRequestHeader(group))
-        results = self.instance.invoke_brokers(
-            [(a, request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, dict(ext))) for a in addrs], self.timeout_ms
-        )
         ids: set[str] = set()
-        for addr, res in zip(addrs, results):
+        for res in self.api.get_consumer_id_list(addrs, group, self.timeout_ms):
             # The broker answers SYSTEM_ERROR when it has no client of the group.
-            if not isinstance(res, MQError) and res.code == ResponseCode.SYSTEM_ERROR:
+            if isinstance(res, MQBrokerError) and res.response_code == ResponseCode.SYSTEM_ERROR:
                 continue
-            ids.update(str(i) for i in self._json(self._ok(res, addr)).get("consumerIdList") or [])
+            if isinstance(res, MQError):
+                raise res
+            ids.update(res)
         return sorted(ids)
 
     def reset_offset_by_time(
@@ -357,14 +322,13 @@ class Admin:
             raise MQClientError(f"the timestamp must be epoch ms or -1 (the end), got {ts}",
                                 ResponseCode.MESSAGE_ILLEGAL)
         targets = self._route_masters(topic)
-        ext = to_ext(ResetOffsetRequestHeader(topic, group, ts, bool(force)))
-        results = self.instance.invoke_brokers(
-            [(addr, request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, dict(ext))) for _, addr in targets],
-            self.timeout_ms,
-        )
+        results = self.api.invoke_broker_to_reset_offset([addr for _, addr in targets],
+                                                         ResetOffsetRequestHeader(topic, group, ts, bool(force)),
+                                                         self.timeout_ms)
+        raise_first(results)
         out: dict[MessageQueue, int] = {}
-        for (broker_name, addr), res in zip(targets, results):
-            data = self._json(self._ok(res, addr))
+        for (broker_name, addr), data in zip(targets, results):
+            assert isinstance(data, dict)
             try:
                 for e in data.get("offsetTable") or []:
                     mq = MessageQueue(str(e.get("topic") or topic), str(e.get("brokerName") or broker_name),
@@ -414,21 +378,18 @@ class Admin:
             "notifyConsumerIdsChangedEnable": bool(notify_consumer_ids_changed_enable),
         }
         addrs = [broker_addr] if broker_addr else self._master_addrs(cluster)
-        self._on_each(addrs, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, {}, orjson.dumps(config))
+        self.api.update_and_create_subscription_group(addrs, config, self.timeout_ms)
         return addrs
 
     def subscription_groups(self, broker_addr: str) -> dict[str, dict[str, Any]]:
         """A broker's subscription group configs: group -> RocketMQ's SubscriptionGroupConfig fields."""
-        resp = self.instance.invoke_broker(broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
-                                           timeout_ms=self.timeout_ms)
-        return dict(self._json(resp).get("subscriptionGroupTable") or {})
+        return self.api.get_all_subscription_group(broker_addr, self.timeout_ms)
 
     def delete_subscription_group(self, group: str, cluster: str | None = None) -> None:
         """Delete ``group``'s config and its stored offsets from the masters of ``cluster``, else of all clusters."""
         if not isinstance(group, str) or not group:
             raise MQClientError("give the consumer group to delete", ResponseCode.MESSAGE_ILLEGAL)
-        self._on_each(self._master_addrs(cluster), RequestCode.DELETE_SUBSCRIPTIONGROUP,
-                      to_ext(SubscriptionGroupRequestHeader(group)))
+        self.api.delete_subscription_group(self._master_addrs(cluster), group, self.timeout_ms)
 
     # -- messages --------------------------------------------------------------
 
@@ -455,10 +416,9 @@ class Admin:
 
     def _view_at(self, addr: str, offset: int) -> MessageExt:
         """The record at commitlog ``offset`` of the broker at ``addr`` (VIEW_MESSAGE_BY_ID)."""
-        resp = self.instance.invoke_broker(addr, RequestCode.VIEW_MESSAGE_BY_ID,
-                                           to_ext(ViewMessageRequestHeader(offset)), timeout_ms=self.timeout_ms)
+        record = self.api.view_message(addr, offset, self.timeout_ms)
         try:
-            return decode_record(resp.body)
+            return decode_record(record)
         except CorruptRecord as exc:
             raise MQClientError(f"the broker at {addr} sent an unreadable record: {exc}") from exc
 
@@ -568,20 +528,19 @@ class Admin:
         if not masters:
             raise MQClientError("no master broker registered with the name servers",
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
-        ext = to_ext(PendingHalfMessagesRequestHeader(topic, max_num))
         out: list[PendingHalfMessage] = []
-        results = self.instance.invoke_brokers(
-            [(b.addr, request(RequestCode.GET_PENDING_HALF_MESSAGES, dict(ext))) for b in masters], self.timeout_ms)
-        for broker, res in zip(masters, results):
-            resp = self._ok(res, broker.addr)
+        results = self.api.get_pending_half_messages([b.addr for b in masters],
+                                                     PendingHalfMessagesRequestHeader(topic, max_num), self.timeout_ms)
+        raise_first(results)
+        for broker, entries in zip(masters, results):
+            assert isinstance(entries, list)
             try:
-                entries = orjson.loads(resp.body or b"[]")
                 out.extend(PendingHalfMessage(
                     str(e["transactionId"]), str(e["topic"]), int(e["queueId"]), broker.broker_name,
                     str(e["producerGroup"]), int(e["checkTimes"]), int(e["bornTimestamp"]),
                     int(e["storeTimestamp"]), int(e["halfQueueOffset"]), int(e["commitLogOffset"]),
                     str(e["offsetMsgId"]), str(e.get("keys") or ""), str(e.get("tags") or "")) for e in entries)
-            except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            except (KeyError, TypeError, ValueError) as exc:
                 raise MQClientError(f"malformed pending half messages from {broker.addr}: {exc}") from exc
         out.sort(key=lambda p: (p.born_timestamp, p.transaction_id))
         return out
@@ -607,24 +566,19 @@ class Admin:
         addrs = [a for a in (bd.select_addr() for bd in route.broker_datas) if a]
         if not addrs:
             raise MQClientError(f"topic {topic!r} has no broker to ask", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
-        ext = to_ext(QueryMessageRequestHeader(
+        header = QueryMessageRequestHeader(
             topic, key, max_num, int(begin_ms), _END_OF_TIME_MS if end_ms is None else int(end_ms)
-        ))
-        results = self.instance.invoke_brokers(
-            [(addr, request(RequestCode.QUERY_MESSAGE, dict(ext))) for addr in addrs], self.timeout_ms
         )
         found: list[MessageExt] = []
         errors: list[MQError] = []
-        for addr, res in zip(addrs, results):
+        for addr, res in zip(addrs, self.api.query_message(addrs, header, self.timeout_ms)):
+            if isinstance(res, MQBrokerError) and res.response_code == ResponseCode.QUERY_NOT_FOUND:
+                continue
             if isinstance(res, MQError):
                 errors.append(res)
-            elif res.code == ResponseCode.QUERY_NOT_FOUND:
-                continue
-            elif res.code != ResponseCode.SUCCESS:
-                errors.append(MQBrokerError(res.code, res.remark, addr))
             else:
                 try:
-                    found.extend(m for m in decode_records(res.body) if m.topic == topic)
+                    found.extend(m for m in decode_records(res) if m.topic == topic)
                 except CorruptRecord as exc:
                     errors.append(MQClientError(f"the broker at {addr} sent unreadable records: {exc}"))
         if errors and len(errors) == len(addrs):
@@ -642,22 +596,6 @@ class Admin:
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         return addrs
 
-    def _on_each(self, addrs: list[str], code: int, ext: dict[str, Any], body: bytes = b"") -> None:
-        results = self.instance.invoke_brokers([(a, request(code, dict(ext), body)) for a in addrs], self.timeout_ms)
-        for addr, res in zip(addrs, results):
-            self._ok(res, addr)
-
-    def _answers_from(self, addrs: list[str], code: int, ext: dict[str, Any]) -> list[RemotingCommand]:
-        """Ask every broker at once; the SUCCESS answers. CONSUMER_NOT_ONLINE (the broker does not know the
-        group) is skipped; any other failure is raised."""
-        results = self.instance.invoke_brokers([(a, request(code, dict(ext))) for a in addrs], self.timeout_ms)
-        out = []
-        for addr, res in zip(addrs, results):
-            if not isinstance(res, MQError) and res.code == ResponseCode.CONSUMER_NOT_ONLINE:
-                continue
-            out.append(self._ok(res, addr))
-        return out
-
     def _route_masters(self, topic: str) -> list[tuple[str, str]]:
         """(broker name, master address) of each broker in ``topic``'s route that has a master."""
         route = self.topic_route(topic)
@@ -667,28 +605,20 @@ class Admin:
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         return targets
 
-    @staticmethod
-    def _ok(res: RemotingCommand | MQError, addr: str) -> RemotingCommand:
-        if isinstance(res, MQError):
-            raise res
-        if res.code != ResponseCode.SUCCESS:
-            raise MQBrokerError(res.code, res.remark, addr)
-        return res
-
-    @staticmethod
-    def _json(resp: RemotingCommand) -> dict[str, Any]:
-        if not resp.body:
-            return {}
-        try:
-            data = orjson.loads(resp.body)
-        except orjson.JSONDecodeError as exc:
-            raise MQClientError(f"the response body is not JSON: {exc}") from exc
-        if not isinstance(data, dict):
-            raise MQClientError("the response body is not a JSON object")
-        return data
-
     def __repr__(self) -> str:
         return f"Admin(namesrv={';'.join(self.namesrv_addrs)!r})"
+
+
+def _online(results: list[T | MQError]) -> list[T]:
+    """The answers of the brokers that know the group: CONSUMER_NOT_ONLINE is skipped, any other failure raised."""
+    out = []
+    for res in results:
+        if isinstance(res, MQBrokerError) and res.response_code == ResponseCode.CONSUMER_NOT_ONLINE:
+            continue
+        if isinstance(res, MQError):
+            raise res
+        out.append(res)
+    return out
 
 
 def _not_an_offset_id(msg_id: str) -> str:

@@ -25,12 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterator, Optional
 
-import orjson
-
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.codec import CorruptRecord, decode_record
-from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader, ViewMessageRequestHeader, to_ext
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader
 from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -276,26 +274,23 @@ class DeadLetters:
         timeout = self.admin.timeout_ms
         index = 0
         while True:
-            ext = to_ext(QueryConsumeQueueRequestHeader(topic, queue_id, index, _PAGE))
-            resp = instance.invoke_broker(addr, RequestCode.QUERY_CONSUME_QUEUE, ext, timeout_ms=timeout)
+            data = instance.api.query_consume_queue(
+                addr, QueryConsumeQueueRequestHeader(topic, queue_id, index, _PAGE), timeout)
             try:
-                data = orjson.loads(resp.body)
                 entries = [(int(e["queueOffset"]), int(e["physicOffset"])) for e in data.get("queueData") or []]
                 max_index = int(data.get("maxQueueIndex", 0))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise MQClientError(f"malformed consume queue answer from {addr}: {exc}") from exc
             if not entries:
                 return
-            views = instance.invoke_brokers(
-                [(addr, request(RequestCode.VIEW_MESSAGE_BY_ID, to_ext(ViewMessageRequestHeader(phys))))
-                 for _, phys in entries], timeout)
-            for (queue_offset, _), resp in zip(entries, views):
-                if isinstance(resp, MQError):
-                    raise resp
-                if resp.code != ResponseCode.SUCCESS:
+            views = instance.api.view_messages(addr, [phys for _, phys in entries], timeout)
+            for (queue_offset, _), record in zip(entries, views):
+                if isinstance(record, MQBrokerError):
                     continue  # the message's commitlog file expired: nothing left to show
+                if isinstance(record, MQError):
+                    raise record
                 try:
-                    msg = decode_record(resp.body)
+                    msg = decode_record(record)
                 except CorruptRecord as exc:
                     raise MQClientError(f"the broker at {addr} sent an unreadable record: {exc}") from exc
                 yield msg

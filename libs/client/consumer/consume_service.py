@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.remoting import RequestCode
-from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
@@ -117,8 +116,7 @@ def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, d
     try:
         addr = core.instance.find_master_addr(mq)
         # Sent inside the message's process span (when traced): the broker's handling is its child.
-        core.instance.invoke_broker(addr, RequestCode.CONSUMER_SEND_MSG_BACK, to_ext(header), timeout_ms=3000,
-                                    traceparent=current_traceparent())
+        core.instance.api.consumer_send_msg_back(addr, header, 3000, current_traceparent())
         return True
     except MQError as exc:
         log.warning("send_back_failed", group=core.group, msg_id=msg.msg_id, mq=str(mq), error=str(exc))

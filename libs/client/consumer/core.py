@@ -20,12 +20,11 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-import orjson
 
 from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageExt, MessageQueue
-from rocketmesh.remoting import RequestCode, ResponseCode
+from rocketmesh.remoting import ResponseCode
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
 from rocketmesh.client.consumer.allocate import AllocateStrategy
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
@@ -297,13 +296,12 @@ class ConsumerCore:
         for sub in self.subscriptions.values():
             if sub.expression_type is ExpressionType.TAG:
                 continue
-            body = orjson.dumps({"group": self.group, "subscriptionData": sub.to_json()})
             for name in sorted({mq.broker_name for mq in self._topic_queues(sub.topic)}):
                 addr = inst.master_addr(name)
                 if addr is None:
                     continue
                 try:
-                    inst.invoke_broker(addr, RequestCode.CHECK_CLIENT_CONFIG, body=body)
+                    inst.api.check_client_config(addr, self.group, sub.to_json())
                 except MQBrokerError as exc:
                     raise MQClientError(f"the broker {name} cannot serve the subscription {sub.sub_string!r} of "
                                         f"{sub.topic}: {exc.remark}", exc.response_code) from exc
@@ -427,13 +425,13 @@ class ConsumerCore:
             return -1
 
     def max_offset(self, mq: MessageQueue) -> int:
-        return self.instance.queue_query(mq, RequestCode.GET_MAX_OFFSET)
+        return self.instance.api.get_max_offset(self.instance.find_master_addr(mq), mq)
 
     def min_offset(self, mq: MessageQueue) -> int:
-        return self.instance.queue_query(mq, RequestCode.GET_MIN_OFFSET)
+        return self.instance.api.get_min_offset(self.instance.find_master_addr(mq), mq)
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
-        return self.instance.queue_query(mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, timestamp_ms=timestamp_ms)
+        return self.instance.api.search_offset(self.instance.find_master_addr(mq), mq, timestamp_ms)
 
     # --- pulling ---
 

@@ -15,12 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Protocol
 from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
-from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import (
-    QueryConsumerOffsetRequestHeader,
-    UpdateConsumerOffsetRequestHeader,
-    to_ext,
-)
+from rocketmesh.remoting.protocol.headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from rocketmesh.client.errors import MQClientError, MQError
 
 if TYPE_CHECKING:
@@ -94,22 +89,15 @@ class RemoteBrokerOffsetStore(_MemoryTable):
 
     def fetch_from_broker(self, mq: MessageQueue) -> Optional[int]:
         """The broker's offset for ``mq`` (None when the group has none); raises MQError when unreachable."""
-        addr = self.instance.find_broker_addr(mq)
-        resp = self.instance.invoke_broker(
-            addr, RequestCode.QUERY_CONSUMER_OFFSET,
-            to_ext(QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id)),
-            accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND))
-        if resp.code == ResponseCode.QUERY_NOT_FOUND:
-            return None
-        return int(resp.ext["offset"])
+        return self.instance.api.query_consumer_offset(
+            self.instance.find_broker_addr(mq), QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id))
 
     def persist(self, mq: MessageQueue) -> None:
         off = self.table.get(mq)
         if off is None:
             return
-        self.instance.invoke_broker(
-            self.instance.find_broker_addr(mq), RequestCode.UPDATE_CONSUMER_OFFSET,
-            to_ext(UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off)))
+        self.instance.api.update_consumer_offset(
+            self.instance.find_broker_addr(mq), UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off))
 
     def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Send the offsets of ``mqs`` to their brokers, all at once (bounded by the request timeout)."""
@@ -123,15 +111,13 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             except MQClientError as exc:
                 log.warning("persist_offset_skipped", mq=str(mq), error=str(exc))
                 continue
-            calls.append((addr, request(RequestCode.UPDATE_CONSUMER_OFFSET,
-                                        to_ext(UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off)))))
+            calls.append((addr, UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off)))
             which.append(mq)
         if not calls:
             return
-        for mq, res in zip(which, self.instance.invoke_brokers(calls)):
-            if isinstance(res, MQError) or res.code != ResponseCode.SUCCESS:
-                log.warning("persist_offset_failed", group=self.group, mq=str(mq),
-                            error=str(res) if isinstance(res, MQError) else res.remark)
+        for mq, err in zip(which, self.instance.api.update_consumer_offsets(calls)):
+            if err is not None:
+                log.warning("persist_offset_failed", group=self.group, mq=str(mq), error=str(err))
 
 
 class LocalFileOffsetStore(_MemoryTable):

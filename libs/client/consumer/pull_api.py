@@ -9,9 +9,9 @@ from rocketmesh.filter import ExpressionType, SubscriptionData
 from rocketmesh.model.message import MessageConst, MessageQueue
 from rocketmesh.model.route import MASTER_ID
 from rocketmesh.model.codec import decode_records
-from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, PullSysFlag, to_ext
-from rocketmesh.client.errors import MQBrokerError, from_remoting
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, PullSysFlag
+from rocketmesh.client.api import PullResponse
 from rocketmesh.client.consumer.types import PullResult, PullStatus
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ _STATUS = {
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
+_FOUND = ResponseCode.SUCCESS
 _TAGS = MessageConst.TAGS
 _MIN_OFFSET = MessageConst.MIN_OFFSET
 _MAX_OFFSET = MessageConst.MAX_OFFSET
@@ -34,16 +35,14 @@ def build_sys_flag(commit_offset: bool, suspend: bool, subscription: bool) -> in
             | (PullSysFlag.SUBSCRIPTION if subscription else 0))
 
 
-def decode_pull_response(resp: RemotingCommand, sub: SubscriptionData, addr: str) -> PullResult:
-    """A PULL_MESSAGE response as a PullResult; raises MQBrokerError for an error answer."""
-    status = _STATUS.get(resp.code)
-    if status is None:
-        raise MQBrokerError(resp.code, resp.remark, addr)
-    ext = resp.ext or {}
-    result = PullResult(status, int(ext.get("nextBeginOffset", 0)), int(ext.get("minOffset", 0)),
-                        int(ext.get("maxOffset", 0)), suggest_which_broker_id=int(ext.get("suggestWhichBrokerId", 0)))
-    if status is PullStatus.FOUND and resp.body:
-        msgs = decode_records(resp.body, {_MIN_OFFSET: str(result.min_offset), _MAX_OFFSET: str(result.max_offset)})
+def decode_pull_response(answer: PullResponse, sub: SubscriptionData) -> PullResult:
+    """A pull's answer as a PullResult: its messages decoded and tag-checked (RocketMQ's processPullResult)."""
+    h = answer.header
+    status = _STATUS[answer.code]
+    result = PullResult(status, h.next_begin_offset, h.min_offset, h.max_offset,
+                        suggest_which_broker_id=h.suggest_which_broker_id)
+    if status is PullStatus.FOUND and answer.body:
+        msgs = decode_records(answer.body, {_MIN_OFFSET: str(result.min_offset), _MAX_OFFSET: str(result.max_offset)})
         # The broker filters by tag hash code; two tags can share one, so check the tag itself.
         if sub.expression_type is ExpressionType.TAG and not sub.matches_all():
             tags_set = sub.tags_set
@@ -69,14 +68,10 @@ class PullAPI:
         if result.suggest_which_broker_id != self._from_which.get(mq, MASTER_ID):
             self._from_which[mq] = result.suggest_which_broker_id
 
-    def _request(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, sys_flag: int,
-                 commit_offset: int, suspend_timeout_ms: int, traceparent: Optional[str] = None) -> RemotingCommand:
-        header = PullMessageRequestHeader(
-            consumer_group=self.group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
-            max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
-            suspend_timeout_millis=suspend_timeout_ms, subscription=sub.sub_string, sub_version=sub.sub_version,
-            expression_type=sub.expression_type.value)
-        return request(RequestCode.PULL_MESSAGE, to_ext(header), traceparent=traceparent)
+    def _header(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, sys_flag: int,
+                commit_offset: int, suspend_timeout_ms: int) -> PullMessageRequestHeader:
+        return PullMessageRequestHeader(self.group, mq.topic, mq.queue_id, offset, max_nums, sys_flag, commit_offset,
+                                        suspend_timeout_ms, sub.sub_string, sub.sub_version, sub.expression_type.value)
 
     def pull_async(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                    sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0, timeout_ms: int = 30_000,
@@ -92,40 +87,32 @@ class PullAPI:
         reaches the queue's end is decoded and handed on first: the next pull would only wait.
         """
         addr = self._addr(mq)
-        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms, traceparent)
+        header = self._header(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
 
-        def done(resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
-            if error is not None:
-                callback(None, from_remoting(error, addr) if isinstance(error, RemotingError) else error)
+        def done(answer: Optional[PullResponse], error: Optional[BaseException]) -> None:
+            if answer is None:
+                callback(None, error)
                 return
-            if on_found is not None and resp.code == ResponseCode.SUCCESS and resp.ext:
-                ext = resp.ext
-                nxt = int(ext.get("nextBeginOffset", offset))
-                if nxt < int(ext.get("maxOffset", 0)):
+            if on_found is not None and answer.code == _FOUND:
+                nxt = answer.header.next_begin_offset
+                if nxt < answer.header.max_offset:
                     on_found(nxt)
             try:
-                result = decode_pull_response(resp, sub, addr)
+                result = decode_pull_response(answer, sub)
             except Exception as exc:  # noqa: BLE001 - a bad answer is the caller's error to handle
                 callback(None, exc)
                 return
             self._heed(mq, result)
             callback(result, None)
 
-        try:
-            self.instance.remoting.invoke_with_callback(addr, cmd, timeout_ms, done)
-        except RemotingError as exc:
-            raise from_remoting(exc, addr) from exc
+        self.instance.api.pull_message_async(addr, header, timeout_ms, done, traceparent)
 
     def pull_sync(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                   sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0,
                   timeout_ms: int = 10_000, traceparent: Optional[str] = None) -> PullResult:
         """Pull and wait for the answer; the request's header carries ``traceparent``, when given."""
         addr = self._addr(mq)
-        cmd = self._request(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms, traceparent)
-        try:
-            resp = self.instance.remoting.invoke_sync(addr, cmd, timeout_ms)
-        except RemotingError as exc:
-            raise from_remoting(exc, addr) from exc
-        result = decode_pull_response(resp, sub, addr)
+        header = self._header(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
+        result = decode_pull_response(self.instance.api.pull_message(addr, header, timeout_ms, traceparent), sub)
         self._heed(mq, result)
         return result

@@ -13,15 +13,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Iterable, Optional
 
-import orjson
-
 from rocketmesh.filter import SubscriptionData
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
-from rocketmesh.remoting import RequestCode, ResponseCode
-from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, to_ext
+from rocketmesh.remoting import ResponseCode
 from rocketmesh.client.consumer.allocate import AllocateStrategy
-from rocketmesh.client.errors import MQError
+from rocketmesh.client.errors import MQBrokerError, MQError
 from rocketmesh.model.route import Perm
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import MessageModel
@@ -46,10 +43,6 @@ def subscribe_queues(instance: "ClientInstance", topic: str) -> list[MessageQueu
         if Perm.is_readable(qd.perm):
             out.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
     return sorted(out)
-
-
-def mq_json(mq: MessageQueue) -> dict:
-    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
 
 
 class Rebalance:
@@ -124,18 +117,16 @@ class Rebalance:
             addr = self.instance.broker_addr(name)  # the master, or a slave while it is gone
             if addr is None:
                 continue
-            try:
-                resp = self.instance.invoke_broker(
-                    addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
-                    to_ext(ConsumerGroupRequestHeader(self.group)),
-                    accept=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR))
-            except MQError as exc:
-                log.warning("get_consumer_list_failed", broker=name, error=str(exc))
+            res = self.instance.api.get_consumer_id_list([addr], self.group)[0]
+            if isinstance(res, MQBrokerError) and res.response_code == ResponseCode.SYSTEM_ERROR:
+                continue  # the broker knows no client of the group (yet)
+            if isinstance(res, MQError):
+                log.warning("get_consumer_list_failed", broker=name, error=str(res))
                 # The broker may be gone (its slave then serves the topic): look at the route again soon.
                 self.instance.request_route_refresh(topic)
                 continue
-            if resp.code == ResponseCode.SUCCESS and resp.body:
-                return list(orjson.loads(resp.body).get("consumerIdList") or [])
+            if res:
+                return res
         return []
 
     def _update(self, topic: str, mine: set[MessageQueue]) -> bool:
@@ -201,11 +192,6 @@ class Rebalance:
             by_broker.setdefault(mq.broker_name, []).append(mq)
         return by_broker
 
-    def _lock_body(self, mqs: Iterable[MessageQueue]) -> bytes:
-        """The body of LOCK_BATCH_MQ / UNLOCK_BATCH_MQ for ``mqs`` (RocketMQ's LockBatchRequestBody)."""
-        return orjson.dumps({"consumerGroup": self.group, "clientId": self.instance.client_id,
-                             "mqSet": [mq_json(mq) for mq in mqs]})
-
     def lock_batch(self, mqs: Iterable[MessageQueue]) -> set[MessageQueue]:
         """Lock ``mqs`` on their brokers for this client; returns those locked."""
         locked: set[MessageQueue] = set()
@@ -213,14 +199,10 @@ class Rebalance:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = self._lock_body(group_mqs)
             try:
-                resp = self.instance.invoke_broker(addr, RequestCode.LOCK_BATCH_MQ, body=body)
+                locked |= self.instance.api.lock_batch_mq(addr, self.group, self.instance.client_id, group_mqs)
             except MQError as exc:
                 log.warning("lock_batch_failed", broker=broker, error=str(exc))
-                continue
-            for d in orjson.loads(resp.body or b"{}").get("lockOKMQSet") or []:
-                locked.add(MessageQueue(d["topic"], d["brokerName"], int(d["queueId"])))
         return locked
 
     def unlock_batch(self, mqs: Iterable[MessageQueue]) -> None:
@@ -228,9 +210,8 @@ class Rebalance:
             addr = self.instance.master_addr(broker)
             if addr is None:
                 continue
-            body = self._lock_body(group_mqs)
             try:
-                self.instance.invoke_broker(addr, RequestCode.UNLOCK_BATCH_MQ, body=body, timeout_ms=1000)
+                self.instance.api.unlock_batch_mq(addr, self.group, self.instance.client_id, group_mqs, 1000)
             except MQError as exc:
                 log.warning("unlock_batch_failed", broker=broker, error=str(exc))
 

@@ -27,30 +27,23 @@ from typing import Any, Callable, Optional, Sequence
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import Message, MessageConst, MessageQueue, SysFlag
 from rocketmesh.model.codec import encode_batch, encode_batch_item
-from rocketmesh.remoting import (
-    RemotingCommand,
-    RemotingConnectError,
-    RemotingError,
-    RemotingSendRequestError,
-    RemotingTimeoutError,
-    RequestCode,
-    ResponseCode,
-)
+from rocketmesh.remoting import RemotingConnectError, RemotingError, RemotingTimeoutError, ResponseCode
+from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader
 from rocketmesh.model.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.producer.accumulator import ProduceAccumulator
+from rocketmesh.client.api import ClientAPI
 from rocketmesh.client.errors import (
     ClientErrorCode,
     MQBrokerError,
     MQClientError,
     MQError,
     RequestTimeoutError,
-    from_remoting,
 )
 from rocketmesh.client.fault import MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.trace.msg_trace import MsgTracer
-from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult, SendStatus
+from rocketmesh.client.results import SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
 from rocketmesh.client.producer.selector import MessageQueueSelector
 from rocketmesh.client.trace.tracing import UNTRACED, SendTrace, start_send
@@ -78,11 +71,9 @@ RETRY_RESPONSE_CODES = frozenset({
 SendCallback = Callable[["Future[SendResult]"], None]
 SelectorLike = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
 
-_SEND_MESSAGE = int(RequestCode.SEND_MESSAGE)
-_SEND_BATCH_MESSAGE = int(RequestCode.SEND_BATCH_MESSAGE)
 _TRAN_PREPARED = MessageConst.TRANSACTION_PREPARED
-_STORED = STORED_CODES
 _SEND_OK = SendStatus.SEND_OK
+_SYS_TRAN_PREPARED = int(SysFlag.TRANSACTION_PREPARED)
 _CHECKED_TOPICS_MAX = 10_000
 #: Properties of messages that are never auto batched: delayed, timer and transactional ones.
 _UNBATCHABLE = frozenset({
@@ -203,6 +194,7 @@ class Producer:
         self._lock = threading.Lock()
         # Both set by start(); every send starts the producer first.
         self._instance: ClientInstance = None  # type: ignore[assignment]
+        self._api: ClientAPI = None  # type: ignore[assignment]
         self._fault: MQFaultStrategy = None  # type: ignore[assignment]
         self._callbacks: Optional[_CallbackThread] = None
         self._accumulator: Optional[ProduceAccumulator] = None  # set by start() with auto_batch
@@ -216,19 +208,6 @@ class Producer:
         if enable_msg_trace:
             self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, new_producer=Producer,
                                         instance_name=instance_name, access_key=access_key, secret_key=secret_key)
-        self._ext_template: dict[str, Any] = {
-            "producerGroup": group,
-            "topic": "",
-            "defaultTopic": create_topic_key,
-            "defaultTopicQueueNums": default_topic_queue_nums,
-            "queueId": 0,
-            "sysFlag": 0,
-            "bornTimestamp": 0,
-            "flag": 0,
-            "properties": "",
-            "reconsumeTimes": 0,
-            "batch": False,
-        }
 
     # -- life cycle ------------------------------------------------------------
 
@@ -243,6 +222,7 @@ class Producer:
             instance.register_producer(self.group)
             self._fault = MQFaultStrategy(self.send_latency_fault_enable, unreachable=instance.unreachable)
             self._instance = instance
+            self._api = instance.api
             if self.auto_batch:
                 self._accumulator = ProduceAccumulator(
                     lambda topic, body, ids, timeout, traceparent: self._send_encoded_batch(
@@ -356,13 +336,13 @@ class Producer:
                         f"send to topic {msg.topic!r} timed out: no answer to its batch within {timeout} ms"
                     ) from None
         ordered = queue is not None or selector is not None
-        timeout, uniq, ext, st = self._prepare(msg, timeout_ms, ordered, st)
+        timeout, uniq, header, st = self._prepare(msg, timeout_ms, ordered, st)
         topic = msg.topic
         with st or UNTRACED:  # the send's span ends with the send
             if not ordered:
-                return self._send_sync(topic, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
+                return self._send_sync(topic, header, msg.body, uniq, timeout, st)
             mq = self._pinned_queue(msg, queue, selector, arg)
-            return self._send_sync_once(topic, mq, ext, msg.body, uniq, _SEND_MESSAGE, timeout, st)
+            return self._send_sync_once(topic, mq, header, msg.body, uniq, timeout, st)
 
     def send_async(
         self,
@@ -404,10 +384,10 @@ class Producer:
                 if callback is not None:
                     fut.add_done_callback(self._callback_thread().wrap(callback))
                 return fut
-        timeout, uniq, ext, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None, st)
+        timeout, uniq, header, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None, st)
         try:
             mq = self._choose_queue(msg, queue, selector, arg)
-            return self._start_async(mq, ext, _SEND_MESSAGE, msg.body, uniq, timeout, callback, st)
+            return self._start_async(mq, header, msg.body, uniq, timeout, callback, st)
         except BaseException as exc:
             if st is not None:
                 st.finish(exc)
@@ -423,20 +403,14 @@ class Producer:
         timeout_ms: Optional[int] = None,
     ) -> None:
         """Send and forget: no answer, no retry; the broker may or may not have stored it."""
-        timeout, _uniq, ext, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None)
+        timeout, _uniq, header, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None)
         with st or UNTRACED:  # the send's span ends once the request is out
             mq = self._choose_queue(msg, queue, selector, arg)
             addr = self._instance.find_master_addr(mq)
-            ext["queueId"] = mq.queue_id
+            header.queue_id = mq.queue_id
             if st is not None:
                 st.attempt(addr, mq)
-            try:
-                self._instance.remoting.invoke_oneway(
-                    addr, RemotingCommand(_SEND_MESSAGE, 0, 0, None, ext, msg.body,
-                                          None if st is None else st.traceparent), timeout
-                )
-            except RemotingError as exc:
-                raise from_remoting(exc, addr) from exc
+            self._api.send_message_oneway(addr, header, msg.body, timeout, None if st is None else st.traceparent)
 
     def send_batch(
         self,
@@ -457,14 +431,13 @@ class Producer:
         with st or UNTRACED:  # the batch's span ends with the send
             if not self._running:
                 self.start()
-            ext = self._ext(None, topic)
-            ext["batch"] = True
+            header = self._header(None, topic)
             if queue is None:
-                return self._send_sync(topic, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
+                return self._send_sync(topic, header, body, ids, timeout, st)
             if queue.topic != topic:
                 raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}",
                                     ResponseCode.MESSAGE_ILLEGAL)
-            return self._send_sync_once(topic, queue, ext, body, ids, _SEND_BATCH_MESSAGE, timeout, st)
+            return self._send_sync_once(topic, queue, header, body, ids, timeout, st)
 
     def send_batch_async(
         self,
@@ -503,10 +476,9 @@ class Producer:
 
         ``st`` is the batch's send span; an auto batch has none of its own (each message's send has one) and
         its request carries ``traceparent``, the first of them."""
-        ext = self._ext(None, topic)
-        ext["batch"] = True
+        header = self._header(None, topic)
         mq = self._fault.select_one_message_queue(self._publish_info(topic), None) if queue is None else queue
-        return self._start_async(mq, ext, _SEND_BATCH_MESSAGE, body, ids, timeout, callback, st, traceparent)
+        return self._start_async(mq, header, body, ids, timeout, callback, st, traceparent)
 
     def _auto_batched(self, msg: Message, timeout: int
                       ) -> "tuple[Optional[Future[SendResult]], Optional[SendTrace]]":
@@ -543,7 +515,7 @@ class Producer:
         return tp is not None and tp.ok()
 
     def _prepare(self, msg: Message, timeout_ms: Optional[int], ordered: bool = False,
-                 st: Optional[SendTrace] = None) -> tuple[int, str, dict[str, Any], Optional[SendTrace]]:
+                 st: Optional[SendTrace] = None) -> tuple[int, str, SendMessageRequestHeader, Optional[SendTrace]]:
         """Check ``msg``, start if needed, give it its unique id and start its send span (unless ``st`` is the
         one it has): (timeout, unique id, request header, send span or None)."""
         self._check(msg)
@@ -552,8 +524,8 @@ class Producer:
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         uniq = set_unique_id(msg)
         if st is None:
-            st = start_send(self.group, msg.topic, (msg,), ordered=ordered)  # before _ext encodes the properties
-        return timeout, uniq, self._ext(msg, msg.topic), st
+            st = start_send(self.group, msg.topic, (msg,), ordered=ordered)  # before _header encodes the properties
+        return timeout, uniq, self._header(msg, msg.topic), st
 
     def _choose_queue(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike],
                       arg: Any) -> MessageQueue:
@@ -562,18 +534,18 @@ class Producer:
             return self._fault.select_one_message_queue(self._publish_info(msg.topic), None)
         return self._pinned_queue(msg, queue, selector, arg)
 
-    def _start_async(self, mq: MessageQueue, ext: dict[str, Any], code: int, body: bytes, ids: str,
+    def _start_async(self, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes, ids: str,
                      timeout: int, callback: Optional[SendCallback], st: Optional[SendTrace] = None,
                      traceparent: Optional[str] = None) -> "Future[SendResult]":
         """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker) and
         ends ``st``, the send's span, whose context the request carries (else ``traceparent``)."""
         addr = self._instance.find_master_addr(mq)
-        ext["queueId"] = mq.queue_id
+        header.queue_id = mq.queue_id
         if st is not None:
             st.attempt(addr, mq)
             traceparent = st.traceparent
-        op = _AsyncSend(self, ids, mq, addr, RemotingCommand(code, 0, 0, None, ext, body, traceparent),
-                        timeout, self.retry_times_when_send_async_failed)
+        op = _AsyncSend(self, ids, mq, addr, header, body, traceparent, timeout,
+                        self.retry_times_when_send_async_failed)
         if st is not None:
             op.future.add_done_callback(st.finish_future)
         if callback is not None:
@@ -609,27 +581,27 @@ class Producer:
                 self._checked_topics.clear()
             self._checked_topics.add(msg.topic)
 
-    def _ext(self, msg: Optional[Message], topic: str) -> dict[str, Any]:
-        """The SendMessageRequestHeader as ``ext`` (queueId filled in per attempt)."""
-        ext = self._ext_template.copy()
-        ext["topic"] = topic
-        ext["bornTimestamp"] = int(_time() * 1000)
+    def _header(self, msg: Optional[Message], topic: str) -> SendMessageRequestHeader:
+        """The send's header (queue id filled in per attempt); a batch's (``msg`` None) when no message."""
+        header = SendMessageRequestHeader(self.group, topic, 0, int(_time() * 1000), self.create_topic_key,
+                                          self.default_topic_queue_nums)
         if msg is None:
-            return ext
-        ext["flag"] = msg.flag
+            header.batch = True
+            return header
+        header.flag = msg.flag
         props = msg.properties
         if props:
             if props.get(_TRAN_PREPARED) == "true":
-                ext["sysFlag"] = int(SysFlag.TRANSACTION_PREPARED)
+                header.sys_flag = _SYS_TRAN_PREPARED
             if topic[0] == "%" and topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
                 reconsume = props.pop(MessageConst.RECONSUME_TIME, None)
                 if reconsume is not None:
-                    ext["reconsumeTimes"] = int(reconsume)
+                    header.reconsume_times = int(reconsume)
                 max_reconsume = props.pop(MessageConst.MAX_RECONSUME_TIMES, None)
                 if max_reconsume is not None:
-                    ext["maxReconsumeTimes"] = int(max_reconsume)
-            ext["properties"] = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
-        return ext
+                    header.max_reconsume_times = int(max_reconsume)
+            header.properties = "".join([f"{k}\x01{v}\x02" for k, v in props.items()])
+        return header
 
     def _publish_info(self, topic: str) -> TopicPublishInfo:
         tp = self._instance.cached_publish_info(topic)
@@ -658,16 +630,16 @@ class Producer:
             raise MQClientError(f"the selector returned {mq!r}, not a MessageQueue")
         return mq
 
-    def _send_sync(self, topic: str, ext: dict[str, Any], body: bytes, uniq: str, code: int,
+    def _send_sync(self, topic: str, header: SendMessageRequestHeader, body: bytes, uniq: str,
                    timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
         """RocketMQ's sendDefaultImpl for sync sends: retries on another broker, bounded by ``timeout_ms``.
         Every attempt carries ``st``'s context (the send's span, which the caller ends)."""
         traceparent = None if st is None else st.traceparent
         instance = self._instance
+        send = self._api.send_message
         tp = self._publish_info(topic)
         fault = self._fault
         fault_on = fault.send_latency_fault_enable
-        invoke = instance.remoting.invoke_sync
         attempts = 1 + self.retry_times_when_send_failed
         split = tp.broker_count > 1
         begin = _monotonic()
@@ -692,8 +664,7 @@ class Producer:
                                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
                     fault.update_fault_item(broker, 0, True)
                     continue
-            ext["queueId"] = mq.queue_id
-            cmd = RemotingCommand(code, 0, 0, None, ext, body, traceparent)
+            header.queue_id = mq.queue_id
             if st is not None:
                 st.attempt(addr, mq)
             # With another broker to retry on, each attempt gets an equal share of
@@ -701,34 +672,34 @@ class Producer:
             # must not eat the retries' time. With one broker, all of it (RocketMQ's way).
             attempt_ms = remaining_ms // (attempts - n) if split else remaining_ms
             try:
-                resp = invoke(addr, cmd, max(1, attempt_ms))
-            except (RemotingConnectError, RemotingTimeoutError, RemotingSendRequestError) as exc:
-                fault.update_fault_item(broker, (_monotonic() - start) * 1000, True, reachable=False)
-                if isinstance(exc, RemotingConnectError):
-                    instance.mark_broker_unreachable(broker)
-                    instance.request_route_refresh(topic)
-                elif isinstance(exc, RemotingSendRequestError) and (instance.closed or self._closed):
-                    raise MQClientError("the producer is shut down") from exc
-                last_error = from_remoting(exc, addr)
-                last_error.__cause__ = exc
-                if st is not None:
-                    st.attempt_failed(addr, last_error)
-                continue
-            status = _STORED.get(resp.code)
-            if status is None:
-                err = MQBrokerError(resp.code, resp.remark, addr)
+                result = send(addr, mq, header, body, uniq, max(1, attempt_ms), traceparent)
+            except MQBrokerError as err:
                 fault.update_fault_item(broker, (_monotonic() - start) * 1000, True)
-                if resp.code in RETRY_RESPONSE_CODES:
+                if err.response_code in RETRY_RESPONSE_CODES:
                     last_error = err
                     instance.request_route_refresh(topic)
                     if st is not None:
                         st.attempt_failed(addr, err)
                     continue
-                raise err
+                raise
+            except MQError as err:
+                cause = err.__cause__
+                fault.update_fault_item(broker, (_monotonic() - start) * 1000, True,
+                                        reachable=cause is None)
+                if isinstance(cause, RemotingConnectError):
+                    instance.mark_broker_unreachable(broker)
+                    instance.request_route_refresh(topic)
+                elif cause is None:
+                    raise  # a malformed answer: the message may be stored, a retry could store it twice
+                elif instance.closed or self._closed:
+                    raise MQClientError("the producer is shut down") from cause
+                last_error = err
+                if st is not None:
+                    st.attempt_failed(addr, last_error)
+                continue
             if fault_on:
                 fault.update_fault_item(broker, (_monotonic() - start) * 1000, False)
-            result = _result(resp, status, topic, mq, uniq, addr)
-            if status is not _SEND_OK and self.retry_another_broker_when_not_store_ok:
+            if result.send_status is not _SEND_OK and self.retry_another_broker_when_not_store_ok:
                 last_result = result
                 continue
             return result
@@ -744,34 +715,33 @@ class Producer:
         )
         raise last_error
 
-    def _send_sync_once(self, topic: str, mq: MessageQueue, ext: dict[str, Any], body: bytes, uniq: str,
-                        code: int, timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
+    def _send_sync_once(self, topic: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
+                        uniq: str, timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
         """One attempt to a given queue (a pinned queue or a selector's choice): no retry. The request carries
         ``st``'s context (the send's span, which the caller ends)."""
         addr = self._instance.find_master_addr(mq)
-        ext["queueId"] = mq.queue_id
+        header.queue_id = mq.queue_id
         traceparent = None
         if st is not None:
             st.attempt(addr, mq)
             traceparent = st.traceparent
         start = _monotonic()
         try:
-            resp = self._instance.remoting.invoke_sync(
-                addr, RemotingCommand(code, 0, 0, None, ext, body, traceparent), timeout_ms
-            )
-        except RemotingError as exc:
-            self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True, reachable=False)
-            if isinstance(exc, RemotingConnectError):
-                self._instance.mark_broker_unreachable(mq.broker_name)
-            raise from_remoting(exc, addr) from exc
-        status = _STORED.get(resp.code)
-        if status is None:
+            result = self._api.send_message(addr, mq, header, body, uniq, timeout_ms, traceparent)
+        except MQBrokerError as err:
             self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True)
-            if resp.code in RETRY_RESPONSE_CODES:
+            if err.response_code in RETRY_RESPONSE_CODES:
                 self._instance.request_route_refresh(topic)
-            raise MQBrokerError(resp.code, resp.remark, addr)
+            raise
+        except MQError as err:
+            cause = err.__cause__
+            self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True,
+                                          reachable=cause is None)
+            if isinstance(cause, RemotingConnectError):
+                self._instance.mark_broker_unreachable(mq.broker_name)
+            raise
         self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, False)
-        return _result(resp, status, topic, mq, uniq, addr)
+        return result
 
     def _refresh_for_addr(self, topic: str, broker: str) -> Optional[str]:
         try:
@@ -793,32 +763,21 @@ class Producer:
         return f"Producer(group={self.group!r}, namesrv={';'.join(self.namesrv_addrs)!r}, running={self._running})"
 
 
-def _result(resp: RemotingCommand, status: SendStatus, topic: str, mq: MessageQueue, uniq: str, addr: str) -> SendResult:
-    ext = resp.ext
-    try:
-        queue_id = ext["queueId"]
-        queue_offset = ext["queueOffset"]
-        offset_msg_id = ext["msgId"]
-    except KeyError as exc:
-        raise MQClientError(f"the send response from {addr} lacks the field {exc.args[0]}") from None
-    if queue_id != mq.queue_id:
-        mq = MessageQueue(topic, mq.broker_name, queue_id)
-    return SendResult(status, uniq, offset_msg_id, mq, queue_offset, ext.get("transactionId"),
-                      ext.get("MSG_REGION") or DEFAULT_REGION)
-
-
 class _AsyncSend:
     """One async send in flight: completes its Future on the remoting I/O thread, retrying the same broker."""
 
-    __slots__ = ("producer", "uniq", "mq", "addr", "cmd", "timeout_ms", "retries_left", "start", "future")
+    __slots__ = ("producer", "uniq", "mq", "addr", "header", "body", "traceparent", "timeout_ms", "retries_left",
+                 "start", "future")
 
-    def __init__(self, producer: Producer, uniq: str, mq: MessageQueue, addr: str, cmd: RemotingCommand,
-                 timeout_ms: int, retries: int) -> None:
+    def __init__(self, producer: Producer, uniq: str, mq: MessageQueue, addr: str, header: SendMessageRequestHeader,
+                 body: bytes, traceparent: Optional[str], timeout_ms: int, retries: int) -> None:
         self.producer = producer
         self.uniq = uniq
         self.mq = mq
         self.addr = addr
-        self.cmd = cmd
+        self.header = header
+        self.body = body
+        self.traceparent = traceparent
         self.timeout_ms = timeout_ms
         self.retries_left = retries
         self.future: Future[SendResult] = Future()
@@ -827,55 +786,40 @@ class _AsyncSend:
         """Send (again) to the same broker."""
         self.start = _monotonic()
         try:
-            self.producer._instance.remoting.invoke_with_callback(self.addr, self.cmd, self.timeout_ms,
-                                                                  self.on_response)
-        except RemotingError as exc:
-            self._fail(from_remoting(exc, self.addr))
+            self.producer._api.send_message_async(self.addr, self.mq, self.header, self.body, self.uniq,
+                                                  self.timeout_ms, self.on_done, self.traceparent)
+        except MQError as exc:
+            self._fail(exc)
 
-    def on_response(self, resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+    def on_done(self, result: Optional[SendResult], error: Optional[MQError]) -> None:
         """Complete the send's Future from the broker's answer."""
         # Runs on the remoting I/O thread: short, never blocking.
-        if error is not None:
-            self._on_error(error)
+        if result is None:
+            self._on_error(error)  # type: ignore[arg-type]
             return
-        mq = self.mq
         fault = self.producer._fault
-        status = _STORED.get(resp.code)
-        if status is None:
-            fault.update_fault_item(mq.broker_name, (_monotonic() - self.start) * 1000, True)
-            self._fail(MQBrokerError(resp.code, resp.remark, self.addr))
-            return
         if fault.send_latency_fault_enable:
-            fault.update_fault_item(mq.broker_name, (_monotonic() - self.start) * 1000, False)
-        try:
-            result = _result(resp, status, mq.topic, mq, self.uniq, self.addr)
-        except MQError as err:
-            self._fail(err)
-            return
+            fault.update_fault_item(self.mq.broker_name, (_monotonic() - self.start) * 1000, False)
         try:
             self.future.set_result(result)
         except InvalidStateError:  # cancelled by the caller
             pass
 
-    def _on_error(self, exc: BaseException) -> None:
+    def _on_error(self, err: MQError) -> None:
         producer = self.producer
         broker = self.mq.broker_name
+        cause = err.__cause__
         producer._fault.update_fault_item(broker, (_monotonic() - self.start) * 1000, True,
-                                          reachable=not isinstance(exc, RemotingError))
-        if isinstance(exc, RemotingConnectError):
+                                          reachable=not isinstance(cause, RemotingError))
+        if isinstance(cause, RemotingConnectError):
             producer._instance.mark_broker_unreachable(broker)
         closed = producer._closed or producer._instance.closed
         if (self.retries_left > 0 and not closed and not self.future.cancelled()
-                and isinstance(exc, (RemotingConnectError, RemotingTimeoutError))):
+                and isinstance(cause, (RemotingConnectError, RemotingTimeoutError))):
             self.retries_left -= 1
             self.invoke()
             return
-        if isinstance(exc, RemotingError):
-            err = from_remoting(exc, self.addr)
-            err.__cause__ = exc
-            self._fail(err)
-        else:
-            self._fail(MQClientError(f"send to {self.addr} failed: {exc!r}"))
+        self._fail(err)
 
     def _fail(self, err: BaseException) -> None:
         try:

@@ -31,13 +31,11 @@ from typing import Any, Optional, Protocol, Sequence
 
 from rocketmesh.model.message import Message, MessageConst, MessageExt, SysFlag
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record
-from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, ResponseCode, request, response_to
+from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HeaderError,
-    from_ext,
-    to_ext,
 )
 from rocketmesh.client.errors import MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
@@ -225,10 +223,8 @@ class TransactionProducer(Producer):
 
     def _send_end(self, addr: str, header: EndTransactionRequestHeader, traceparent: Optional[str] = None) -> None:
         try:
-            self._instance.remoting.invoke_oneway(
-                addr, request(RequestCode.END_TRANSACTION, to_ext(header), traceparent=traceparent),
-                self.send_msg_timeout_ms)
-        except (RemotingError, MQError) as exc:
+            self._instance.api.end_transaction_oneway(addr, header, self.send_msg_timeout_ms, traceparent)
+        except MQError as exc:
             self._log.warning("end transaction failed; a check will decide", transaction_id=header.transaction_id,
                               broker=addr, error=str(exc))
 
@@ -308,7 +304,7 @@ class _CheckRouter:
     @staticmethod
     def _dispatch(table: dict[str, TransactionProducer], addr: str, cmd: RemotingCommand) -> RemotingCommand:
         try:
-            header = from_ext(CheckTransactionStateRequestHeader, cmd.ext)
+            header = CheckTransactionStateRequestHeader.from_ext(cmd.ext)
             msg = decode_record(cmd.body)
         except (HeaderError, CorruptRecord, ValueError) as exc:
             return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"bad CHECK_TRANSACTION_STATE request: {exc}")

@@ -19,16 +19,16 @@ import time
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterator, Optional
 
 from rocketmesh.filter import SubscriptionData
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.model.codec import POS_QUEUE_OFFSET
-from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, to_ext
-from rocketmesh.client.errors import MQBrokerError, MQClientError, RequestTimeoutError, from_remoting
-from rocketmesh.remoting import RemotingCommand, RemotingError
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader
+from rocketmesh.client.api import PullResponse
+from rocketmesh.client.errors import MQClientError, RequestTimeoutError
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -105,24 +105,27 @@ def pull_range(
     if not 1 <= pull_batch_size <= 1024:
         raise MQClientError(f"pull_batch_size must be within 1..1024, got {pull_batch_size}")
 
-    def send(offset: int) -> tuple[str, "Future[RemotingCommand]"]:
+    def send(offset: int) -> tuple[str, "Future[PullResponse]"]:
         header = PullMessageRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=min(pull_batch_size, end - offset), sys_flag=0, commit_offset=0,
             suspend_timeout_millis=0, subscription=subscription.sub_string, sub_version=subscription.sub_version,
             expression_type=subscription.expression_type.value)
         addr = instance.find_master_addr(mq)
-        try:
-            return addr, instance.remoting.invoke_async(addr, request(RequestCode.PULL_MESSAGE, to_ext(header)),
-                                                        timeout_ms)
-        except RemotingError as exc:
-            raise from_remoting(exc, addr) from exc
+        future: Future[PullResponse] = Future()
 
-    def answer(addr: str, future: "Future[RemotingCommand]") -> RemotingCommand:
+        def done(answer: Optional[PullResponse], error: Optional[BaseException]) -> None:
+            if answer is None:
+                future.set_exception(error)  # type: ignore[arg-type]
+            else:
+                future.set_result(answer)
+
+        instance.api.pull_message_async(addr, header, timeout_ms, done)
+        return addr, future
+
+    def answer(addr: str, future: "Future[PullResponse]") -> PullResponse:
         try:
             return future.result(timeout=timeout_ms / 1000.0 + 1.0)
-        except RemotingError as exc:
-            raise from_remoting(exc, addr) from exc
         except FutureTimeoutError:
             raise RequestTimeoutError(f"no answer from {addr} to a pull of {mq} within {timeout_ms} ms") from None
 
@@ -132,9 +135,8 @@ def pull_range(
     while inflight is not None:
         resp = answer(*inflight)
         inflight = None
-        ext = resp.ext or {}
-        next_offset = int(ext.get("nextBeginOffset", offset))
-        max_offset = int(ext.get("maxOffset", offset))
+        next_offset = resp.header.next_begin_offset
+        max_offset = resp.header.max_offset
         if resp.code == ResponseCode.SUCCESS:
             nxt = min(next_offset, end)
             # Ask for the next part now: the broker reads it while the caller handles this one.
@@ -164,8 +166,6 @@ def pull_range(
             if offset >= max_offset:
                 return  # the range asks for more than the queue holds
             idle += 1
-        else:
-            raise MQBrokerError(resp.code, resp.remark, instance.find_master_addr(mq))
         if idle >= MAX_IDLE_PULLS:
             raise MQClientError(f"pulling {mq} from offset {offset} made no progress in {idle} pulls")
         if inflight is None and offset < end:

@@ -43,8 +43,21 @@ def _schema(cls: type) -> tuple[tuple[str, str, type, bool, Any], ...]:
     return tuple(out)
 
 
-def from_ext(cls: type[H], ext: Any) -> H:
-    """Build header ``cls`` from a request's ``ext``; raises HeaderError naming the bad field."""
+def _parse_int(v: Any, key: str) -> int:
+    if type(v) is str:
+        try:
+            return int(v)
+        except ValueError:
+            pass
+    raise HeaderError(f"the custom field <{key}> must be an integer, got {type(v).__name__} {v!r:.40}")
+
+
+def decode_fields(cls: type[H], ext: Any) -> H:
+    """Build header ``cls`` from a request's ``ext`` by its fields; raises HeaderError naming the bad field.
+
+    The generic decoder behind :meth:`Header.from_ext`; a hot-path header's own ``from_ext`` falls back
+    to it for anything off its fast path, so both give the same header and the same errors.
+    """
     if not isinstance(ext, dict):
         raise HeaderError("the request header has no ext object")
     values = {}
@@ -54,12 +67,15 @@ def from_ext(cls: type[H], ext: Any) -> H:
             if not optional:
                 raise HeaderError(f"the custom field <{key}> is null")
             continue
+        # RocketMQ's own clients send every field as a string: "12" and "true" are taken as typed values.
         if tp is int:
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise HeaderError(f"the custom field <{key}> must be an integer, got {type(v).__name__}")
+            if type(v) is not int:
+                v = _parse_int(v, key)
         elif tp is bool:
-            if not isinstance(v, bool):
-                raise HeaderError(f"the custom field <{key}> must be true or false")
+            if type(v) is not bool:
+                if v not in ("true", "false"):
+                    raise HeaderError(f"the custom field <{key}> must be true or false")
+                v = v == "true"
         elif tp is str:
             if not isinstance(v, str):
                 raise HeaderError(f"the custom field <{key}> must be a string, got {type(v).__name__}")
@@ -67,8 +83,9 @@ def from_ext(cls: type[H], ext: Any) -> H:
     return cls(**values)
 
 
-def to_ext(header: Any) -> dict[str, Any]:
-    """The header as an ``ext`` object (None fields left out)."""
+def encode_fields(header: Any) -> dict[str, Any]:
+    """The header as an ``ext`` object by its fields (None fields left out): the generic encoder behind
+    :meth:`Header.to_ext`."""
     out = {}
     for name, key, _tp, _opt, _default in _schema(type(header)):
         v = getattr(header, name)
@@ -77,8 +94,34 @@ def to_ext(header: Any) -> dict[str, Any]:
     return out
 
 
+class Header:
+    """Base of every typed header: ``from_ext`` decodes one from a command's ``ext`` (HeaderError naming
+    the field when it is missing or mistyped), ``to_ext`` encodes it. Client and server use the same class."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_ext(cls: type[H], ext: Any) -> H:
+        """The header in ``ext``; raises HeaderError naming the bad field."""
+        return decode_fields(cls, ext)
+
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object (None fields left out)."""
+        return encode_fields(self)
+
+
+def from_ext(cls: type[H], ext: Any) -> H:
+    """``cls.from_ext(ext)``: header ``cls`` from a request's ``ext``; raises HeaderError naming the bad field."""
+    return cls.from_ext(ext)  # type: ignore[attr-defined,no-any-return]
+
+
+def to_ext(header: Any) -> dict[str, Any]:
+    """``header.to_ext()``: the header as an ``ext`` object (None fields left out)."""
+    return header.to_ext()  # type: ignore[no-any-return]
+
+
 @dataclass(slots=True)
-class SendMessageRequestHeader:
+class SendMessageRequestHeader(Header):
     """SEND_MESSAGE / SEND_BATCH_MESSAGE. ``properties`` is RocketMQ's ``k\\x01v\\x02`` string;
     the body is the message body, or for a batch the batch encoding (``message_codec.encode_batch``)."""
 
@@ -95,9 +138,51 @@ class SendMessageRequestHeader:
     batch: bool = False
     max_reconsume_times: Optional[int] = None
 
+    # The hot path's own codec: the same fields as the generic one (a unit test holds them equal), spelled
+    # out because a send pays for it twice (producer and broker). Anything off the fast path (a missing,
+    # null or mistyped field) goes to the generic decoder, which gives the default or the HeaderError.
+
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object (``maxReconsumeTimes`` left out when None)."""
+        ext = {
+            "producerGroup": self.producer_group,
+            "topic": self.topic,
+            "queueId": self.queue_id,
+            "bornTimestamp": self.born_timestamp,
+            "defaultTopic": self.default_topic,
+            "defaultTopicQueueNums": self.default_topic_queue_nums,
+            "sysFlag": self.sys_flag,
+            "flag": self.flag,
+            "properties": self.properties,
+            "reconsumeTimes": self.reconsume_times,
+            "batch": self.batch,
+        }
+        if self.max_reconsume_times is not None:
+            ext["maxReconsumeTimes"] = self.max_reconsume_times
+        return ext
+
+    @classmethod
+    def from_ext(cls, ext: Any) -> "SendMessageRequestHeader":
+        """The header in ``ext``; raises HeaderError naming the bad field."""
+        try:
+            get = ext.get
+            group, topic, queue_id, born = ext["producerGroup"], ext["topic"], ext["queueId"], ext["bornTimestamp"]
+        except (AttributeError, KeyError, TypeError):
+            return decode_fields(cls, ext)
+        default_topic, queue_nums = get("defaultTopic", DEFAULT_TOPIC), get("defaultTopicQueueNums", 4)
+        sys_flag, flag, props = get("sysFlag", 0), get("flag", 0), get("properties", "")
+        reconsume, batch, max_reconsume = get("reconsumeTimes", 0), get("batch", False), get("maxReconsumeTimes")
+        if (type(group) is not str or type(topic) is not str or type(queue_id) is not int or type(born) is not int
+                or type(default_topic) is not str or type(queue_nums) is not int or type(sys_flag) is not int
+                or type(flag) is not int or type(props) is not str or type(reconsume) is not int
+                or type(batch) is not bool or (max_reconsume is not None and type(max_reconsume) is not int)):
+            return decode_fields(cls, ext)
+        return cls(group, topic, queue_id, born, default_topic, queue_nums, sys_flag, flag, props, reconsume, batch,
+                   max_reconsume)
+
 
 @dataclass(slots=True)
-class SendMessageResponseHeader:
+class SendMessageResponseHeader(Header):
     """``msgId`` is the offset message id(s): comma separated for a batch."""
 
     msg_id: str
@@ -105,9 +190,28 @@ class SendMessageResponseHeader:
     queue_offset: int
     transaction_id: Optional[str] = None
 
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object (hot path: spelled out, as the generic encoder would)."""
+        ext: dict[str, Any] = {"msgId": self.msg_id, "queueId": self.queue_id, "queueOffset": self.queue_offset}
+        if self.transaction_id is not None:
+            ext["transactionId"] = self.transaction_id
+        return ext
+
+    @classmethod
+    def from_ext(cls, ext: Any) -> "SendMessageResponseHeader":
+        """The header in ``ext`` (hot path); raises HeaderError naming the bad field."""
+        try:
+            h = cls(ext["msgId"], ext["queueId"], ext["queueOffset"], ext.get("transactionId"))
+        except (KeyError, TypeError):
+            return decode_fields(cls, ext)
+        if (type(h.msg_id) is not str or type(h.queue_id) is not int or type(h.queue_offset) is not int
+                or (h.transaction_id is not None and type(h.transaction_id) is not str)):
+            return decode_fields(cls, ext)
+        return h
+
 
 @dataclass(slots=True)
-class QueryMessageRequestHeader:
+class QueryMessageRequestHeader(Header):
     """QUERY_MESSAGE by key; the response body holds the matching records back to back."""
 
     topic: str
@@ -118,14 +222,14 @@ class QueryMessageRequestHeader:
 
 
 @dataclass(slots=True)
-class ViewMessageRequestHeader:
+class ViewMessageRequestHeader(Header):
     """VIEW_MESSAGE_BY_ID: the commitlog offset decoded from an offset message id."""
 
     offset: int
 
 
 @dataclass(slots=True)
-class QueueOffsetRequestHeader:
+class QueueOffsetRequestHeader(Header):
     """GET_MAX_OFFSET / GET_MIN_OFFSET / GET_EARLIEST_MSG_STORETIME; answered with ext {offset} or {timestamp}."""
 
     topic: str
@@ -133,7 +237,7 @@ class QueueOffsetRequestHeader:
 
 
 @dataclass(slots=True)
-class SearchOffsetRequestHeader:
+class SearchOffsetRequestHeader(Header):
     """SEARCH_OFFSET_BY_TIMESTAMP: first offset stored at or after ``timestamp`` ms; answered with ext {offset}."""
 
     topic: str
@@ -142,7 +246,7 @@ class SearchOffsetRequestHeader:
 
 
 @dataclass(slots=True)
-class CreateTopicRequestHeader:
+class CreateTopicRequestHeader(Header):
     """UPDATE_AND_CREATE_TOPIC. ``perm`` is RocketMQ's bits: 2 write, 4 read, 1 inherit."""
 
     topic: str
@@ -156,14 +260,14 @@ class CreateTopicRequestHeader:
 
 
 @dataclass(slots=True)
-class TopicRequestHeader:
+class TopicRequestHeader(Header):
     """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO: one topic."""
 
     topic: str
 
 
 @dataclass(slots=True)
-class UnregisterClientRequestHeader:
+class UnregisterClientRequestHeader(Header):
     client_id: str
     producer_group: Optional[str] = None
     consumer_group: Optional[str] = None
@@ -181,7 +285,7 @@ class PullSysFlag:
 
 
 @dataclass(slots=True)
-class PullMessageRequestHeader:
+class PullMessageRequestHeader(Header):
     """PULL_MESSAGE. ``subscription`` and ``expression_type`` ("TAG" or "SQL92") say what the
     broker filters on; ``suspend_timeout_millis`` is how long a pull that finds nothing may be held;
     ``commit_offset`` is stored as the group's offset when ``sys_flag`` has COMMIT_OFFSET."""
@@ -198,9 +302,45 @@ class PullMessageRequestHeader:
     sub_version: int = 0
     expression_type: str = "TAG"
 
+    # The hot path's own codec, as SendMessageRequestHeader's (same fields as the generic one, which
+    # anything off the fast path falls back to).
+
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object."""
+        return {
+            "consumerGroup": self.consumer_group,
+            "topic": self.topic,
+            "queueId": self.queue_id,
+            "queueOffset": self.queue_offset,
+            "maxMsgNums": self.max_msg_nums,
+            "sysFlag": self.sys_flag,
+            "commitOffset": self.commit_offset,
+            "suspendTimeoutMillis": self.suspend_timeout_millis,
+            "subscription": self.subscription,
+            "subVersion": self.sub_version,
+            "expressionType": self.expression_type,
+        }
+
+    @classmethod
+    def from_ext(cls, ext: Any) -> "PullMessageRequestHeader":
+        """The header in ``ext``; raises HeaderError naming the bad field."""
+        try:
+            h = cls(ext["consumerGroup"], ext["topic"], ext["queueId"], ext["queueOffset"], ext.get("maxMsgNums", 32),
+                    ext.get("sysFlag", 0), ext.get("commitOffset", 0), ext.get("suspendTimeoutMillis", 15_000),
+                    ext.get("subscription", "*"), ext.get("subVersion", 0), ext.get("expressionType", "TAG"))
+        except (KeyError, TypeError):
+            return decode_fields(cls, ext)
+        if (type(h.consumer_group) is not str or type(h.topic) is not str or type(h.queue_id) is not int
+                or type(h.queue_offset) is not int or type(h.max_msg_nums) is not int or type(h.sys_flag) is not int
+                or type(h.commit_offset) is not int or type(h.suspend_timeout_millis) is not int
+                or type(h.subscription) is not str or type(h.sub_version) is not int
+                or type(h.expression_type) is not str):
+            return decode_fields(cls, ext)
+        return h
+
 
 @dataclass(slots=True)
-class PullMessageResponseHeader:
+class PullMessageResponseHeader(Header):
     """The answer's offsets: where to pull next, and the queue's bounds."""
 
     next_begin_offset: int
@@ -208,16 +348,33 @@ class PullMessageResponseHeader:
     max_offset: int
     suggest_which_broker_id: int = 0
 
+    def to_ext(self) -> dict[str, Any]:
+        """The header as an ``ext`` object (hot path: spelled out, as the generic encoder would)."""
+        return {"nextBeginOffset": self.next_begin_offset, "minOffset": self.min_offset,
+                "maxOffset": self.max_offset, "suggestWhichBrokerId": self.suggest_which_broker_id}
+
+    @classmethod
+    def from_ext(cls, ext: Any) -> "PullMessageResponseHeader":
+        """The header in ``ext`` (hot path); raises HeaderError naming the bad field."""
+        try:
+            h = cls(ext["nextBeginOffset"], ext["minOffset"], ext["maxOffset"], ext.get("suggestWhichBrokerId", 0))
+        except (KeyError, TypeError):
+            return decode_fields(cls, ext)
+        if (type(h.next_begin_offset) is not int or type(h.min_offset) is not int or type(h.max_offset) is not int
+                or type(h.suggest_which_broker_id) is not int):
+            return decode_fields(cls, ext)
+        return h
+
 
 @dataclass(slots=True)
-class ConsumerGroupRequestHeader:
+class ConsumerGroupRequestHeader(Header):
     """GET_CONSUMER_LIST_BY_GROUP, GET_CONSUMER_CONNECTION_LIST, NOTIFY_CONSUMER_IDS_CHANGED: one group."""
 
     consumer_group: str
 
 
 @dataclass(slots=True)
-class QueryConsumerOffsetRequestHeader:
+class QueryConsumerOffsetRequestHeader(Header):
     """QUERY_CONSUMER_OFFSET; answered with ext {offset}, or QUERY_NOT_FOUND when the group has none."""
 
     consumer_group: str
@@ -226,7 +383,7 @@ class QueryConsumerOffsetRequestHeader:
 
 
 @dataclass(slots=True)
-class UpdateConsumerOffsetRequestHeader:
+class UpdateConsumerOffsetRequestHeader(Header):
     """UPDATE_CONSUMER_OFFSET: the group's next offset to consume in one queue."""
 
     consumer_group: str
@@ -236,7 +393,7 @@ class UpdateConsumerOffsetRequestHeader:
 
 
 @dataclass(slots=True)
-class GetConsumeStatsRequestHeader:
+class GetConsumeStatsRequestHeader(Header):
     """GET_CONSUME_STATS: one group's progress, over every topic it consumes or just ``topic``."""
 
     consumer_group: str
@@ -244,7 +401,7 @@ class GetConsumeStatsRequestHeader:
 
 
 @dataclass(slots=True)
-class ResetOffsetRequestHeader:
+class ResetOffsetRequestHeader(Header):
     """INVOKE_BROKER_TO_RESET_OFFSET (admin -> broker) and RESET_CONSUMER_CLIENT_OFFSET (broker -> client):
     move ``group``'s offsets in ``topic`` to the first message stored at or after ``timestamp`` ms."""
 
@@ -255,14 +412,14 @@ class ResetOffsetRequestHeader:
 
 
 @dataclass(slots=True)
-class SubscriptionGroupRequestHeader:
+class SubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP: one group."""
 
     group_name: str
 
 
 @dataclass(slots=True)
-class ConsumerSendMsgBackRequestHeader:
+class ConsumerSendMsgBackRequestHeader(Header):
     """CONSUMER_SEND_MSG_BACK: a message the group failed to consume, by its commitlog ``offset``, to be
     retried through ``%RETRY%<group>`` after ``delay_level`` (0: the broker picks 3 + reconsume times)."""
 
@@ -276,7 +433,7 @@ class ConsumerSendMsgBackRequestHeader:
 
 
 @dataclass(slots=True)
-class DeliverDueMessagesRequestHeader:
+class DeliverDueMessagesRequestHeader(Header):
     """DELIVER_DUE_MESSAGES (rocketmesh's own): re-put due entries of a parked queue (SCHEDULE_TOPIC_XXXX
     or the timer topic); the offsets travel in the body. Every offset below ``committed_offset`` is
     settled by the asking scheduler."""
@@ -290,7 +447,7 @@ class DeliverDueMessagesRequestHeader:
 
 
 @dataclass(slots=True)
-class HaTransferRequestHeader:
+class HaTransferRequestHeader(Header):
     """HA_TRANSFER (rocketmesh's own): commitlog bytes from ``offset`` for the slave at ``slave_addr``,
     which has everything below ``offset``. Held up to ``suspend_millis`` while there are none."""
 
@@ -301,7 +458,7 @@ class HaTransferRequestHeader:
 
 
 @dataclass(slots=True)
-class HaTransferResponseHeader:
+class HaTransferResponseHeader(Header):
     """The answer to HA_TRANSFER: the body holds the bytes from ``offset`` (within one commitlog file)."""
 
     offset: int
@@ -311,7 +468,7 @@ class HaTransferResponseHeader:
 
 
 @dataclass(slots=True)
-class HaAppendRequestHeader:
+class HaAppendRequestHeader(Header):
     """HA_APPEND (rocketmesh's own): the body is the master's commitlog bytes from ``offset``; files of
     ``file_size`` bytes on the master."""
 
@@ -320,7 +477,7 @@ class HaAppendRequestHeader:
 
 
 @dataclass(slots=True)
-class QueryConsumeQueueRequestHeader:
+class QueryConsumeQueueRequestHeader(Header):
     """QUERY_CONSUME_QUEUE: up to ``count`` entries of one consume queue from ``index``. An admin read: it
     ignores the topic's read permission, so tools can list write-only topics such as ``%DLQ%<group>``."""
 
@@ -334,7 +491,7 @@ class QueryConsumeQueueRequestHeader:
 # --- transactions ---
 
 @dataclass(slots=True)
-class EndTransactionRequestHeader:
+class EndTransactionRequestHeader(Header):
     """END_TRANSACTION (producer -> broker, oneway): the outcome of the transaction of the half message stored
     at ``commit_log_offset`` (queue offset ``tran_state_table_offset`` of RMQ_SYS_TRANS_HALF_TOPIC).
     ``commit_or_rollback`` is a SysFlag transaction value: 8 commit, 12 rollback, 0 not known yet."""
@@ -349,7 +506,7 @@ class EndTransactionRequestHeader:
 
 
 @dataclass(slots=True)
-class CheckTransactionStateRequestHeader:
+class CheckTransactionStateRequestHeader(Header):
     """CHECK_TRANSACTION_STATE (broker -> producer): what is the outcome of this transaction? The body is
     the half message's commitlog record; the answer comes back as END_TRANSACTION."""
 
@@ -377,7 +534,7 @@ class HalfCheckOutcome(str, Enum):
 
 
 @dataclass(slots=True)
-class CheckHalfMessageRequestHeader:
+class CheckHalfMessageRequestHeader(Header):
     """CHECK_HALF_MESSAGE (rocketmesh's own, txn-checker -> broker): check the half message at
     ``queue_offset`` of queue ``queue_id`` of RMQ_SYS_TRANS_HALF_TOPIC, stored at ``commit_log_offset``;
     answered with ext ``{"outcome": HalfCheckOutcome}``."""
@@ -389,9 +546,201 @@ class CheckHalfMessageRequestHeader:
 
 
 @dataclass(slots=True)
-class PendingHalfMessagesRequestHeader:
+class PendingHalfMessagesRequestHeader(Header):
     """GET_PENDING_HALF_MESSAGES (rocketmesh's own, admin -> broker): up to ``max_num`` half messages of
     ``topic`` whose transaction is not decided; the body of the answer is a JSON list."""
 
     topic: str
     max_num: int = 100
+
+
+@dataclass(slots=True)
+class PendingHalfMessagesResponseHeader(Header):
+    """The answer to GET_PENDING_HALF_MESSAGES: how many are pending in all (the body lists up to max_num)."""
+
+    total: int
+
+
+@dataclass(slots=True)
+class CheckHalfMessageResponseHeader(Header):
+    """The answer to CHECK_HALF_MESSAGE: a :class:`HalfCheckOutcome` value."""
+
+    outcome: str
+
+
+# --- answers of broker reads ---
+
+@dataclass(slots=True)
+class QueueOffsetResponseHeader(Header):
+    """The answer to GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP and QUERY_CONSUMER_OFFSET
+    (RocketMQ's GetMaxOffsetResponseHeader ... QueryConsumerOffsetResponseHeader: one field, ``offset``)."""
+
+    offset: int
+
+
+@dataclass(slots=True)
+class EarliestMsgStoretimeResponseHeader(Header):
+    """The answer to GET_EARLIEST_MSG_STORETIME: the store time (epoch ms) of a queue's first message."""
+
+    timestamp: int
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    """The answer to QUERY_MESSAGE: how far the broker's index had got."""
+
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+@dataclass(slots=True)
+class DeliverDueMessagesResponseHeader(Header):
+    """The answer to DELIVER_DUE_MESSAGES: how many entries were re-put, parked again (rolled), or found
+    re-put already (duplicates); the body says which offsets."""
+
+    delivered: int = 0
+    rolled: int = 0
+    duplicates: int = 0
+
+
+@dataclass(slots=True)
+class HaAppendResponseHeader(Header):
+    """The answer to HA_APPEND, taken or refused: where the slave's commitlog ends."""
+
+    offset: int
+
+
+# --- name server ---
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(Header):
+    """REGISTER_BROKER; the body holds the topic config table and data version."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+    ha_server_addr: str = ""
+
+
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(Header):
+    """The answer to REGISTER_BROKER: for a slave, its master's HA and broker addresses."""
+
+    ha_server_addr: Optional[str] = None
+    master_addr: Optional[str] = None
+
+
+@dataclass(slots=True)
+class UnRegisterBrokerRequestHeader(Header):
+    """UNREGISTER_BROKER: a broker leaving."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class QueryDataVersionRequestHeader(Header):
+    """QUERY_DATA_VERSION; the body is the broker's data version."""
+
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class QueryDataVersionResponseHeader(Header):
+    """The answer to QUERY_DATA_VERSION: whether the name server holds another data version."""
+
+    changed: bool
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    """GET_ROUTEINFO_BY_TOPIC."""
+
+    topic: str
+
+
+@dataclass(slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    """DELETE_TOPIC_IN_NAMESRV."""
+
+    topic: str
+
+
+@dataclass(slots=True)
+class GetTopicsByClusterRequestHeader(Header):
+    """GET_TOPICS_BY_CLUSTER."""
+
+    cluster: str
+
+
+@dataclass(slots=True)
+class PutKVConfigRequestHeader(Header):
+    """PUT_KV_CONFIG."""
+
+    namespace: str
+    key: str
+    value: str
+
+
+@dataclass(slots=True)
+class GetKVConfigRequestHeader(Header):
+    """GET_KV_CONFIG."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(slots=True)
+class GetKVConfigResponseHeader(Header):
+    """The answer to GET_KV_CONFIG."""
+
+    value: str
+
+
+@dataclass(slots=True)
+class DeleteKVConfigRequestHeader(Header):
+    """DELETE_KV_CONFIG."""
+
+    namespace: str
+    key: str
+
+
+@dataclass(slots=True)
+class GetKVListByNamespaceRequestHeader(Header):
+    """GET_KVLIST_BY_NAMESPACE."""
+
+    namespace: str
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerRequestHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class WipeWritePermOfBrokerResponseHeader(Header):
+    """The answer to WIPE_WRITE_PERM_OF_BROKER: how many topics lost their write permission."""
+
+    wipe_topic_count: int
+
+
+@dataclass(slots=True)
+class AddWritePermOfBrokerRequestHeader(Header):
+    """ADD_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class AddWritePermOfBrokerResponseHeader(Header):
+    """The answer to ADD_WRITE_PERM_OF_BROKER: how many topics got their write permission back."""
+
+    add_topic_count: int

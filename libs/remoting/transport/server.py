@@ -36,6 +36,7 @@ import zmq
 
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import join_addr
+from rocketmesh.remoting.protocol.headers import HeaderError
 from rocketmesh.remoting.protocol.codes import ResponseCode, code_name
 from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
@@ -590,6 +591,8 @@ class RemotingServer:
                 response = proc.handler(cmd, ctx)
             except RequestError as exc:
                 response = response_to(cmd, exc.code, exc.remark)
+            except HeaderError as exc:  # a malformed header is the peer's error: answered, no traceback
+                response = response_to(cmd, ResponseCode.SYSTEM_ERROR, str(exc))
             except Exception as exc:
                 self._log.exception("request_handler_failed", code=code_name(cmd.code, False), peer=ctx.remote)
                 response = response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")

@@ -11,14 +11,16 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     CreateTopicRequestHeader,
+    EarliestMsgStoretimeResponseHeader,
     QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     QueueOffsetRequestHeader,
+    QueueOffsetResponseHeader,
     SearchOffsetRequestHeader,
     TopicRequestHeader,
     UnregisterClientRequestHeader,
     ViewMessageRequestHeader,
-    from_ext,
 )
 from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.broker.processor.handlers import ok, register_all
@@ -64,7 +66,7 @@ class AdminProcessor:
     # --- topics ---
 
     def update_and_create_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(CreateTopicRequestHeader, req.ext)
+        h = CreateTopicRequestHeader.from_ext(req.ext)
         why = validate_topic_name(h.topic)
         if why is not None:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"the specified topic is illegal: {why}")
@@ -78,7 +80,7 @@ class AdminProcessor:
         return ok(req)
 
     def delete_topic(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(TopicRequestHeader, req.ext)
+        h = TopicRequestHeader.from_ext(req.ext)
         if h.topic in SYSTEM_TOPICS:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"the topic[{h.topic}] is a system topic")
         self.topics.delete(h.topic)
@@ -91,28 +93,27 @@ class AdminProcessor:
     # --- messages ---
 
     def view_message_by_id(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(ViewMessageRequestHeader, req.ext)
+        h = ViewMessageRequestHeader.from_ext(req.ext)
         record = self.store.commitlog.read_record(h.offset) if h.offset >= self.store.commitlog.min_offset else b""
         if not record:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset {h.offset}")
         return ok(req, body=record)
 
     def query_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueryMessageRequestHeader, req.ext)
+        h = QueryMessageRequestHeader.from_ext(req.ext)
         max_num = max(1, min(h.max_num, 64 * 1024))
         self.store.catch_up()
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
-        ext = {"indexLastUpdateTimestamp": result.index_last_update_timestamp,
-               "indexLastUpdatePhyoffset": result.index_last_update_phy_offset}
+        header = QueryMessageResponseHeader(result.index_last_update_timestamp, result.index_last_update_phy_offset)
         if not result.records:
             return response_to(req, ResponseCode.QUERY_NOT_FOUND,
-                               "can not find message, maybe time range not correct", ext)
-        return ok(req, ext, b"".join(result.records))
+                               "can not find message, maybe time range not correct", header.to_ext())
+        return ok(req, header, b"".join(result.records))
 
     def query_consume_queue(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Entries of one consume queue (commitlog offset, size, tag code), whatever the topic's read
         permission: with VIEW_MESSAGE_BY_ID, how admin tools read write-only topics such as %DLQ%<group>."""
-        h = from_ext(QueryConsumeQueueRequestHeader, req.ext)
+        h = QueryConsumeQueueRequestHeader.from_ext(req.ext)
         cfg = self.topics.get(h.topic)
         if cfg is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
@@ -142,23 +143,24 @@ class AdminProcessor:
     # --- offsets ---
 
     def get_max_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueueOffsetRequestHeader, req.ext)
-        return ok(req, {"offset": self.store.get_max_offset_in_queue(h.topic, h.queue_id)})
+        h = QueueOffsetRequestHeader.from_ext(req.ext)
+        return ok(req, QueueOffsetResponseHeader(self.store.get_max_offset_in_queue(h.topic, h.queue_id)))
 
     def get_min_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueueOffsetRequestHeader, req.ext)
-        return ok(req, {"offset": self.store.get_min_offset_in_queue(h.topic, h.queue_id)})
+        h = QueueOffsetRequestHeader.from_ext(req.ext)
+        return ok(req, QueueOffsetResponseHeader(self.store.get_min_offset_in_queue(h.topic, h.queue_id)))
 
     def get_earliest_msg_storetime(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueueOffsetRequestHeader, req.ext)
-        return ok(req, {"timestamp": self.store.get_earliest_message_time(h.topic, h.queue_id)})
+        h = QueueOffsetRequestHeader.from_ext(req.ext)
+        return ok(req, EarliestMsgStoretimeResponseHeader(self.store.get_earliest_message_time(h.topic, h.queue_id)))
 
     def search_offset_by_timestamp(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(SearchOffsetRequestHeader, req.ext)
-        return ok(req, {"offset": self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)})
+        h = SearchOffsetRequestHeader.from_ext(req.ext)
+        offset = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        return ok(req, QueueOffsetResponseHeader(offset))
 
     def get_topic_stats_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(TopicRequestHeader, req.ext)
+        h = TopicRequestHeader.from_ext(req.ext)
         cfg = self.topics.get(h.topic)
         if cfg is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
@@ -202,7 +204,7 @@ class AdminProcessor:
         return ok(req)
 
     def unregister_client(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(UnregisterClientRequestHeader, req.ext)
+        h = UnregisterClientRequestHeader.from_ext(req.ext)
         self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
         return ok(req)
 

@@ -15,11 +15,10 @@ from rocketmesh.remoting.protocol.headers import (
     ConsumerGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    QueueOffsetResponseHeader,
     ResetOffsetRequestHeader,
     SubscriptionGroupRequestHeader,
     UpdateConsumerOffsetRequestHeader,
-    from_ext,
-    to_ext,
 )
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.message_filter import filter_for
@@ -83,14 +82,14 @@ class ConsumerManageProcessor:
     # --- members ---
 
     def get_consumer_list_by_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(ConsumerGroupRequestHeader, req.ext)
+        h = ConsumerGroupRequestHeader.from_ext(req.ext)
         ids = self.clients.consumer_ids(h.consumer_group)
         if not ids:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {h.consumer_group}")
         return ok(req, body=orjson.dumps({"consumerIdList": ids}))
 
     def get_consumer_connection_list(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(ConsumerGroupRequestHeader, req.ext)
+        h = ConsumerGroupRequestHeader.from_ext(req.ext)
         info = self.clients.consumer_group(h.consumer_group)
         if info is None or not info.channels:
             return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE,
@@ -127,7 +126,7 @@ class ConsumerManageProcessor:
     # --- offsets ---
 
     def query_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(QueryConsumerOffsetRequestHeader, req.ext)
+        h = QueryConsumerOffsetRequestHeader.from_ext(req.ext)
         offset = self.offsets.query_offset(h.consumer_group, h.topic, h.queue_id)
         if offset < 0:
             # As RocketMQ: a group new to a queue whose first message is still stored and near the
@@ -136,12 +135,12 @@ class ConsumerManageProcessor:
             store = self.store
             if (store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0
                     and not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0)):
-                return ok(req, {"offset": 0})
+                return ok(req, QueueOffsetResponseHeader(0))
             return response_to(req, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
-        return ok(req, {"offset": offset})
+        return ok(req, QueueOffsetResponseHeader(offset))
 
     def update_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(UpdateConsumerOffsetRequestHeader, req.ext)
+        h = UpdateConsumerOffsetRequestHeader.from_ext(req.ext)
         self.offsets.commit_offset(ctx.remote, h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         return ok(req)
 
@@ -180,7 +179,7 @@ class ConsumerManageProcessor:
 
     def get_consume_stats(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Per queue: the broker's max offset, the group's offset, the store time of the last consumed message."""
-        h = from_ext(GetConsumeStatsRequestHeader, req.ext)
+        h = GetConsumeStatsRequestHeader.from_ext(req.ext)
         table = []
         broker_name = self.broker.config.broker_name
         for topic in self._group_topics(h.consumer_group, h.topic):
@@ -201,7 +200,7 @@ class ConsumerManageProcessor:
 
     def reset_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Move ``group``'s offsets in ``topic`` to ``timestamp`` (-1: the end), here and in its running clients."""
-        h = from_ext(ResetOffsetRequestHeader, req.ext)
+        h = ResetOffsetRequestHeader.from_ext(req.ext)
         cfg = self.broker.topics.get(h.topic)
         if cfg is None:
             return response_to(req, ResponseCode.TOPIC_NOT_EXIST, f"topic[{h.topic}] not exist")
@@ -222,7 +221,7 @@ class ConsumerManageProcessor:
         body = orjson.dumps({"offsetTable": table})
         info = self.clients.consumer_group(h.group)
         for ch in (info.channels.values() if info else ()):
-            self.broker.server.push(ch.identity, request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, to_ext(h), body))
+            self.broker.server.push(ch.identity, request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, h.to_ext(), body))
         log.info("offset_reset", group=h.group, topic=h.topic, timestamp=h.timestamp, offsets=new,
                  clients=len(info.channels) if info else 0)
         return ok(req, body=body)
@@ -238,7 +237,7 @@ class ConsumerManageProcessor:
         return ok(req, body=orjson.dumps({"subscriptionGroupTable": {c.group_name: c.to_json() for c in self.groups.all()}}))
 
     def delete_subscription_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(SubscriptionGroupRequestHeader, req.ext)
+        h = SubscriptionGroupRequestHeader.from_ext(req.ext)
         self.groups.delete(h.group_name)
         self.offsets.remove_group(h.group_name)
         return ok(req)

@@ -27,10 +27,9 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     HaAppendRequestHeader,
+    HaAppendResponseHeader,
     HaTransferRequestHeader,
     HaTransferResponseHeader,
-    from_ext,
-    to_ext,
 )
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.store import BrokerRole
@@ -106,7 +105,7 @@ class HaProcessor:
 
     def transfer(self, req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
         """HA_TRANSFER: bytes from the asked offset, now or once written."""
-        h = from_ext(HaTransferRequestHeader, req.ext)
+        h = HaTransferRequestHeader.from_ext(req.ext)
         role = self.store_config.broker_role
         if role is BrokerRole.SLAVE:
             return response_to(req, ResponseCode.SYSTEM_ERROR,
@@ -163,8 +162,8 @@ class HaProcessor:
 
     def _ext(self, start: int) -> dict:
         store = self.store
-        return to_ext(HaTransferResponseHeader(start, store.max_physical_offset, store.min_physical_offset,
-                                               self.store_config.mapped_file_size_commit_log))
+        return HaTransferResponseHeader(start, store.max_physical_offset, store.min_physical_offset,
+                                               self.store_config.mapped_file_size_commit_log).to_ext()
 
     def _on_arriving(self, grown: list) -> None:
         if self._held:
@@ -218,7 +217,7 @@ class HaProcessor:
 
     def append(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """HA_APPEND: write the master's bytes where this slave's commitlog ends."""
-        h = from_ext(HaAppendRequestHeader, req.ext)
+        h = HaAppendRequestHeader.from_ext(req.ext)
         own = self.store_config.mapped_file_size_commit_log
         if req.body and h.file_size != own:
             return response_to(req, ResponseCode.SYSTEM_ERROR, (
@@ -227,6 +226,6 @@ class HaProcessor:
         try:
             end = self.store.append_replica(h.offset, req.body or b"")
         except ReplicaGap as exc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc), {"offset": exc.end})
+            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc), HaAppendResponseHeader(exc.end).to_ext())
         self.appended_bytes += len(req.body or b"")
-        return ok(req, {"offset": end})
+        return ok(req, HaAppendResponseHeader(end))

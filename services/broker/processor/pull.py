@@ -28,8 +28,6 @@ from rocketmesh.remoting.protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
-    from_ext,
-    to_ext,
 )
 from rocketmesh.model.route import MASTER_ID, Perm
 from rocketmesh.broker.message_filter import filter_for
@@ -113,7 +111,7 @@ class PullMessageProcessor:
 
     def handle(self, req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
         """PULL_MESSAGE (register it guarded: a bad header raises HeaderError)."""
-        header = from_ext(PullMessageRequestHeader, req.ext)
+        header = PullMessageRequestHeader.from_ext(req.ext)
         resp = self._process(req, header, header.queue_offset, allow_suspend=True, ctx=ctx)
         if resp is None:
             return None
@@ -165,7 +163,10 @@ class PullMessageProcessor:
             # A read racing the expiry of the file it reads sees the mapping closed.
             result = None
         if result is None:
-            return response_to(req, ResponseCode.PULL_RETRY_IMMEDIATELY, "message was removing")
+            store = self.store
+            ext = PullMessageResponseHeader(offset, store.get_min_offset_in_queue(h.topic, h.queue_id),
+                                            store.get_max_offset_in_queue(h.topic, h.queue_id)).to_ext()
+            return response_to(req, ResponseCode.PULL_RETRY_IMMEDIATELY, "message was removing", ext)
         status = result.status
         if status in (GetMessageStatus.NO_MESSAGE_IN_QUEUE, GetMessageStatus.NO_MATCHED_LOGIC_QUEUE):
             # An empty queue asked from a non-zero offset: the client's offset is wrong, fix it.
@@ -181,8 +182,8 @@ class PullMessageProcessor:
         suggest = MASTER_ID
         if broker.config.slave_read_enable and self.store.suggest_pulling_from_slave(result):
             suggest = group_cfg.which_broker_when_consume_slowly
-        ext = to_ext(PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset,
-                                               suggest))
+        ext = PullMessageResponseHeader(result.next_begin_offset, result.min_offset, result.max_offset,
+                                        suggest).to_ext()
         if code == ResponseCode.SUCCESS:
             body = b"".join(result.records)
             broker.metrics.pulled(h.consumer_group, h.topic, h.queue_id, result.next_begin_offset,
@@ -258,10 +259,12 @@ class PullMessageProcessor:
         if held.done:
             return
         resp = self._process(held.request, held.header, held.offset, allow_suspend=False)
-        keep_holding = (resp is not None and resp.remark in _KEEP_HOLDING and time.monotonic() < held.deadline
-                        and resp.ext.get("nextBeginOffset", -1) >= held.offset)
+        keep_holding = False
+        if resp is not None and resp.remark in _KEEP_HOLDING and time.monotonic() < held.deadline:
+            next_offset = PullMessageResponseHeader.from_ext(resp.ext).next_begin_offset
+            keep_holding = next_offset >= held.offset
         if keep_holding:
-            held.offset = resp.ext["nextBeginOffset"]
+            held.offset = next_offset
             key = (held.header.topic, held.header.queue_id)
             with self._lock:
                 if not self._stopped:

@@ -30,6 +30,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import SysFlag
 from rocketmesh.model.codec import encode_host
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
 from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -156,7 +157,7 @@ class SendMessageProcessor:
     def _handle(self, batch: list[tuple[RemotingCommand, RequestContext]], on_io_thread: bool = False) -> None:
         limit_ms = self.config.wait_time_mills_in_send_queue
         now = time.monotonic()
-        stored: list[tuple[RemotingCommand, RequestContext, PutMessageResult]] = []
+        stored: list[tuple[RemotingCommand, RequestContext, SendMessageRequestHeader, PutMessageResult]] = []
         max_end = 0
         for cmd, ctx in batch:
             if (now - ctx.enqueued_at) * 1000 > limit_ms:
@@ -166,9 +167,13 @@ class SendMessageProcessor:
                     f"{(now - ctx.enqueued_at) * 1000:.0f}ms, size of queue: {len(self._queue)}")))
                 continue
             try:
-                msgs = self._build(cmd, ctx)
+                header = SendMessageRequestHeader.from_ext(cmd.ext)
+                msgs = self._build(cmd, header, ctx)
             except SendError as exc:
                 ctx.respond(response_to(cmd, exc.code, exc.remark))
+                continue
+            except HeaderError as exc:
+                ctx.respond(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"bad send header: {exc}"))
                 continue
             if type(msgs) is MessageExtBatch:
                 result = self.store.put_batch(msgs, wait_flush=False)
@@ -176,11 +181,11 @@ class SendMessageProcessor:
                 result = self.store.put_messages(msgs, wait_flush=False)
             if result.status.stored:
                 stored_topic = msgs.topic if type(msgs) is MessageExtBatch else msgs[0].topic
-                self.metrics.sent(cmd.ext["topic"], message_type_of(cmd.ext["topic"], stored_topic),
+                self.metrics.sent(header.topic, message_type_of(header.topic, stored_topic),
                                   len(result.appended), len(cmd.body))
                 last = result.appended[-1]
                 max_end = max(max_end, last.wrote_offset + last.wrote_bytes)
-                stored.append((cmd, ctx, result))
+                stored.append((cmd, ctx, header, result))
             else:
                 code = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
                 ctx.respond(response_to(cmd, code, f"[{result.status.value}] {result.remark}".strip()))
@@ -188,10 +193,10 @@ class SendMessageProcessor:
             return
 
         def answer(durable: PutMessageStatus) -> None:
-            for cmd, ctx, result in stored:
+            for cmd, ctx, header, result in stored:
                 status = result.status if durable is PutMessageStatus.PUT_OK else durable
                 first = result.appended[0]
-                ext = {"msgId": first.msg_id, "queueId": cmd.ext["queueId"], "queueOffset": first.queue_offset}
+                ext = SendMessageResponseHeader(first.msg_id, header.queue_id, first.queue_offset).to_ext()
                 ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
 
         if self._put_waits:
@@ -204,27 +209,20 @@ class SendMessageProcessor:
 
     # --- validation and building store messages ---
 
-    def _build(self, cmd: RemotingCommand, ctx: RequestContext) -> list[MessageExtBrokerInner] | MessageExtBatch:
-        """Check one send request and turn it into what to store (SendError if refused).
+    def _build(self, cmd: RemotingCommand, header: SendMessageRequestHeader, ctx: RequestContext
+               ) -> list[MessageExtBrokerInner] | MessageExtBatch:
+        """Check one send request and turn it into what to store (SendError if refused); sets
+        ``header.queue_id`` when the producer left the choice to the broker (a negative queue id).
 
         A batch's items are checked by the store as it writes them.
         """
-        ext = cmd.ext
-        try:
-            topic = ext["topic"]
-            queue_id = ext["queueId"]
-            born = ext.get("bornTimestamp") or int(time.time() * 1000)
-            props = ext.get("properties") or ""
-            flag = ext.get("flag") or 0
-            sys_flag = ext.get("sysFlag") or 0
-            reconsume = ext.get("reconsumeTimes") or 0
-            if not (isinstance(topic, str) and isinstance(queue_id, int) and isinstance(props, str)
-                    and isinstance(born, int) and isinstance(flag, int) and isinstance(sys_flag, int)
-                    and isinstance(reconsume, int)):
-                raise TypeError
-        except (KeyError, TypeError):
-            raise SendError(ResponseCode.SYSTEM_ERROR,
-                            "bad send header: topic (string), queueId (int) and typed optional fields expected")
+        topic = header.topic
+        queue_id = header.queue_id
+        born = header.born_timestamp or int(time.time() * 1000)
+        props = header.properties
+        flag = header.flag
+        sys_flag = header.sys_flag
+        reconsume = header.reconsume_times
         if not self.config.broker_permission & Perm.WRITE:
             raise SendError(ResponseCode.NO_PERMISSION,
                             f"the broker[{self.config.broker_name}] sending message is forbidden")
@@ -239,19 +237,18 @@ class SendMessageProcessor:
                             f"the broker[{self.config.broker_name}] sending transaction message is forbidden")
         cfg = self.topics.get(topic)
         if cfg is None:
-            cfg = self._auto_create(topic, ext)
+            cfg = self._auto_create(header)
         if not cfg.writable:
             raise SendError(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         if queue_id < 0:
-            queue_id = random.randrange(cfg.write_queue_nums)
-            ext["queueId"] = queue_id
+            queue_id = header.queue_id = random.randrange(cfg.write_queue_nums)
         elif queue_id >= max(cfg.read_queue_nums, cfg.write_queue_nums):
             raise SendError(ResponseCode.SYSTEM_ERROR, (
                 f"request queueId[{queue_id}] is illegal, topic {topic} has {cfg.write_queue_nums} "
                 f"write queues, producer: {ctx.remote}"))
         born_host = self._born_host(ctx)
         max_size = self.store_config.max_message_size
-        if ext.get("batch"):
+        if header.batch:
             if prepared:
                 raise SendError(ResponseCode.MESSAGE_ILLEGAL, "a batch may not hold transactional messages")
             if not cmd.body:
@@ -261,8 +258,8 @@ class SendMessageProcessor:
         self._check_body(len(body), max_size)
         raw_props = props.encode()
         if prepared:
-            group = ext.get("producerGroup")
-            if not isinstance(group, str) or not group:
+            group = header.producer_group
+            if not group:
                 raise SendError(ResponseCode.SYSTEM_ERROR, "a transactional message needs its producerGroup")
             try:
                 raw_props = half_properties(topic, queue_id, raw_props, group)
@@ -287,14 +284,14 @@ class SendMessageProcessor:
             raise SendError(ResponseCode.MESSAGE_ILLEGAL,
                             f"the message body size {size} exceeds maxMessageSize {max_size}")
 
-    def _auto_create(self, topic: str, ext: dict):
+    def _auto_create(self, header: SendMessageRequestHeader):
+        topic = header.topic
         if topic.startswith(RETRY_GROUP_TOPIC_PREFIX) or topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
             raise SendError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
-        default_topic = ext.get("defaultTopic")
-        queue_nums = ext.get("defaultTopicQueueNums") or self.config.default_topic_queue_nums
+        queue_nums = header.default_topic_queue_nums or self.config.default_topic_queue_nums
         cfg = None
-        if self.config.auto_create_topic_enable and isinstance(default_topic, str) and isinstance(queue_nums, int):
-            cfg = self.topics.create_in_send(topic, default_topic, queue_nums)
+        if self.config.auto_create_topic_enable:
+            cfg = self.topics.create_in_send(topic, header.default_topic, queue_nums)
         if cfg is None:
             raise SendError(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         return cfg

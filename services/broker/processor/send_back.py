@@ -31,7 +31,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, from_ext
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
 from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
@@ -83,7 +83,7 @@ class SendBackProcessor:
     # --- the request ---
 
     def send_back(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        h = from_ext(ConsumerSendMsgBackRequestHeader, req.ext)
+        h = ConsumerSendMsgBackRequestHeader.from_ext(req.ext)
         broker_name = self.broker.config.broker_name
         group_cfg = self.groups.find(h.group)
         if group_cfg is None:

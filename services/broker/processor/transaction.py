@@ -43,12 +43,12 @@ from rocketmesh.model.codec import CorruptRecord, decode_properties, decode_reco
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.protocol.headers import (
     CheckHalfMessageRequestHeader,
+    CheckHalfMessageResponseHeader,
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HalfCheckOutcome,
     PendingHalfMessagesRequestHeader,
-    from_ext,
-    to_ext,
+    PendingHalfMessagesResponseHeader,
 )
 from rocketmesh.model.topics import (
     TRANS_CHECK_GROUP,
@@ -220,7 +220,7 @@ class TransactionProcessor:
 
     def end_transaction(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Commit or roll back a half message (RocketMQ's EndTransactionProcessor); 0 (not known yet) is a no-op."""
-        h = from_ext(EndTransactionRequestHeader, req.ext)
+        h = EndTransactionRequestHeader.from_ext(req.ext)
         if self.broker.config.broker_id != 0:
             return response_to(req, ResponseCode.SLAVE_NOT_AVAILABLE,
                                "a slave broker takes no END_TRANSACTION; send it to the master")
@@ -329,7 +329,7 @@ class TransactionProcessor:
 
     def check_half_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """One check of a half message the txn-checker found undecided (see the module docstring)."""
-        h = from_ext(CheckHalfMessageRequestHeader, req.ext)
+        h = CheckHalfMessageRequestHeader.from_ext(req.ext)
         found = self._half_at(h.commit_log_offset)
         if found is None:
             return self._outcome(req, HalfCheckOutcome.MISSING)
@@ -386,9 +386,9 @@ class TransactionProcessor:
         """Push CHECK_TRANSACTION_STATE to a live producer of ``group``; True once one took it (the
         ``check_times``-th check of ``tid``)."""
         channels = sorted(self.broker.clients.producer_channels(group), key=lambda c: c.last_update, reverse=True)
-        ext = to_ext(CheckTransactionStateRequestHeader(
+        ext = CheckTransactionStateRequestHeader(
             half.queue_offset, half.commitlog_offset,
-            half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id))
+            half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id).to_ext()
         for ch in channels[:CHECK_PRODUCERS_TRIED]:
             fut = self.broker.server.invoke_client(ch.identity, request(
                 RequestCode.CHECK_TRANSACTION_STATE, dict(ext), rec, traceparent=traceparent_of()), CHECK_ACK_TIMEOUT_MS)
@@ -406,14 +406,14 @@ class TransactionProcessor:
 
     @staticmethod
     def _outcome(req: RemotingCommand, outcome: HalfCheckOutcome) -> RemotingCommand:
-        return ok(req, {"outcome": outcome.value})
+        return ok(req, CheckHalfMessageResponseHeader(outcome.value))
 
     # --- GET_PENDING_HALF_MESSAGES ---
 
     def pending_half_messages(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Half messages of a topic whose transaction is not decided, oldest first (the latest copy of each),
         from the txn-checker's committed offset on."""
-        h = from_ext(PendingHalfMessagesRequestHeader, req.ext)
+        h = PendingHalfMessagesRequestHeader.from_ext(req.ext)
         max_num = max(1, min(h.max_num, 1000))
         store = self.store
         latest: dict[str, dict[str, Any]] = {}
@@ -440,7 +440,7 @@ class TransactionProcessor:
                 }
         pending = [e for tid, e in latest.items() if tid not in self.decided]
         pending.sort(key=lambda e: (e["bornTimestamp"], e["transactionId"]))
-        return ok(req, {"total": len(pending)}, orjson.dumps(pending[:max_num]))
+        return ok(req, PendingHalfMessagesResponseHeader(len(pending)), orjson.dumps(pending[:max_num]))
 
     def runtime_info(self) -> dict[str, int]:
         """Counters for GET_BROKER_RUNTIME_INFO."""
