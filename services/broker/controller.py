@@ -26,6 +26,7 @@ from rocketmesh.remoting import (
     request,
     response_to,
 )
+from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, RegisterBrokerRequestHeader
 from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.broker.processor.admin import AdminProcessor
 from rocketmesh.broker.client.manager import ClientManager
@@ -169,7 +170,7 @@ class BrokerController:
         metrics_url = self.metrics.metrics.start()
         self.registration = NamesrvRegistration(
             self.client, self.namesrvs, cfg.register_name_server_period, cfg.register_broker_timeout_mills,
-            self._registration_ext, self.topics.snapshot)
+            self._registration_header, self.topics.snapshot)
         self.topics.on_change = self.registration.wakeup
         self.registration.start()
         if self.is_slave:
@@ -205,12 +206,13 @@ class BrokerController:
         if info is None:
             return
         for ch in info.channels.values():
-            self.server.push(ch.identity, request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}))
+            self.server.push(ch.identity, request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED,
+                                                  ConsumerGroupRequestHeader(group).to_ext()))
 
-    def _registration_ext(self) -> dict[str, Any]:
+    def _registration_header(self) -> RegisterBrokerRequestHeader:
         c = self.config
-        return {"clusterName": c.broker_cluster_name, "brokerName": c.broker_name, "brokerId": c.broker_id,
-                "brokerAddr": self.broker_addr, "haServerAddr": f"{c.broker_ip1}:{c.ha_listen_port}"}
+        return RegisterBrokerRequestHeader(c.broker_name, self.broker_addr, c.broker_cluster_name, c.broker_id,
+                                           f"{c.broker_ip1}:{c.ha_listen_port}")
 
     def _counters(self) -> dict[str, int]:
         st = self.store.stats

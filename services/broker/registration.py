@@ -10,6 +10,12 @@ import orjson
 
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.remoting.protocol.headers import (
+    HeaderError,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
 from rocketmesh.runtime.service_thread import ServiceThread
 
 log = get_logger("broker", component="registration")
@@ -23,16 +29,16 @@ class NamesrvRegistration(ServiceThread):
     """
 
     def __init__(self, client: RemotingClient, namesrvs: list[str], period_ms: int, timeout_ms: int,
-                 ext: Callable[[], dict], body: Callable[[], dict]) -> None:
+                 header: Callable[[], RegisterBrokerRequestHeader], body: Callable[[], dict]) -> None:
         super().__init__("NamesrvRegistration", period_ms / 1000)
         self.client = client
         self.namesrvs = namesrvs
         self.timeout_ms = timeout_ms
-        self.ext = ext
+        self.header = header
         self.body = body
         self.registered = threading.Event()
-        #: namesrv -> (haServerAddr, masterAddr) from its last answer.
-        self.answers: dict[str, dict] = {}
+        #: namesrv -> its last answer (for a slave: its master's HA and broker addresses).
+        self.answers: dict[str, RegisterBrokerResponseHeader] = {}
 
     def run_once(self) -> None:
         self.register_all()
@@ -42,11 +48,11 @@ class NamesrvRegistration(ServiceThread):
         if not self.namesrvs:
             return 0
         body = orjson.dumps(self.body())
-        ext = self.ext()
+        header = self.header()
         futures: list[tuple[str, Future]] = []
         for addr in self.namesrvs:
             futures.append((addr, self.client.invoke_async(
-                addr, request(RequestCode.REGISTER_BROKER, dict(ext), body), self.timeout_ms)))
+                addr, request(RequestCode.REGISTER_BROKER, header.to_ext(), body), self.timeout_ms)))
         ok = 0
         for addr, fut in futures:
             try:
@@ -55,8 +61,12 @@ class NamesrvRegistration(ServiceThread):
                 log.warning("register_broker_failed", namesrv=addr, error=str(exc))
                 continue
             if resp.code == ResponseCode.SUCCESS:
+                try:
+                    self.answers[addr] = RegisterBrokerResponseHeader.from_ext(resp.ext)
+                except HeaderError as exc:
+                    log.warning("register_broker_answer_malformed", namesrv=addr, error=str(exc))
+                    continue
                 ok += 1
-                self.answers[addr] = resp.ext
             else:
                 log.warning("register_broker_refused", namesrv=addr, code=resp.code, remark=resp.remark)
         if ok:
@@ -64,9 +74,9 @@ class NamesrvRegistration(ServiceThread):
         return ok
 
     def unregister_all(self) -> None:
-        ext = self.ext()
-        keep = {k: ext[k] for k in ("clusterName", "brokerAddr", "brokerName", "brokerId")}
-        futures = [(a, self.client.invoke_async(a, request(RequestCode.UNREGISTER_BROKER, dict(keep)), 3000))
+        h = self.header()
+        ext = UnRegisterBrokerRequestHeader(h.broker_name, h.broker_addr, h.cluster_name, h.broker_id).to_ext()
+        futures = [(a, self.client.invoke_async(a, request(RequestCode.UNREGISTER_BROKER, dict(ext)), 3000))
                    for a in self.namesrvs]
         for addr, fut in futures:
             try:

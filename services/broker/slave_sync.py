@@ -42,7 +42,7 @@ class SlaveSynchronize(ServiceThread):
             return configured
         registration = self.broker.registration
         answers = list(registration.answers.values()) if registration is not None else []
-        return next((a["masterAddr"] for a in answers if a.get("masterAddr")), None)
+        return next((a.master_addr for a in answers if a.master_addr), None)
 
     def run_once(self) -> None:
         addr = self.master_addr()

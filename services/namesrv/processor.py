@@ -1,7 +1,10 @@
 """The name server's request handlers (RocketMQ's DefaultRequestProcessor).
 
-Request schemas. Ext values may be JSON strings or numbers (RocketMQ sends
-every header field as a string; both are accepted). Bodies are JSON.
+Request schemas. Each ext is one typed header of
+:mod:`rocketmesh.remoting.protocol.headers` (named below by its fields); its
+values may be JSON strings or numbers (RocketMQ sends every header field as a
+string; both are accepted), and a missing or mistyped field is answered
+SYSTEM_ERROR naming it. Bodies are JSON.
 
 REGISTER_BROKER
     ext  {clusterName, brokerName, brokerId, brokerAddr, haServerAddr}
@@ -64,30 +67,28 @@ from rocketmesh.remoting import (
     response_to,
 )
 
+from rocketmesh.remoting.protocol.headers import (
+    AddWritePermOfBrokerRequestHeader,
+    AddWritePermOfBrokerResponseHeader,
+    DeleteKVConfigRequestHeader,
+    DeleteTopicFromNamesrvRequestHeader,
+    GetKVConfigRequestHeader,
+    GetKVConfigResponseHeader,
+    GetKVListByNamespaceRequestHeader,
+    GetRouteInfoRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    Header,
+    PutKVConfigRequestHeader,
+    QueryDataVersionRequestHeader,
+    QueryDataVersionResponseHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+    WipeWritePermOfBrokerRequestHeader,
+    WipeWritePermOfBrokerResponseHeader,
+)
+
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
-
-
-def ext_str(cmd: RemotingCommand, name: str, default: Optional[str] = None) -> str:
-    """The ext field ``name`` as a string; RequestError when missing and no default."""
-    value = cmd.ext.get(name)
-    if value is None or value == "":
-        if default is not None:
-            return default
-        raise RequestError(ResponseCode.SYSTEM_ERROR, f"missing ext field {name!r}")
-    if isinstance(value, (dict, list)):
-        raise RequestError(ResponseCode.SYSTEM_ERROR, f"ext field {name!r} must be a string")
-    return str(value)
-
-
-def ext_int(cmd: RemotingCommand, name: str) -> int:
-    """The ext field ``name`` as an int (numbers and numeric strings accepted)."""
-    value = cmd.ext.get(name)
-    if isinstance(value, bool) or value is None:
-        raise RequestError(ResponseCode.SYSTEM_ERROR, f"missing or non-integer ext field {name!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise RequestError(ResponseCode.SYSTEM_ERROR, f"ext field {name!r} is not an integer: {value!r}") from None
 
 
 def json_body(cmd: RemotingCommand) -> Any:
@@ -100,9 +101,10 @@ def json_body(cmd: RemotingCommand) -> Any:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"body is not JSON: {exc}") from None
 
 
-def ok(cmd: RemotingCommand, ext: Optional[dict[str, Any]] = None, body: Any = None) -> RemotingCommand:
-    """A SUCCESS response, with ``body`` JSON-encoded when given."""
-    return response_to(cmd, ResponseCode.SUCCESS, None, ext, b"" if body is None else orjson.dumps(body))
+def ok(cmd: RemotingCommand, header: Optional[Header] = None, body: Any = None) -> RemotingCommand:
+    """A SUCCESS response with ``header``, and ``body`` JSON-encoded when given."""
+    return response_to(cmd, ResponseCode.SUCCESS, None, None if header is None else header.to_ext(),
+                       b"" if body is None else orjson.dumps(body))
 
 
 class NamesrvProcessor:
@@ -142,11 +144,9 @@ class NamesrvProcessor:
     # -- brokers ----------------------------------------------------------
 
     def register_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        cluster = ext_str(cmd, "clusterName")
-        broker_name = ext_str(cmd, "brokerName")
-        broker_addr = ext_str(cmd, "brokerAddr")
-        broker_id = ext_int(cmd, "brokerId")
-        ha_addr = ext_str(cmd, "haServerAddr", "")
+        h = RegisterBrokerRequestHeader.from_ext(cmd.ext)
+        cluster, broker_name, broker_addr, broker_id = h.cluster_name, h.broker_name, h.broker_addr, h.broker_id
+        ha_addr = h.ha_server_addr
         body = json_body(cmd)
         topic_configs: Optional[dict[str, TopicConfig]] = None
         data_version = None
@@ -177,39 +177,37 @@ class NamesrvProcessor:
             self._log.debug("broker_heartbeat", broker=broker_name, broker_id=broker_id, addr=broker_addr)
         return ok(
             cmd,
-            {"haServerAddr": result.ha_server_addr, "masterAddr": result.master_addr},
+            RegisterBrokerResponseHeader(result.ha_server_addr, result.master_addr),
             {"table": self.kv.namespace(NAMESPACE_ORDER_TOPIC_CONFIG)},
         )
 
     def unregister_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        self.routes.unregister_broker(
-            ext_str(cmd, "clusterName"),
-            ext_str(cmd, "brokerAddr"),
-            ext_str(cmd, "brokerName"),
-            ext_int(cmd, "brokerId"),
-        )
-        self._log.info("broker_unregistered", broker=cmd.ext.get("brokerName"), addr=cmd.ext.get("brokerAddr"))
+        h = UnRegisterBrokerRequestHeader.from_ext(cmd.ext)
+        self.routes.unregister_broker(h.cluster_name, h.broker_addr, h.broker_name, h.broker_id)
+        self._log.info("broker_unregistered", broker=h.broker_name, addr=h.broker_addr)
         return ok(cmd)
 
     def wipe_write_perm_of_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), writable=False)
-        return ok(cmd, {"wipeTopicCount": count})
+        h = WipeWritePermOfBrokerRequestHeader.from_ext(cmd.ext)
+        count = self.routes.set_write_perm(h.broker_name, writable=False)
+        return ok(cmd, WipeWritePermOfBrokerResponseHeader(count))
 
     def add_write_perm_of_broker(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        count = self.routes.set_write_perm(ext_str(cmd, "brokerName"), writable=True)
-        return ok(cmd, {"addTopicCount": count})
+        h = AddWritePermOfBrokerRequestHeader.from_ext(cmd.ext)
+        count = self.routes.set_write_perm(h.broker_name, writable=True)
+        return ok(cmd, AddWritePermOfBrokerResponseHeader(count))
 
     def query_data_version(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        broker_addr = ext_str(cmd, "brokerAddr")
+        broker_addr = QueryDataVersionRequestHeader.from_ext(cmd.ext).broker_addr
         changed = self.routes.is_broker_topic_config_changed(broker_addr, json_body(cmd))
         self.routes.touch_broker(broker_addr)
         held = self.routes.data_version_of(broker_addr)
-        return ok(cmd, {"changed": changed}, held)
+        return ok(cmd, QueryDataVersionResponseHeader(changed), held)
 
     # -- topics -----------------------------------------------------------
 
     def get_route_info_by_topic(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        topic = ext_str(cmd, "topic")
+        topic = GetRouteInfoRequestHeader.from_ext(cmd.ext).topic
         route = self.routes.pick_topic_route_data(topic)
         if route is None:
             return response_to(
@@ -226,31 +224,34 @@ class NamesrvProcessor:
         return ok(cmd, body={"topicList": self.routes.all_topics()})
 
     def get_topics_by_cluster(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return ok(cmd, body={"topicList": self.routes.topics_by_cluster(ext_str(cmd, "cluster"))})
+        cluster = GetTopicsByClusterRequestHeader.from_ext(cmd.ext).cluster
+        return ok(cmd, body={"topicList": self.routes.topics_by_cluster(cluster)})
 
     def delete_topic(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        self.routes.delete_topic(ext_str(cmd, "topic"))
+        self.routes.delete_topic(DeleteTopicFromNamesrvRequestHeader.from_ext(cmd.ext).topic)
         return ok(cmd)
 
     # -- KV config --------------------------------------------------------
 
     def put_kv_config(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        self.kv.put(ext_str(cmd, "namespace"), ext_str(cmd, "key"), ext_str(cmd, "value"))
+        h = PutKVConfigRequestHeader.from_ext(cmd.ext)
+        self.kv.put(h.namespace, h.key, h.value)
         return ok(cmd)
 
     def get_kv_config(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        namespace, key = ext_str(cmd, "namespace"), ext_str(cmd, "key")
-        value = self.kv.get(namespace, key)
+        h = GetKVConfigRequestHeader.from_ext(cmd.ext)
+        value = self.kv.get(h.namespace, h.key)
         if value is None:
-            return response_to(cmd, ResponseCode.QUERY_NOT_FOUND, f"no config item {namespace}/{key}")
-        return ok(cmd, {"value": value})
+            return response_to(cmd, ResponseCode.QUERY_NOT_FOUND, f"no config item {h.namespace}/{h.key}")
+        return ok(cmd, GetKVConfigResponseHeader(value))
 
     def delete_kv_config(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        self.kv.delete(ext_str(cmd, "namespace"), ext_str(cmd, "key"))
+        h = DeleteKVConfigRequestHeader.from_ext(cmd.ext)
+        self.kv.delete(h.namespace, h.key)
         return ok(cmd)
 
     def get_kv_list_by_namespace(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        namespace = ext_str(cmd, "namespace")
+        namespace = GetKVListByNamespaceRequestHeader.from_ext(cmd.ext).namespace
         table = self.kv.namespace(namespace)
         if not table:
             return response_to(cmd, ResponseCode.QUERY_NOT_FOUND, f"no config items in namespace {namespace}")

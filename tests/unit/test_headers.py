@@ -110,3 +110,16 @@ def test_defaults_fill_what_a_request_leaves_out():
                                            "flag": None})
     assert h == SendMessageRequestHeader("g", "T", 1, 5)
     assert "maxReconsumeTimes" not in h.to_ext()
+
+
+def test_fields_sent_as_strings_are_typed():
+    """RocketMQ's own clients send every header field as a string."""
+    h = headers.RegisterBrokerRequestHeader.from_ext(
+        {"brokerName": "b", "brokerAddr": "127.0.0.1:10911", "clusterName": "c", "brokerId": "1"})
+    assert h.broker_id == 1
+    assert headers.CreateTopicRequestHeader.from_ext({"topic": "T", "order": "true"}).order is True
+    send = SendMessageRequestHeader.from_ext({"producerGroup": "g", "topic": "T", "queueId": "2",
+                                              "bornTimestamp": "5", "batch": "false"})
+    assert (send.queue_id, send.born_timestamp, send.batch) == (2, 5, False)
+    with pytest.raises(HeaderError, match="<queueId>"):
+        SendMessageRequestHeader.from_ext({"producerGroup": "g", "topic": "T", "queueId": "two", "bornTimestamp": 5})

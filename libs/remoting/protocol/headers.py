@@ -165,20 +165,20 @@ class SendMessageRequestHeader(Header):
     def from_ext(cls, ext: Any) -> "SendMessageRequestHeader":
         """The header in ``ext``; raises HeaderError naming the bad field."""
         try:
-            h = cls(ext["producerGroup"], ext["topic"], ext["queueId"], ext["bornTimestamp"],
-                    ext.get("defaultTopic", DEFAULT_TOPIC), ext.get("defaultTopicQueueNums", 4),
-                    ext.get("sysFlag", 0), ext.get("flag", 0), ext.get("properties", ""),
-                    ext.get("reconsumeTimes", 0), ext.get("batch", False), ext.get("maxReconsumeTimes"))
-        except (KeyError, TypeError):
+            get = ext.get
+            group, topic, queue_id, born = ext["producerGroup"], ext["topic"], ext["queueId"], ext["bornTimestamp"]
+        except (AttributeError, KeyError, TypeError):
             return decode_fields(cls, ext)
-        if (type(h.producer_group) is not str or type(h.topic) is not str or type(h.queue_id) is not int
-                or type(h.born_timestamp) is not int or type(h.default_topic) is not str
-                or type(h.default_topic_queue_nums) is not int or type(h.sys_flag) is not int
-                or type(h.flag) is not int or type(h.properties) is not str or type(h.reconsume_times) is not int
-                or type(h.batch) is not bool
-                or (h.max_reconsume_times is not None and type(h.max_reconsume_times) is not int)):
+        default_topic, queue_nums = get("defaultTopic", DEFAULT_TOPIC), get("defaultTopicQueueNums", 4)
+        sys_flag, flag, props = get("sysFlag", 0), get("flag", 0), get("properties", "")
+        reconsume, batch, max_reconsume = get("reconsumeTimes", 0), get("batch", False), get("maxReconsumeTimes")
+        if (type(group) is not str or type(topic) is not str or type(queue_id) is not int or type(born) is not int
+                or type(default_topic) is not str or type(queue_nums) is not int or type(sys_flag) is not int
+                or type(flag) is not int or type(props) is not str or type(reconsume) is not int
+                or type(batch) is not bool or (max_reconsume is not None and type(max_reconsume) is not int)):
             return decode_fields(cls, ext)
-        return h
+        return cls(group, topic, queue_id, born, default_topic, queue_nums, sys_flag, flag, props, reconsume, batch,
+                   max_reconsume)
 
 
 @dataclass(slots=True)

@@ -11,9 +11,12 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     CreateTopicRequestHeader,
+    EarliestMsgStoretimeResponseHeader,
     QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
     QueueOffsetRequestHeader,
+    QueueOffsetResponseHeader,
     SearchOffsetRequestHeader,
     TopicRequestHeader,
     UnregisterClientRequestHeader,
@@ -101,12 +104,11 @@ class AdminProcessor:
         max_num = max(1, min(h.max_num, 64 * 1024))
         self.store.catch_up()
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
-        ext = {"indexLastUpdateTimestamp": result.index_last_update_timestamp,
-               "indexLastUpdatePhyoffset": result.index_last_update_phy_offset}
+        header = QueryMessageResponseHeader(result.index_last_update_timestamp, result.index_last_update_phy_offset)
         if not result.records:
             return response_to(req, ResponseCode.QUERY_NOT_FOUND,
-                               "can not find message, maybe time range not correct", ext)
-        return ok(req, ext, b"".join(result.records))
+                               "can not find message, maybe time range not correct", header.to_ext())
+        return ok(req, header, b"".join(result.records))
 
     def query_consume_queue(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Entries of one consume queue (commitlog offset, size, tag code), whatever the topic's read
@@ -142,19 +144,20 @@ class AdminProcessor:
 
     def get_max_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = QueueOffsetRequestHeader.from_ext(req.ext)
-        return ok(req, {"offset": self.store.get_max_offset_in_queue(h.topic, h.queue_id)})
+        return ok(req, QueueOffsetResponseHeader(self.store.get_max_offset_in_queue(h.topic, h.queue_id)))
 
     def get_min_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = QueueOffsetRequestHeader.from_ext(req.ext)
-        return ok(req, {"offset": self.store.get_min_offset_in_queue(h.topic, h.queue_id)})
+        return ok(req, QueueOffsetResponseHeader(self.store.get_min_offset_in_queue(h.topic, h.queue_id)))
 
     def get_earliest_msg_storetime(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = QueueOffsetRequestHeader.from_ext(req.ext)
-        return ok(req, {"timestamp": self.store.get_earliest_message_time(h.topic, h.queue_id)})
+        return ok(req, EarliestMsgStoretimeResponseHeader(self.store.get_earliest_message_time(h.topic, h.queue_id)))
 
     def search_offset_by_timestamp(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = SearchOffsetRequestHeader.from_ext(req.ext)
-        return ok(req, {"offset": self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)})
+        offset = self.store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        return ok(req, QueueOffsetResponseHeader(offset))
 
     def get_topic_stats_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = TopicRequestHeader.from_ext(req.ext)

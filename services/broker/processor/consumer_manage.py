@@ -15,6 +15,7 @@ from rocketmesh.remoting.protocol.headers import (
     ConsumerGroupRequestHeader,
     GetConsumeStatsRequestHeader,
     QueryConsumerOffsetRequestHeader,
+    QueueOffsetResponseHeader,
     ResetOffsetRequestHeader,
     SubscriptionGroupRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -134,9 +135,9 @@ class ConsumerManageProcessor:
             store = self.store
             if (store.get_min_offset_in_queue(h.topic, h.queue_id) <= 0
                     and not store.check_in_disk_by_consume_offset(h.topic, h.queue_id, 0)):
-                return ok(req, {"offset": 0})
+                return ok(req, QueueOffsetResponseHeader(0))
             return response_to(req, ResponseCode.QUERY_NOT_FOUND, "Not found, maybe this group consumer boot first")
-        return ok(req, {"offset": offset})
+        return ok(req, QueueOffsetResponseHeader(offset))
 
     def update_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = UpdateConsumerOffsetRequestHeader.from_ext(req.ext)

@@ -34,7 +34,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst
 from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, DeliverDueMessagesResponseHeader
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 from rocketmesh.telemetry.propagation import TRACEPARENT
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
@@ -139,7 +139,7 @@ class DeliveryProcessor:
         store = self.broker.store
         cq = store.find_consume_queue(h.topic, h.queue_id)
         if cq is None:
-            return ok(req, {"delivered": 0, "duplicates": 0},
+            return ok(req, DeliverDueMessagesResponseHeader(),
                       orjson.dumps({"done": [], "notDue": [], "missing": offsets}))
         now_ms = int(time.time() * 1000)
         key = (h.topic, h.queue_id)
@@ -193,7 +193,7 @@ class DeliveryProcessor:
             log.warning("delivery_flush_timeout", topic=h.topic, queue_id=h.queue_id)
         if missing:
             log.warning("delivery_entries_missing", topic=h.topic, queue_id=h.queue_id, offsets=missing[:20])
-        return ok(req, {"delivered": len(batch) - rolled, "rolled": rolled, "duplicates": duplicates},
+        return ok(req, DeliverDueMessagesResponseHeader(len(batch) - rolled, rolled, duplicates),
                   orjson.dumps({"done": done, "notDue": not_due, "missing": missing}))
 
     def _repark(self, phys: int, queue_id: int) -> MessageExtBrokerInner | None:

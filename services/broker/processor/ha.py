@@ -27,6 +27,7 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     HaAppendRequestHeader,
+    HaAppendResponseHeader,
     HaTransferRequestHeader,
     HaTransferResponseHeader,
 )
@@ -225,6 +226,6 @@ class HaProcessor:
         try:
             end = self.store.append_replica(h.offset, req.body or b"")
         except ReplicaGap as exc:
-            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc), {"offset": exc.end})
+            return response_to(req, ResponseCode.SYSTEM_ERROR, str(exc), HaAppendResponseHeader(exc.end).to_ext())
         self.appended_bytes += len(req.body or b"")
-        return ok(req, {"offset": end})
+        return ok(req, HaAppendResponseHeader(end))

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 import orjson
 
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import HeaderError
+from rocketmesh.remoting.protocol.headers import Header, HeaderError
 from rocketmesh.broker.tracing import traced
 
 Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
@@ -17,9 +17,9 @@ Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
 BAD_REQUEST_ERRORS = (HeaderError, ValueError, TypeError, KeyError, orjson.JSONDecodeError)
 
 
-def ok(req: RemotingCommand, ext: Optional[dict] = None, body: bytes = b"") -> RemotingCommand:
-    """SUCCESS for ``req``, with ``ext`` fields and ``body``."""
-    return response_to(req, ResponseCode.SUCCESS, None, ext, body)
+def ok(req: RemotingCommand, header: Optional[Header] = None, body: bytes = b"") -> RemotingCommand:
+    """SUCCESS for ``req``, with the response ``header`` and ``body``."""
+    return response_to(req, ResponseCode.SUCCESS, None, None if header is None else header.to_ext(), body)
 
 
 def guarded(fn: Handler, errors: tuple[type[Exception], ...] = (HeaderError,)) -> Handler:

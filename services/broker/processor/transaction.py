@@ -43,10 +43,12 @@ from rocketmesh.model.codec import CorruptRecord, decode_properties, decode_reco
 from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.protocol.headers import (
     CheckHalfMessageRequestHeader,
+    CheckHalfMessageResponseHeader,
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HalfCheckOutcome,
     PendingHalfMessagesRequestHeader,
+    PendingHalfMessagesResponseHeader,
 )
 from rocketmesh.model.topics import (
     TRANS_CHECK_GROUP,
@@ -404,7 +406,7 @@ class TransactionProcessor:
 
     @staticmethod
     def _outcome(req: RemotingCommand, outcome: HalfCheckOutcome) -> RemotingCommand:
-        return ok(req, {"outcome": outcome.value})
+        return ok(req, CheckHalfMessageResponseHeader(outcome.value))
 
     # --- GET_PENDING_HALF_MESSAGES ---
 
@@ -438,7 +440,7 @@ class TransactionProcessor:
                 }
         pending = [e for tid, e in latest.items() if tid not in self.decided]
         pending.sort(key=lambda e: (e["bornTimestamp"], e["transactionId"]))
-        return ok(req, {"total": len(pending)}, orjson.dumps(pending[:max_num]))
+        return ok(req, PendingHalfMessagesResponseHeader(len(pending)), orjson.dumps(pending[:max_num]))
 
     def runtime_info(self) -> dict[str, int]:
         """Counters for GET_BROKER_RUNTIME_INFO."""
