@@ -11,7 +11,7 @@ stays importable from its own module, as ``rocketmesh.client.instance.ClientInst
 """
 
 from rocketmesh.client.admin.admin import Admin
-from rocketmesh.client.admin.cluster import BrokerInfo, ClusterInfo
+from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.instance import NAMESRV_ADDR_ENV, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer, SendCallback

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
 
 import orjson
 
-from rocketmesh.client.admin.cluster import ClusterInfo
+from rocketmesh.client.cluster import ClusterInfo
 from rocketmesh.client.errors import (
     ClientErrorCode,
     MQBrokerError,

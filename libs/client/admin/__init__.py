@@ -1,1 +1,1 @@
-"""Administration: Admin (topics, groups, offsets, queries, dead letters) and the cluster table."""
+"""Administration: Admin (topics, groups, offsets, queries) and the dead letters it resends."""

@@ -28,7 +28,7 @@ from rocketmesh.remoting.protocol.headers import (
     ResetOffsetRequestHeader,
 )
 from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI, raise_first
-from rocketmesh.client.admin.cluster import BrokerInfo, ClusterInfo
+from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
