@@ -23,9 +23,9 @@ import threading
 import time
 from collections.abc import Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
 
 import orjson
+
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
@@ -66,7 +66,7 @@ CLIENT_ACCOUNT: dict[str, str] = {}
 ADMIN_ACCOUNT: dict[str, str] = {}
 
 
-def acl_setup(mode: str) -> tuple[list[str], list[str], Optional[str]]:
+def acl_setup(mode: str) -> tuple[list[str], list[str], str | None]:
     """``--acl on``: write a plain_acl.yml for the run and fill CLIENT_ACCOUNT / ADMIN_ACCOUNT (before any
     client is made). Returns the ``--set`` items of the servers (name server and brokers), those of the services
     that sign (brokers, ha), and the directory to remove at the end (None: off)."""
@@ -85,7 +85,7 @@ def acl_setup(mode: str) -> tuple[list[str], list[str], Optional[str]]:
             acl_dir)
 
 
-def curve_keys(mode: str) -> Optional[str]:
+def curve_keys(mode: str) -> str | None:
     """``--curve on``: make a key pair in a temporary directory and name it in this process's environment (before
     the services start and before any client is made); returns the directory to remove at the end (None: off)."""
     if mode == "off":
@@ -106,7 +106,7 @@ class Tracing:
     def __init__(self, mode: str, service_name: str) -> None:
         self.mode = mode
         self.provider = None
-        self.receiver: Optional[subprocess.Popen] = None
+        self.receiver: subprocess.Popen | None = None
         if mode == "off":
             return
         if mode not in TRACING_MODES:
@@ -133,7 +133,7 @@ class Tracing:
         self.provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
         trace.set_tracer_provider(self.provider)
 
-    def stop(self) -> Optional[int]:
+    def stop(self) -> int | None:
         if self.provider is not None:
             self.provider.shutdown()  # exports what is queued
         if self.receiver is None:
@@ -349,7 +349,7 @@ def cpu_per_process(before: dict[int, int], after: dict[int, int], messages: int
     return out
 
 
-def watched_pids(services: Optional["Services"]) -> dict[int, str]:
+def watched_pids(services: Services | None) -> dict[int, str]:
     """This process (``client``) and the services' processes, by label."""
     watched = {os.getpid(): "client"}
     for proc in services.procs if services is not None else []:
@@ -406,7 +406,7 @@ def fill_backlog(namesrv: str, n: int, size: int, queues: int, topic: str = BACK
     print(f"filled {n - have} messages in {time.monotonic() - t0:.1f} s", flush=True)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["serve-stub"] and len(args) == 2:
         serve_stub(int(args[1]))

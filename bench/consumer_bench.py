@@ -31,7 +31,7 @@ import shutil
 import statistics
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 # The bench and the services it starts log warnings only (ROCKETMESH_LOG_LEVEL overrides): figures stay readable.
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")

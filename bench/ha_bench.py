@@ -19,6 +19,7 @@ import sys
 import time
 
 import orjson
+
 from benchkit import Services, free_port
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.remoting import RemotingClient, RequestCode, request

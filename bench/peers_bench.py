@@ -44,7 +44,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from benchkit import (
     cpu_per_process,
@@ -75,13 +75,13 @@ class Settings:
 class Server:
     """One peer's server as a child process (its own session, so that stop() ends all it started)."""
 
-    def __init__(self, name: str, argv: list[str], env: Optional[dict[str, str]] = None) -> None:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.name = name
         self.dir = tempfile.mkdtemp(prefix=f"peer-{name}-")
         self.log = open(os.path.join(self.dir, "server.log"), "w+")
         self.argv = argv
         self.env = env
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         env = dict(os.environ, **(self.env or {}))
@@ -105,7 +105,7 @@ class Server:
 
 def wait_until(ready: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
-    last: Optional[BaseException] = None
+    last: BaseException | None = None
     while time.monotonic() < deadline:
         try:
             if ready():
@@ -296,7 +296,7 @@ class NatsPeer:
         return self.run(go())
 
     async def windowed(self, nc, subject: str, body: bytes, window: int, stop: Callable[[int], bool],  # noqa: ANN001
-                       lat: Optional[list[float]] = None) -> int:
+                       lat: list[float] | None = None) -> int:
         """Publishes (nats-py's publish_async) with ``window`` unacknowledged at most until ``stop(n)``; returns
         how many were acknowledged."""
         js = nc.jetstream(publish_async_max_pending=window)
@@ -456,7 +456,7 @@ class RabbitPeer:
         return out
 
     def confirmed(self, s: Settings, queue: str, stop: Callable[[int], bool],
-                  lat: Optional[list[float]] = None) -> int:
+                  lat: list[float] | None = None) -> int:
         """Publishes with ``s.window`` unconfirmed at most until ``stop(n)`` (pika's asynchronous connection and
         publisher confirms); returns how many were confirmed."""
         pika = self.pika

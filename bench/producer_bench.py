@@ -61,8 +61,8 @@ import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable, Optional
 
 from benchkit import (
     ACL_MODES,
@@ -254,7 +254,7 @@ def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> 
     return total, clock() - t_start, lat
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", help="use running services at this name server instead of starting them")
     ap.add_argument("--modes", default="sync1,sync4,sync16,async,async-auto,batch,batch-async,paced")

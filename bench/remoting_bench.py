@@ -42,10 +42,9 @@ import time
 # The bench and the services it starts log warnings only (ROCKETMESH_LOG_LEVEL overrides): figures stay readable.
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 
+from benchkit import free_port, percentile  # noqa: E402
 from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.remoting import RemotingClient, RemotingServer, RequestCode, ResponseCode, request, response_to
-
-from benchkit import free_port, percentile  # noqa: E402
 
 
 def handler(busy_us: float):

@@ -27,6 +27,7 @@ import threading
 import time
 
 import orjson
+
 from benchkit import Services, free_port, make_topic, percentile
 from rocketmesh import Message, Producer
 from rocketmesh.client.consumer import PullConsumer

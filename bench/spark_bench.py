@@ -32,12 +32,11 @@ import time
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 
-from benchkit import BACKLOG_TOPIC, Services, fill_backlog  # noqa: E402
-
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 import rocketmesh.spark  # noqa: E402
+from benchkit import BACKLOG_TOPIC, Services, fill_backlog  # noqa: E402
 from rocketmesh import Admin, Message, Producer  # noqa: E402
 
 OUT_TOPIC = "SparkBenchOut"

@@ -32,8 +32,8 @@ from rocketmesh.broker.store import (
     MessageStore,
     MessageStoreConfig,
 )
-from rocketmesh.model.message import Message, MessageConst
 from rocketmesh.model.codec import encode_batch, encode_properties
+from rocketmesh.model.message import Message, MessageConst
 
 TOPIC = "BenchTopic"
 QUEUES = 4

@@ -27,6 +27,7 @@ import sys
 import time
 
 import zmq
+
 from benchkit import free_port
 from rocketmesh.broker import cpu_latency
 

@@ -32,7 +32,7 @@ _registered: dict[int, OffsetCommitListener] = {}
 _lock = threading.Lock()
 
 
-def register(spark: Optional[SparkSession] = None) -> SparkSession:
+def register(spark: SparkSession | None = None) -> SparkSession:
     """Register format `rocketmesh` and the offset-commit listener with ``spark`` (default: the active
     session, created when there is none); registering a session again does nothing. Returns the session."""
     spark = spark or SparkSession.builder.getOrCreate()

@@ -10,15 +10,15 @@ copied once into contiguous Arrow buffers; fixed fields are gathered by position
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rocketmesh.model.message import MessageConst
 from rocketmesh.model.codec import RECORD_HEADER_SIZE, decode_properties
+from rocketmesh.model.message import MessageConst
 from rocketmesh.spark.schema import ARROW_SCHEMA
 
 _SIZE = struct.Struct(">i")
@@ -117,7 +117,7 @@ def _properties_map_slow(props: pa.Array) -> _Properties:
 
 
 def records_to_batch(data: bytes, topic: str, broker: str, queue_id: int,
-                     tags: Optional[Sequence[str]] = None) -> pa.RecordBatch:
+                     tags: Sequence[str] | None = None) -> pa.RecordBatch:
     """The records in ``data`` (all of ``topic``'s queue ``queue_id`` on ``broker``) as one batch of
     :data:`ARROW_SCHEMA`; with ``tags``, only the records whose tag is one of them."""
     starts = record_starts(data)

@@ -12,7 +12,6 @@ truth for a restarted query; the group's offsets serve `startingOffsets=group`
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 import orjson
 from pyspark.sql.streaming import StreamingQuery, StreamingQueryListener
@@ -33,7 +32,7 @@ log = get_logger("spark", component="listener")
 COMMIT_TIMEOUT_MS = 3000
 
 
-def source_offsets(end_offset: Optional[str | dict]) -> Optional[dict]:
+def source_offsets(end_offset: str | dict | None) -> dict | None:
     """A source's reported end offset, when it is this source's (else None)."""
     if not end_offset:
         return None
@@ -44,7 +43,7 @@ def source_offsets(end_offset: Optional[str | dict]) -> Optional[dict]:
     return data if isinstance(data, dict) and data.get("source") == SOURCE_TAG else None
 
 
-def worth_committing(start_offset: Optional[str | dict], end: dict, rows: int) -> bool:
+def worth_committing(start_offset: str | dict | None, end: dict, rows: int) -> bool:
     """Whether a trigger's end offsets are new: a trigger that read nothing and moved no offset has
     nothing to commit. Skipping it also keeps the late event of a query that was stopped from undoing an
     admin's reset of the group since."""
@@ -95,7 +94,7 @@ class OffsetCommitListener(StreamingQueryListener):
         """Nothing: the last finished batch was committed when it finished."""
 
 
-def commit_last_batch(query: StreamingQuery, listener: Optional[OffsetCommitListener] = None) -> int:
+def commit_last_batch(query: StreamingQuery, listener: OffsetCommitListener | None = None) -> int:
     """Commit now the end offsets of ``query``'s last micro-batch that read something; returns how many
     sources were committed.
 

@@ -12,8 +12,8 @@ listener can commit a finished micro-batch's end to the group on the brokers.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping, Optional
 
 from rocketmesh.client import Admin, MQBrokerError
 from rocketmesh.client.stream import StreamClient
@@ -120,7 +120,7 @@ def resolve(admin: Admin, start: Start, group: str, bounds: QueueBounds, *, left
     return out
 
 
-def limit(start: QueueOffsets, latest: QueueOffsets, max_rows: Optional[int]) -> QueueOffsets:
+def limit(start: QueueOffsets, latest: QueueOffsets, max_rows: int | None) -> QueueOffsets:
     """The end offsets of a micro-batch: ``latest``, or at most ``max_rows`` offsets past ``start`` in all,
     shared fairly: each queue with data gets an equal share, and what a short queue leaves goes to the rest."""
     end = {t: dict(q) for t, q in latest.items()}

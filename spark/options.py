@@ -8,8 +8,9 @@ write are the Kafka source's and RocketMQ's (``startingOffsets``,
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Union
+from typing import Union
 
 import orjson
 
@@ -56,8 +57,8 @@ def _namesrv(options: Mapping[str, str]) -> str:
                           f"{NAMESRV_ADDR_ENV})") from None
 
 
-def _positive_int(options: Mapping[str, str], key: str, default: Optional[int], lo: int = 1,
-                  hi: Optional[int] = None) -> Optional[int]:
+def _positive_int(options: Mapping[str, str], key: str, default: int | None, lo: int = 1,
+                  hi: int | None = None) -> int | None:
     raw = options.get(key.lower())
     if raw is None:
         return default
@@ -100,7 +101,7 @@ def _queue_offsets(raw: str, key: str, topics: tuple[str, ...]) -> QueueOffsets:
     return out
 
 
-def _start(raw: Optional[str], key: str, default: str, topics: tuple[str, ...], allowed: tuple[str, ...]) -> Start:
+def _start(raw: str | None, key: str, default: str, topics: tuple[str, ...], allowed: tuple[str, ...]) -> Start:
     text = (raw if raw is not None else default).strip()
     if text.lower() in allowed:
         return text.lower()
@@ -125,16 +126,16 @@ class SourceOptions:
     topics: tuple[str, ...]
     group: str
     sub_expression: str = "*"
-    sql: Optional[str] = None
+    sql: str | None = None
     starting: Start = "group"
     ending: Start = "latest"
-    max_records_per_trigger: Optional[int] = None
+    max_records_per_trigger: int | None = None
     pull_batch_size: int = 1024
     request_timeout_ms: int = 10_000
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict, compare=False)
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SourceOptions":
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
         """Check every option; raises OptionError naming the first bad one."""
         options = {k.lower(): v for k, v in options.items()}
         _check_keys(options, SOURCE_OPTIONS, "source")
@@ -172,7 +173,7 @@ class SourceOptions:
         )
 
     @property
-    def tags(self) -> Optional[frozenset[str]]:
+    def tags(self) -> frozenset[str] | None:
         """The tags a record must carry (exact check after the broker's tag-code filter); None: any."""
         sub = next(iter(self.subscriptions.values()))
         return None if self.sql is not None or sub.matches_all() else frozenset(sub.tags_set)
@@ -183,12 +184,12 @@ class SinkOptions:
     """What a write needs: where to send, and the producer group it sends as."""
 
     namesrv: str
-    topic: Optional[str] = None
+    topic: str | None = None
     producer_group: str = DEFAULT_PRODUCER_GROUP
     request_timeout_ms: int = 10_000
 
     @classmethod
-    def parse(cls, options: Mapping[str, str]) -> "SinkOptions":
+    def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         """Check every option; raises OptionError naming the first bad one."""
         options = {k.lower(): v for k, v in options.items()}
         _check_keys(options, SINK_OPTIONS, "sink")

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
@@ -29,9 +29,9 @@ from pyspark.sql.streaming.datasource import (
 
 from rocketmesh.client import Admin, MQBrokerError, MQError
 from rocketmesh.client.stream import GroupRegistration, StreamClient
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.spark.arrow import records_to_batch
 from rocketmesh.spark.offsets import EARLIEST, LATEST, QueueBounds, limit, queue_bounds, queue_of, resolve, unwrap, wrap
 from rocketmesh.spark.options import OptionError, QueueOffsets, SourceOptions
@@ -112,7 +112,7 @@ class _Planner:
 
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
-        self._admin: Optional[Admin] = None
+        self._admin: Admin | None = None
 
     def __getstate__(self) -> dict:
         return {"opts": self.opts, "_admin": None}
@@ -170,9 +170,9 @@ class RocketMeshStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def __init__(self, opts: SourceOptions) -> None:
         self.opts = opts
         self._planner = _Planner(opts)
-        self._initial: Optional[dict] = None
-        self._available_now: Optional[QueueOffsets] = None
-        self._registration: Optional[GroupRegistration] = None
+        self._initial: dict | None = None
+        self._available_now: QueueOffsets | None = None
+        self._registration: GroupRegistration | None = None
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)

@@ -22,8 +22,9 @@ import hashlib
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -95,13 +96,13 @@ def row_id(write_id: str, partition_id: int, row: int) -> str:
     return hashlib.md5(f"{write_id}/{partition_id}/{row}".encode()).hexdigest().upper()
 
 
-def _column(batch: pa.RecordBatch, name: str) -> Optional[list[Any]]:
+def _column(batch: pa.RecordBatch, name: str) -> list[Any] | None:
     idx = batch.schema.get_field_index(name)
     return None if idx < 0 else batch.column(idx).to_pylist()
 
 
 def _messages(batch: pa.RecordBatch, opts: SinkOptions, write_id: str, partition_id: int,
-              first_row: int) -> Iterator[tuple[Message, Optional[str]]]:
+              first_row: int) -> Iterator[tuple[Message, str | None]]:
     """(message, sharding key) for each row of ``batch``."""
     n = batch.num_rows
     bodies = _column(batch, "body")
@@ -139,7 +140,7 @@ class _Sender:
         self.sent = 0
         self.skipped = 0
         self._checking = True  # until the first send batch the brokers do not have
-        self._admin: Optional[Admin] = None
+        self._admin: Admin | None = None
         self._queues: dict[str, list[MessageQueue]] = {}
 
     def _stored(self, msg: Message) -> bool:
@@ -157,7 +158,7 @@ class _Sender:
             raise
         return True
 
-    def send(self, msgs: list[Message], queue: Optional[MessageQueue] = None) -> None:
+    def send(self, msgs: list[Message], queue: MessageQueue | None = None) -> None:
         if not msgs:
             return
         delayed = len(msgs) == 1 and bool(msgs[0].delay_level)
@@ -191,7 +192,7 @@ def write_partition(opts: SinkOptions, write_id: str, batches: Iterator[pa.Recor
     partition_id = ctx.partitionId() if ctx is not None else 0
     sender = _Sender(opts, _worker_producer(opts))
     # Pending send batches: (topic, queue or None) -> messages, bytes.
-    pending: dict[tuple[str, Optional[MessageQueue]], tuple[list[Message], int]] = {}
+    pending: dict[tuple[str, MessageQueue | None], tuple[list[Message], int]] = {}
     row = 0
     try:
         for batch in batches:
@@ -228,10 +229,10 @@ class RocketMeshWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[pa.RecordBatch]) -> SendReport:
         return write_partition(self.opts, self.write_id, iterator)
 
-    def commit(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing to do: sent messages are visible to consumers as soon as the broker stores them."""
 
-    def abort(self, messages: list[Optional[WriterCommitMessage]]) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         """Nothing can be taken back: what the tasks sent stays sent (see the README's guarantee)."""
 
 
@@ -247,8 +248,8 @@ class RocketMeshStreamWriter(DataSourceStreamArrowWriter):
         batch_id = ctx.getLocalProperty("streaming.sql.batchId") if ctx is not None else None
         return write_partition(self.opts, f"{query_id}/{batch_id}", iterator)
 
-    def commit(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to do: sent messages are visible as soon as the broker stores them."""
 
-    def abort(self, messages: list[Optional[WriterCommitMessage]], batchId: int) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing can be taken back; a run of the batch again skips what was stored."""

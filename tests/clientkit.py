@@ -14,7 +14,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 
@@ -42,7 +42,7 @@ class FakeBroker:
         self.name = name
         self.cluster = cluster
         self.server = RemotingServer("127.0.0.1:0", f"fake-{name}")
-        self.script: collections.deque[Optional[int]] = collections.deque()
+        self.script: collections.deque[int | None] = collections.deque()
         self.sends: list[tuple[dict[str, Any], bytes, bool]] = []
         self.heartbeats: list[dict[str, Any]] = []
         self.unregisters: list[dict[str, Any]] = []
@@ -60,7 +60,7 @@ class FakeBroker:
     def stop(self) -> None:
         self.server.stop(0.5)
 
-    def _send(self, cmd: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+    def _send(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
         with self._lock:
             self.sends.append((dict(cmd.ext), cmd.body, cmd.is_oneway))
             code = self.script.popleft() if self.script else ResponseCode.SUCCESS

@@ -5,11 +5,12 @@ from __future__ import annotations
 import glob
 import os
 import signal
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, Optional
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from otlp_receiver import OtlpReceiver
 from procs import (
     FAST_SCHEDULER,
@@ -21,10 +22,9 @@ from procs import (
     TxnCheckerProcess,
 )
 from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, merge_rows, save_rows, write_report
-from tracekit import install_app_exporter
-
 from rocketmesh import Admin, Producer
 from rocketmesh.remoting import RemotingClient
+from tracekit import install_app_exporter
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def _replicas(tmp_path: Path, cls: type[SystemServiceProcess], prefix: str
               ) -> tuple[Callable[..., SystemServiceProcess], list[SystemServiceProcess]]:
     started: list[SystemServiceProcess] = []
 
-    def start(namesrv: str, name: Optional[str] = None, **config: object) -> SystemServiceProcess:
+    def start(namesrv: str, name: str | None = None, **config: object) -> SystemServiceProcess:
         name = name or f"{prefix}{len(started)}"
         proc = cls(tmp_path / name, namesrv, name=name, **config)
         started.append(proc)

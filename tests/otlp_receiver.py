@@ -6,9 +6,10 @@ from __future__ import annotations
 import gzip
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Optional
+from typing import Any
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
@@ -46,7 +47,7 @@ class OtlpReceiver:
     protocol: str = "http/protobuf"
     spans: list[ReceivedSpan] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _server: Optional[ThreadingHTTPServer] = None
+    _server: ThreadingHTTPServer | None = None
     _grpc: Any = None
     _port: int = 0
 
@@ -60,7 +61,7 @@ class OtlpReceiver:
         return {"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": self.protocol,
                 "OTEL_EXPORTER_OTLP_ENDPOINT": self.endpoint, "OTEL_BSP_SCHEDULE_DELAY": "100"}
 
-    def start(self) -> "OtlpReceiver":
+    def start(self) -> OtlpReceiver:
         if self.protocol == "grpc":
             return self._start_grpc()
         receiver = self
@@ -87,7 +88,7 @@ class OtlpReceiver:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
-    def _start_grpc(self) -> "OtlpReceiver":
+    def _start_grpc(self) -> OtlpReceiver:
         from concurrent.futures import ThreadPoolExecutor
 
         import grpc

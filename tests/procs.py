@@ -21,11 +21,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Optional, Sequence
 
 from rocketmesh.acl import AclSigner, SessionCredentials
 from rocketmesh.acl.config import account_env
+from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 from rocketmesh.runtime.launcher import (
     Launched,
     PortPicker,
@@ -35,7 +36,6 @@ from rocketmesh.runtime.launcher import (
     stop_process,
 )
 from rocketmesh.runtime.python_process import python_module_argv
-from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
 
 #: Ready check: returns True once the process serves.
 ReadyCheck = Callable[["ServiceProcess"], bool]
@@ -104,8 +104,8 @@ def cli_command() -> list[str]:
     return [sys.executable, "-P", "-c", "import sys; from rocketmesh.cli import main; sys.exit(main())"]
 
 
-def run_cli(*args: str, timeout: float = 60, cwd: Optional[Path] = None,
-            env: Optional[dict[str, str]] = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, timeout: float = 60, cwd: Path | None = None,
+            env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``rocketmesh args`` to the end (bounded by ``timeout``); text output captured."""
     return subprocess.run([*cli_command(), *args], capture_output=True, text=True, timeout=timeout, cwd=cwd,
                           env=None if env is None else {**os.environ, **env}, stdin=subprocess.DEVNULL)
@@ -137,7 +137,7 @@ def _worker_share(ports: range) -> range:
 free_port = PortPicker(_worker_share(service_port_range()))
 
 
-def probe_client(credentials: Optional[SessionCredentials] = None) -> RemotingClient:
+def probe_client(credentials: SessionCredentials | None = None) -> RemotingClient:
     """A client for the tests' own look at a process, signing with ``credentials`` where ACL is on."""
     return RemotingClient(name="probe", rpc_hook=None if credentials is None else AclSigner(credentials))
 
@@ -146,7 +146,7 @@ def remoting_probe(addr: str, code: int = RequestCode.GET_ALL_TOPIC_LIST_FROM_NA
     """Ready when a request with ``code`` to ``addr`` gets any response (even an error code: NO_PERMISSION
     from a server checking ACL says it serves as well); signed with the process's ``credentials``."""
 
-    def check(proc: "ServiceProcess") -> bool:
+    def check(proc: ServiceProcess) -> bool:
         with probe_client(proc.credentials) as client:
             try:
                 client.invoke_sync(addr, request(code), 300)
@@ -161,7 +161,7 @@ def stdout_line(pattern: str) -> ReadyCheck:
     """Ready when a line of the process's stdout matches the regex ``pattern``."""
     rx = re.compile(pattern)
 
-    def check(proc: "ServiceProcess") -> bool:
+    def check(proc: ServiceProcess) -> bool:
         return any(rx.search(line) for line in proc.stdout_text(this_run=True).splitlines())
 
     return check
@@ -178,11 +178,11 @@ class ServiceProcess:
         module: str,
         args: Sequence[str],
         data_dir: Path,
-        ready: Optional[ReadyCheck] = None,
-        env: Optional[dict[str, str]] = None,
-        name: Optional[str] = None,
-        command: Optional[Sequence[str]] = None,
-        credentials: Optional[SessionCredentials] = None,
+        ready: ReadyCheck | None = None,
+        env: dict[str, str] | None = None,
+        name: str | None = None,
+        command: Sequence[str] | None = None,
+        credentials: SessionCredentials | None = None,
     ) -> None:
         self.module = module
         self.command = list(command) if command is not None else python_module_argv(f"rocketmesh.{module}")
@@ -193,8 +193,8 @@ class ServiceProcess:
         self.credentials = credentials
         self.env = {**(env or {}),
                     **(account_env(credentials.access_key, credentials.secret_key) if credentials else {})}
-        self.proc: Optional[subprocess.Popen] = None
-        self.run: Optional[Launched] = None
+        self.proc: subprocess.Popen | None = None
+        self.run: Launched | None = None
         self.stdout_path = self.data_dir / f"{self.name}.stdout"
         self.stderr_path = self.data_dir / f"{self.name}.stderr"
         #: Where this run's output starts in stdout_path (a restart appends to the last run's).
@@ -202,7 +202,7 @@ class ServiceProcess:
 
     # -- life cycle --------------------------------------------------------
 
-    def start(self, timeout_s: float = 15.0) -> "ServiceProcess":
+    def start(self, timeout_s: float = 15.0) -> ServiceProcess:
         """Start the process and wait until ``ready`` says so (AssertionError with its output if not)."""
         self.data_dir.mkdir(parents=True, exist_ok=True)
         env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO"), "PYTHONUNBUFFERED": "1",
@@ -231,7 +231,7 @@ class ServiceProcess:
         except ServiceStartError as exc:
             raise AssertionError(str(exc)) from None
 
-    def stop(self, timeout_s: float = 10.0) -> Optional[int]:
+    def stop(self, timeout_s: float = 10.0) -> int | None:
         """SIGTERM, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
         if self.proc is None:
             return None
@@ -250,11 +250,11 @@ class ServiceProcess:
         return self.proc is not None and self.proc.poll() is None
 
     @property
-    def returncode(self) -> Optional[int]:
+    def returncode(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return None if self.proc is None else self.proc.pid
 
     def stdout_text(self, this_run: bool = False) -> str:
@@ -290,8 +290,8 @@ class NamesrvProcess(ServiceProcess):
     """A name server on a free loopback port; ``addr`` is its ``host:port``; ``env`` adds to its environment
     (the CurveZMQ key file, say)."""
 
-    def __init__(self, data_dir: Path, port: Optional[int] = None, name: str = "namesrv",
-                 env: Optional[dict[str, str]] = None, **config: object) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, name: str = "namesrv",
+                 env: dict[str, str] | None = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         args = [
@@ -329,9 +329,9 @@ class BrokerProcess(ServiceProcess):
     """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port"); ``env`` adds to
     its environment."""
 
-    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "broker-a",
-                 cluster: str = "DefaultCluster", env: Optional[dict[str, str]] = None,
-                 credentials: Optional[SessionCredentials] = None, **config: object) -> None:
+    def __init__(self, data_dir: Path, namesrv: str, port: int | None = None, name: str = "broker-a",
+                 cluster: str = "DefaultCluster", env: dict[str, str] | None = None,
+                 credentials: SessionCredentials | None = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.broker_name = name
@@ -369,9 +369,9 @@ class SystemServiceProcess(ServiceProcess):
 
     module = ""
 
-    def __init__(self, data_dir: Path, namesrv: str, port: Optional[int] = None, name: str = "",
-                 command: Optional[Sequence[str]] = None, env: Optional[dict[str, str]] = None,
-                 credentials: Optional[SessionCredentials] = None, **config: object) -> None:
+    def __init__(self, data_dir: Path, namesrv: str, port: int | None = None, name: str = "",
+                 command: Sequence[str] | None = None, env: dict[str, str] | None = None,
+                 credentials: SessionCredentials | None = None, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         name = name or self.module

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Optional, Sequence
 
 REPORT_ENV = "ROCKETMESH_RELIABILITY_REPORT"
 #: Set to 1 for the longer variants (more cycles, the long soak).
@@ -104,9 +104,9 @@ def _recovery(samples: Sequence[float]) -> str:
     return f"{median:.2f} s (max {max(samples):.2f} s)"
 
 
-def make_report(rec: ReliabilityRecorder, when: Optional[datetime] = None) -> str:
+def make_report(rec: ReliabilityRecorder, when: datetime | None = None) -> str:
     """RELIABILITY.md's text for the rows in ``rec``."""
-    when = when or datetime.now(timezone.utc)
+    when = when or datetime.now(UTC)
     lines = [
         "# Reliability",
         "",

@@ -13,7 +13,6 @@ import threading
 sys.path.insert(0, os.path.dirname(__file__))
 
 from rocketmesh.broker.store import FlushDiskType, PutMessageStatus  # noqa: E402
-
 from storekit import msg, open_store  # noqa: E402
 
 

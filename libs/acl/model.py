@@ -27,7 +27,7 @@ import ipaddress
 from dataclasses import dataclass, field
 from enum import IntFlag
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 #: RocketMQ refuses keys shorter than this (AclUtils / PlainPermissionManager).
 MIN_KEY_LENGTH = 6
@@ -46,7 +46,7 @@ class Permission(IntFlag):
     SUB = 8
 
     @classmethod
-    def parse(cls, text: str) -> "Permission":
+    def parse(cls, text: str) -> Permission:
         """``DENY``, ``PUB``, ``SUB``, ``PUB|SUB`` or ``SUB|PUB`` (RocketMQ's spellings)."""
         words = {w.strip().upper() for w in str(text).split("|")}
         if words == {"DENY"}:
@@ -89,10 +89,10 @@ class RemoteAddressPattern:
 
     text: str
     #: Per IPv4 segment, the numbers it admits; None for an exact (or IPv6) address or ``*``.
-    segments: Optional[tuple[frozenset[int], ...]] = None
+    segments: tuple[frozenset[int], ...] | None = None
 
     @classmethod
-    def parse(cls, text: str) -> "RemoteAddressPattern":
+    def parse(cls, text: str) -> RemoteAddressPattern:
         text = str(text).strip()
         if not text:
             raise AclConfigError("an empty remote address")
@@ -191,7 +191,7 @@ class PlainAccount:
         return (perm, "groupPerms") if perm is not None else (self.default_group_perm, "defaultGroupPerm")
 
     @classmethod
-    def from_dict(cls, d: Any, index: int) -> "PlainAccount":
+    def from_dict(cls, d: Any, index: int) -> PlainAccount:
         where = f"accounts[{index}]"
         if not isinstance(d, dict):
             raise AclConfigError(f"{where}: expected a mapping")
@@ -221,7 +221,7 @@ class PlainAccessConfig:
     accounts: dict[str, PlainAccount] = field(default_factory=dict)
 
     @classmethod
-    def from_yaml(cls, text: str, source: str = "<acl>") -> "PlainAccessConfig":
+    def from_yaml(cls, text: str, source: str = "<acl>") -> PlainAccessConfig:
         """Parse plain_acl.yml's text; AclConfigError naming ``source`` and what is wrong.
 
         Needs PyYAML, which comes with the ``server`` extra: only the servers (and ``rocketmesh up``, which
@@ -252,7 +252,7 @@ class PlainAccessConfig:
         return cls(white, accounts)
 
     @classmethod
-    def load(cls, path: str) -> "PlainAccessConfig":
+    def load(cls, path: str) -> PlainAccessConfig:
         """Read and parse the file at ``path``."""
         try:
             text = Path(path).read_text()

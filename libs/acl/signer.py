@@ -18,8 +18,9 @@ import base64
 import hashlib
 import hmac
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 import orjson
 
@@ -67,7 +68,7 @@ class AclSigner:
         return f"AclSigner(access_key={self.credentials.access_key!r})"
 
 
-def signer_for(access_key: Optional[str], secret_key: Optional[str]) -> Optional[AclSigner]:
+def signer_for(access_key: str | None, secret_key: str | None) -> AclSigner | None:
     """The signer for these keys; None when both are empty. ValueError when only one is given."""
     if not access_key and not secret_key:
         return None

@@ -28,17 +28,18 @@ import hmac
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 import orjson
 
 from rocketmesh.acl.model import AclConfigError, Permission, PlainAccessConfig, allows
 from rocketmesh.acl.signer import ACCESS_KEY, REPLAY_WINDOW_MS, SIGNATURE, TIMESTAMP, signature
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.remoting.errors import RequestError
 from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode, code_name
 from rocketmesh.remoting.protocol.command import RemotingCommand
-from rocketmesh.remoting.errors import RequestError
 from rocketmesh.runtime.log import get_logger
 
 R = RequestCode
@@ -165,7 +166,7 @@ class PlainAccessValidator:
 
     # -- reload ---------------------------------------------------------------
 
-    def _file_stamp(self) -> Optional[tuple[int, int]]:
+    def _file_stamp(self) -> tuple[int, int] | None:
         try:
             st = os.stat(self.path)
         except OSError:

@@ -14,17 +14,18 @@ import signal
 import sys
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 # Where --access-key / --secret-key default from: the names the services read their own keys from.
 from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
-from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
-from rocketmesh.runtime.config import camel_case
-from rocketmesh.model.message import Message, MessageConst, MessageExt
-from rocketmesh.remoting import ResponseCode
-from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX, TRACE_TOPIC
 from rocketmesh.client.trace.trace_data import TraceMessageType, TraceRecord, TraceType
+from rocketmesh.model.message import Message, MessageConst, MessageExt
+from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX, TRACE_TOPIC
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.runtime.config import camel_case
+from rocketmesh.runtime.help import HelpFormatter
 
 #: RocketMQ's timestamp format of resetOffsetByTime: yyyy-MM-dd#HH:mm:ss:SSS (local time).
 RESET_TIME_FORMAT = "%Y-%m-%d#%H:%M:%S:%f"
@@ -542,7 +543,7 @@ def run_produce(a: argparse.Namespace) -> int:
     return 0
 
 
-def require_topic(namesrv: str | None, topic: str, **account: Optional[str]) -> None:
+def require_topic(namesrv: str | None, topic: str, **account: str | None) -> None:
     """MQClientError(TOPIC_NOT_EXIST) saying what to do when no name server has a route for ``topic``;
     ``account``: the ACL keys (access_key, secret_key) to ask with."""
     with Admin(namesrv=namesrv, **account) as admin:
@@ -629,7 +630,7 @@ def run_consume(a: argparse.Namespace) -> int:
     return 0
 
 
-def credentials(a: argparse.Namespace) -> dict[str, Optional[str]]:
+def credentials(a: argparse.Namespace) -> dict[str, str | None]:
     """The ACL keywords (access_key, secret_key) of a command's --access-key / --secret-key."""
     return dict(access_key=getattr(a, "access_key", None) or None, secret_key=getattr(a, "secret_key", None) or None)
 

@@ -16,15 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.cli.mesh_spec import MeshSpec
 from rocketmesh.client.api import ClientAPI
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.remoting import RemotingClient, ResponseCode
 from rocketmesh.remoting.addr import reachable_addr
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV
 
 

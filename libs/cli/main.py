@@ -23,16 +23,15 @@ import argparse
 import os
 import signal
 import sys
-from typing import Optional
 
-from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, metrics_port_in, namesrv_commands, service_commands
+from rocketmesh.cli.security import exposure_warning, key_paths, up_account, up_curve_env
+from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
 from rocketmesh.remoting.addr import reachable_addr, reachable_host
+from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.server.extra import require_server_extra
-from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
-from rocketmesh.cli.security import exposure_warning, key_paths, up_account, up_curve_env
-from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha"}
@@ -211,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """Run ``rocketmesh`` with ``argv`` (default: the process's arguments); returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in SERVICES:

@@ -9,8 +9,8 @@ file's commands are what :func:`namesrv_commands` and :func:`service_commands` g
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
 
 from rocketmesh.acl import config as acl_config
 from rocketmesh.acl.config import ClientCredentialsConfig
@@ -49,19 +49,19 @@ def _key(item: str) -> str:
     return item.partition("=")[0].strip().lower()
 
 
-def _sets_of(spec: "MeshSpec", keys: tuple[str, ...]) -> list[str]:
+def _sets_of(spec: MeshSpec, keys: tuple[str, ...]) -> list[str]:
     """``--set`` arguments for the items of ``spec.sets`` whose key is one of ``keys`` (lower-case)."""
     return [a for item in spec.sets if _key(item) in keys for a in ("--set", _set_item(item))]
 
 
-def _broker_sets(spec: "MeshSpec", skip: tuple[str, ...] = ()) -> list[str]:
+def _broker_sets(spec: MeshSpec, skip: tuple[str, ...] = ()) -> list[str]:
     """``--set`` arguments for a broker: every item but the account's, the Prometheus port (each service
     gets its own) and ``skip``'s keys."""
     skip = CREDENTIAL_KEYS + METRICS_KEYS + skip
     return [a for item in spec.sets if _key(item) not in skip for a in ("--set", _set_item(item))]
 
 
-def metrics_port_in(sets: "tuple[str, ...] | list[str]", default: int) -> int:
+def metrics_port_in(sets: tuple[str, ...] | list[str], default: int) -> int:
     """The broker's Prometheus port for ``up``: the last ``--set metricsPromExporterPort=N`` among ``sets``,
     else ``default`` (``--metrics-port``). The other services' ports are offset from it. Raises ValueError
     for a value that is not a port."""
@@ -75,7 +75,7 @@ def metrics_port_in(sets: "tuple[str, ...] | list[str]", default: int) -> int:
     return port
 
 
-def _account_env(account: Optional[ClientCredentialsConfig]) -> dict[str, str]:
+def _account_env(account: ClientCredentialsConfig | None) -> dict[str, str]:
     """The environment that gives a service ``account`` (none: no account)."""
     return {} if account is None else acl_config.account_env(account.access_key, account.secret_key)
 
@@ -95,14 +95,14 @@ class MeshSpec:
     slave_port: int = 10921
     ha_port: int = 10970
     #: The broker's Prometheus port, the others' are offset from it; None: no Prometheus endpoints.
-    metrics_port: Optional[int] = 5557
-    broker_config: Optional[str] = None
+    metrics_port: int | None = 5557
+    broker_config: str | None = None
     #: ``--set KEY=VALUE`` items for the brokers (the slave takes all but its role keys; accessKey and
     #: secretKey are left to ``account``).
     sets: tuple[str, ...] = ()
     #: The account the brokers (REGISTER_BROKER) and the system services sign with, given in their
     #: environment; None: they send unsigned requests.
-    account: Optional[ClientCredentialsConfig] = field(default=None, repr=False)
+    account: ClientCredentialsConfig | None = field(default=None, repr=False)
 
     def metrics_ports(self) -> dict[str, int]:
         base = self.metrics_port if self.metrics_port is not None else 0

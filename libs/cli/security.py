@@ -10,13 +10,12 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import zmq.auth
 
 from rocketmesh.acl.config import ClientCredentialsConfig
 from rocketmesh.acl.model import PlainAccessConfig
-from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.remoting.transport.curve import (
     AUTHORIZED_CLIENTS_ENV,
     AUTHORIZED_DIR,
@@ -29,6 +28,7 @@ from rocketmesh.remoting.transport.curve import (
     load_curve,
 )
 from rocketmesh.runtime.config import ConfigError, camel_case, env_names, read_properties
+from rocketmesh.runtime.help import HelpFormatter
 
 KEYS_DESCRIPTION = """\
 Make the CurveZMQ key pairs of a mesh in DIR (zmq.auth certificate files):
@@ -114,7 +114,7 @@ def add_keys_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_keys)
 
 
-def up_curve_env(key_dir: Optional[str]) -> dict[str, str]:
+def up_curve_env(key_dir: str | None) -> dict[str, str]:
     """The environment ``rocketmesh up --curve-keys DIR`` gives every service (empty without DIR); ConfigError
     when DIR holds no usable server key pair, before anything starts."""
     if not key_dir:
@@ -134,7 +134,7 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _up_setting(name: str, sets: Sequence[str], broker_config: Optional[str]) -> str:
+def _up_setting(name: str, sets: Sequence[str], broker_config: str | None) -> str:
     """The broker setting ``name`` (snake_case) as ``up``'s brokers get it: from the config file, the
     environment, then --set (the keys and order of runtime.config); empty when none gives it."""
     keys = (camel_case(name), name)
@@ -154,12 +154,12 @@ def _up_setting(name: str, sets: Sequence[str], broker_config: Optional[str]) ->
     return value.strip()
 
 
-def _acl_enabled(sets: Sequence[str], broker_config: Optional[str]) -> bool:
+def _acl_enabled(sets: Sequence[str], broker_config: str | None) -> bool:
     """Whether the brokers ``up`` starts get aclEnable=true."""
     return _up_setting("acl_enable", sets, broker_config).lower() in ("true", "1", "yes", "on")
 
 
-def up_account(sets: Sequence[str], broker_config: Optional[str]) -> Optional[ClientCredentialsConfig]:
+def up_account(sets: Sequence[str], broker_config: str | None) -> ClientCredentialsConfig | None:
     """The account ``rocketmesh up``'s broker registers with and its scheduler, txn-checker and ha sign with.
 
     accessKey / secretKey where given (--set, broker config, environment: ROCKETMESH_SECRET_KEY keeps the
@@ -187,8 +187,8 @@ def up_account(sets: Sequence[str], broker_config: Optional[str]) -> Optional[Cl
     return ClientCredentialsConfig(admin.access_key, admin.secret_key)
 
 
-def exposure_warning(host: str, ports: dict[str, int], sets: Sequence[str], broker_config: Optional[str],
-                     curve: bool) -> Optional[str]:
+def exposure_warning(host: str, ports: dict[str, int], sets: Sequence[str], broker_config: str | None,
+                     curve: bool) -> str | None:
     """What ``up`` warns about when it listens beyond loopback without ACL (None: nothing to say)."""
     if _is_loopback(host) or _acl_enabled(sets, broker_config):
         return None

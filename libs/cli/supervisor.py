@@ -20,8 +20,8 @@ import subprocess
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 from rocketmesh.runtime.launcher import Launched, ServiceStartError, launch, stop_process
 from rocketmesh.runtime.python_process import python_module_argv
@@ -65,7 +65,7 @@ class Child:
 class Supervisor:
     """Starts children in order, restarts a crashed one (bounded), stops all in reverse order."""
 
-    def __init__(self, max_restarts: int = 5, on_event: Optional[Callable[[str], None]] = None,
+    def __init__(self, max_restarts: int = 5, on_event: Callable[[str], None] | None = None,
                  restart_window_s: float = 300.0, backoff_s: float = 1.0) -> None:
         if max_restarts < 0 or restart_window_s <= 0 or backoff_s < 0:
             raise ValueError("max_restarts and backoff_s must be >= 0, restart_window_s > 0")

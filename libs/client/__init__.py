@@ -15,8 +15,6 @@ from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.instance import NAMESRV_ADDR_ENV, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer, SendCallback
-from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
-from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.client.producer.selector import (
     MessageQueueSelector,
     SelectMessageQueueByHash,
@@ -28,7 +26,9 @@ from rocketmesh.client.producer.transaction import (
     TransactionProducer,
     TransactionSendResult,
 )
+from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
 from rocketmesh.model.message import Message, MessageExt, MessageQueue
+from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.remoting import ResponseCode
 
 __all__ = [

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from concurrent.futures import wait as wait_futures
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Sequence, TypeVar
+from typing import Any, Optional, TypeVar
 
 import orjson
 
@@ -63,9 +64,9 @@ from rocketmesh.remoting.protocol.headers import (
     GetRouteInfoRequestHeader,
     HaAppendRequestHeader,
     HaAppendResponseHeader,
+    HalfCheckOutcome,
     HaTransferRequestHeader,
     HaTransferResponseHeader,
-    HalfCheckOutcome,
     Header,
     HeaderError,
     PendingHalfMessagesRequestHeader,
@@ -102,9 +103,9 @@ PULL_ANSWER_CODES = frozenset({ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND
                                ResponseCode.PULL_RETRY_IMMEDIATELY, ResponseCode.PULL_OFFSET_MOVED})
 
 #: ``fn(result, None)`` or ``fn(None, error)``: how an async send is told its outcome (on the I/O thread).
-SendDone = Callable[[Optional[SendResult], Optional[MQError]], None]
+SendDone = Callable[[SendResult | None, MQError | None], None]
 #: ``fn(response, None)`` or ``fn(None, error)``: how an async pull is told its outcome (on the I/O thread).
-PullDone = Callable[[Optional["PullResponse"], Optional[BaseException]], None]
+PullDone = Callable[[Optional["PullResponse"], BaseException | None], None]
 
 
 @dataclass(slots=True)
@@ -123,7 +124,7 @@ class HaAppendAnswer:
     and why it refused."""
 
     accepted: bool
-    offset: Optional[int]
+    offset: int | None
     remark: str
 
 
@@ -197,12 +198,12 @@ class ClientAPI:
 
     # -- the one request/response helper under every call --------------------
 
-    def _timeout(self, timeout_ms: Optional[int]) -> int:
+    def _timeout(self, timeout_ms: int | None) -> int:
         return self.timeout_ms if timeout_ms is None else timeout_ms
 
-    def invoke(self, addr: str, code: int, header: Optional[Header] = None, body: bytes = b"", *,
-               accept: Iterable[int] = _SUCCESS, timeout_ms: Optional[int] = None,
-               traceparent: Optional[str] = None) -> RemotingCommand:
+    def invoke(self, addr: str, code: int, header: Header | None = None, body: bytes = b"", *,
+               accept: Iterable[int] = _SUCCESS, timeout_ms: int | None = None,
+               traceparent: str | None = None) -> RemotingCommand:
         """One request to ``addr`` (its header carrying ``traceparent``, when given); raises MQBrokerError for
         a code not in ``accept``, else the SDK error of the remoting failure."""
         cmd = RemotingCommand(code, 0, 0, None, {} if header is None else header.to_ext(), body, traceparent)
@@ -214,15 +215,15 @@ class ClientAPI:
             raise MQBrokerError(resp.code, resp.remark, addr)
         return resp
 
-    def _oneway(self, addr: str, code: int, header: Header, timeout_ms: Optional[int],
-                traceparent: Optional[str] = None) -> None:
+    def _oneway(self, addr: str, code: int, header: Header, timeout_ms: int | None,
+                traceparent: str | None = None) -> None:
         cmd = RemotingCommand(code, 0, 0, None, header.to_ext(), b"", traceparent)
         try:
             self.remoting.invoke_oneway(addr, cmd, self._timeout(timeout_ms))
         except RemotingError as exc:
             raise from_remoting(exc, addr) from exc
 
-    def _invoke_all(self, calls: Sequence[tuple[str, RemotingCommand]], timeout_ms: Optional[int],
+    def _invoke_all(self, calls: Sequence[tuple[str, RemotingCommand]], timeout_ms: int | None,
                     accept: Iterable[int] = _SUCCESS) -> list[RemotingCommand | MQError]:
         """Send each ``(addr, cmd)`` at once and wait for all (bounded): per call its answer, or its error
         (MQBrokerError for a code not in ``accept``)."""
@@ -253,8 +254,8 @@ class ClientAPI:
             out.append(resp if resp.code in accepted else MQBrokerError(resp.code, resp.remark, addr))
         return out
 
-    def _each(self, addrs: Sequence[str], code: int, header: Optional[Header] = None, body: bytes = b"",
-              timeout_ms: Optional[int] = None, accept: Iterable[int] = _SUCCESS) -> list[RemotingCommand | MQError]:
+    def _each(self, addrs: Sequence[str], code: int, header: Header | None = None, body: bytes = b"",
+              timeout_ms: int | None = None, accept: Iterable[int] = _SUCCESS) -> list[RemotingCommand | MQError]:
         """The same request to every address at once; see :meth:`_invoke_all`."""
         ext = None if header is None else header.to_ext()
         return self._invoke_all([(a, RemotingCommand(code, 0, 0, None, {} if ext is None else dict(ext), body))
@@ -274,8 +275,8 @@ class ClientAPI:
                 out.append(exc)
         return out
 
-    def _namesrv(self, code: int, header: Optional[Header] = None, body: bytes = b"", *,
-                 accept: Iterable[int] = _SUCCESS, timeout_ms: Optional[int] = None) -> tuple[RemotingCommand, str]:
+    def _namesrv(self, code: int, header: Header | None = None, body: bytes = b"", *,
+                 accept: Iterable[int] = _SUCCESS, timeout_ms: int | None = None) -> tuple[RemotingCommand, str]:
         """Ask a name server, failing over to the next one in the list on a connection failure or timeout:
         (the answer, who answered).
 
@@ -290,7 +291,7 @@ class ClientAPI:
         timeout = self._timeout(timeout_ms)
         deadline = time.monotonic() + timeout / 1000.0
         ext = {} if header is None else header.to_ext()
-        last: Optional[RemotingError] = None
+        last: RemotingError | None = None
         for attempt in range(n):
             index = self._ns_index
             addr = addrs[index % n]
@@ -319,7 +320,7 @@ class ClientAPI:
 
     # -- name server -----------------------------------------------------------
 
-    def get_topic_route(self, topic: str, timeout_ms: Optional[int] = None) -> TopicRouteData:
+    def get_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData:
         """GET_ROUTEINFO_BY_TOPIC: ``topic``'s route; MQBrokerError(TOPIC_NOT_EXIST) when the name server has none."""
         resp, addr = self._namesrv(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic),
                                    timeout_ms=timeout_ms)
@@ -328,7 +329,7 @@ class ClientAPI:
         except (ValueError, KeyError, TypeError) as exc:
             raise MQClientError(f"malformed route of topic {topic!r} from the name server: {exc}") from exc
 
-    def get_broker_cluster_info(self, timeout_ms: Optional[int] = None, addr: Optional[str] = None) -> ClusterInfo:
+    def get_broker_cluster_info(self, timeout_ms: int | None = None, addr: str | None = None) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO: the cluster table, from the name servers (or the one at ``addr``)."""
         if addr is None:
             resp, addr = self._namesrv(RequestCode.GET_BROKER_CLUSTER_INFO, timeout_ms=timeout_ms)
@@ -339,13 +340,13 @@ class ClientAPI:
         except (KeyError, TypeError, ValueError) as exc:
             raise MQClientError(f"malformed cluster info: {exc}") from exc
 
-    def get_all_topic_list(self, timeout_ms: Optional[int] = None) -> list[str]:
+    def get_all_topic_list(self, timeout_ms: int | None = None) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER: every topic the name servers know."""
         resp, addr = self._namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER, timeout_ms=timeout_ms)
         return [str(t) for t in _json_object(resp, addr).get("topicList") or []]
 
-    def delete_topic_in_namesrv(self, addrs: Sequence[str], topic: str, timeout_ms: Optional[int] = None
-                                ) -> list[Optional[MQError]]:
+    def delete_topic_in_namesrv(self, addrs: Sequence[str], topic: str, timeout_ms: int | None = None
+                                ) -> list[MQError | None]:
         """DELETE_TOPIC_IN_NAMESRV on each name server at ``addrs``: per address None, or its error."""
         return [r if isinstance(r, MQError) else None
                 for r in self._each(addrs, RequestCode.DELETE_TOPIC_IN_NAMESRV,
@@ -354,12 +355,12 @@ class ClientAPI:
     # -- sends (the hot path) --------------------------------------------------
 
     @staticmethod
-    def _send_command(header: SendMessageRequestHeader, body: bytes, traceparent: Optional[str]) -> RemotingCommand:
+    def _send_command(header: SendMessageRequestHeader, body: bytes, traceparent: str | None) -> RemotingCommand:
         return RemotingCommand(_SEND_BATCH_MESSAGE if header.batch else _SEND_MESSAGE, 0, 0, None,
                                header.to_ext(), body, traceparent)
 
     def send_message(self, addr: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
-                     msg_id: str, timeout_ms: int, traceparent: Optional[str] = None) -> SendResult:
+                     msg_id: str, timeout_ms: int, traceparent: str | None = None) -> SendResult:
         """SEND_MESSAGE (SEND_BATCH_MESSAGE when ``header.batch``) to ``mq`` at ``addr``, waiting for the answer.
 
         ``msg_id`` is the message's unique id (comma separated for a batch). Raises MQBrokerError when the
@@ -371,10 +372,10 @@ class ClientAPI:
         return send_result(resp, mq, msg_id, addr)
 
     def send_message_async(self, addr: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
-                           msg_id: str, timeout_ms: int, done: SendDone, traceparent: Optional[str] = None) -> None:
+                           msg_id: str, timeout_ms: int, done: SendDone, traceparent: str | None = None) -> None:
         """SEND_MESSAGE (or SEND_BATCH_MESSAGE) without waiting: ``done(result, error)`` is called on the remoting
         I/O thread (short, never blocking). A failure to hand it to the wire is raised here."""
-        def on_response(resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+        def on_response(resp: RemotingCommand | None, error: BaseException | None) -> None:
             if resp is None:
                 if isinstance(error, RemotingError):
                     err = from_remoting(error, addr)
@@ -397,7 +398,7 @@ class ClientAPI:
             raise from_remoting(exc, addr) from exc
 
     def send_message_oneway(self, addr: str, header: SendMessageRequestHeader, body: bytes, timeout_ms: int,
-                            traceparent: Optional[str] = None) -> None:
+                            traceparent: str | None = None) -> None:
         """SEND_MESSAGE wanting no answer: the broker may or may not store it."""
         try:
             self.remoting.invoke_oneway(addr, self._send_command(header, body, traceparent), timeout_ms)
@@ -413,7 +414,7 @@ class ClientAPI:
         return PullResponse(resp.code, _response_header(PullMessageResponseHeader, resp, addr), resp.body)
 
     def pull_message(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int,
-                     traceparent: Optional[str] = None) -> PullResponse:
+                     traceparent: str | None = None) -> PullResponse:
         """PULL_MESSAGE, waiting for the answer; MQBrokerError for a refusal."""
         cmd = RemotingCommand(_PULL_MESSAGE, 0, 0, None, header.to_ext(), b"", traceparent)
         try:
@@ -423,10 +424,10 @@ class ClientAPI:
         return self._pull_response(resp, addr)
 
     def pull_message_async(self, addr: str, header: PullMessageRequestHeader, timeout_ms: int, done: PullDone,
-                           traceparent: Optional[str] = None) -> None:
+                           traceparent: str | None = None) -> None:
         """PULL_MESSAGE without waiting: ``done(response, None)`` or ``done(None, error)`` on the remoting I/O
         thread (short, never blocking). A failure to hand it to the wire is raised here."""
-        def on_response(resp: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+        def on_response(resp: RemotingCommand | None, error: BaseException | None) -> None:
             if resp is None:
                 done(None, from_remoting(error, addr) if isinstance(error, RemotingError) else error)
                 return
@@ -445,26 +446,26 @@ class ClientAPI:
 
     # -- clients and groups ----------------------------------------------------
 
-    def heartbeat(self, addrs: Sequence[str], data: dict[str, Any], timeout_ms: Optional[int] = None
-                  ) -> list[Optional[MQError]]:
+    def heartbeat(self, addrs: Sequence[str], data: dict[str, Any], timeout_ms: int | None = None
+                  ) -> list[MQError | None]:
         """HEART_BEAT (RocketMQ's HeartbeatData: client id, producer and consumer groups) to every address:
         per address None when it took it, or the error (MQBrokerError: it answered, and refused)."""
         return [r if isinstance(r, MQError) else None
                 for r in self._each(addrs, RequestCode.HEART_BEAT, body=orjson.dumps(data), timeout_ms=timeout_ms)]
 
     def unregister_client(self, addrs: Sequence[str], header: UnregisterClientRequestHeader,
-                          timeout_ms: Optional[int] = None) -> list[Optional[MQError]]:
+                          timeout_ms: int | None = None) -> list[MQError | None]:
         """UNREGISTER_CLIENT at every address: per address None, or its error."""
         return [r if isinstance(r, MQError) else None
                 for r in self._each(addrs, RequestCode.UNREGISTER_CLIENT, header, timeout_ms=timeout_ms)]
 
     def check_client_config(self, addr: str, group: str, subscription: dict[str, Any],
-                            timeout_ms: Optional[int] = None) -> None:
+                            timeout_ms: int | None = None) -> None:
         """CHECK_CLIENT_CONFIG: can the broker run ``subscription`` (SubscriptionData as JSON)? MQBrokerError if not."""
         body = orjson.dumps({"group": group, "subscriptionData": subscription})
         self.invoke(addr, RequestCode.CHECK_CLIENT_CONFIG, body=body, timeout_ms=timeout_ms)
 
-    def get_consumer_id_list(self, addrs: Sequence[str], group: str, timeout_ms: Optional[int] = None
+    def get_consumer_id_list(self, addrs: Sequence[str], group: str, timeout_ms: int | None = None
                              ) -> list[list[str] | MQError]:
         """GET_CONSUMER_LIST_BY_GROUP at every address: the client ids of ``group`` each knows (a broker
         that knows none answers SYSTEM_ERROR: an MQBrokerError here)."""
@@ -473,7 +474,7 @@ class ClientAPI:
         return self._map(addrs, outcomes,
                          lambda r, a: [str(i) for i in _json_object(r, a).get("consumerIdList") or []])
 
-    def get_consumer_connection_list(self, addrs: Sequence[str], group: str, timeout_ms: Optional[int] = None
+    def get_consumer_connection_list(self, addrs: Sequence[str], group: str, timeout_ms: int | None = None
                                      ) -> list[dict[str, Any] | MQError]:
         """GET_CONSUMER_CONNECTION_LIST at every address: RocketMQ's ConsumerConnection as JSON."""
         outcomes = self._each(addrs, RequestCode.GET_CONSUMER_CONNECTION_LIST, ConsumerGroupRequestHeader(group),
@@ -481,13 +482,13 @@ class ClientAPI:
         return self._map(addrs, outcomes, _json_object)
 
     def get_consume_stats(self, addrs: Sequence[str], header: GetConsumeStatsRequestHeader,
-                          timeout_ms: Optional[int] = None) -> list[dict[str, Any] | MQError]:
+                          timeout_ms: int | None = None) -> list[dict[str, Any] | MQError]:
         """GET_CONSUME_STATS at every address: RocketMQ's ConsumeStats as JSON."""
         return self._map(addrs, self._each(addrs, RequestCode.GET_CONSUME_STATS, header, timeout_ms=timeout_ms),
                          _json_object)
 
     def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
-                      timeout_ms: Optional[int] = None) -> set[MessageQueue]:
+                      timeout_ms: int | None = None) -> set[MessageQueue]:
         """LOCK_BATCH_MQ: lock ``mqs`` (of the broker at ``addr``) for ``client_id``; the queues locked."""
         body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": [_mq_json(m) for m in mqs]})
         resp = self.invoke(addr, RequestCode.LOCK_BATCH_MQ, body=body, timeout_ms=timeout_ms)
@@ -498,44 +499,44 @@ class ClientAPI:
             raise MQClientError(f"malformed lock answer from {addr}: {exc}") from exc
 
     def unlock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
-                        timeout_ms: Optional[int] = None) -> None:
+                        timeout_ms: int | None = None) -> None:
         """UNLOCK_BATCH_MQ: release ``client_id``'s locks of ``mqs``."""
         body = orjson.dumps({"consumerGroup": group, "clientId": client_id, "mqSet": [_mq_json(m) for m in mqs]})
         self.invoke(addr, RequestCode.UNLOCK_BATCH_MQ, body=body, timeout_ms=timeout_ms)
 
     def consumer_send_msg_back(self, addr: str, header: ConsumerSendMsgBackRequestHeader,
-                               timeout_ms: Optional[int] = None, traceparent: Optional[str] = None) -> None:
+                               timeout_ms: int | None = None, traceparent: str | None = None) -> None:
         """CONSUMER_SEND_MSG_BACK: have the broker retry (or dead-letter) a message the group failed to consume."""
         self.invoke(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header, timeout_ms=timeout_ms, traceparent=traceparent)
 
     # -- offsets ---------------------------------------------------------------
 
-    def get_max_offset(self, addr: str, mq: MessageQueue, timeout_ms: Optional[int] = None) -> int:
+    def get_max_offset(self, addr: str, mq: MessageQueue, timeout_ms: int | None = None) -> int:
         """GET_MAX_OFFSET: the offset one past the last message of ``mq``."""
         resp = self.invoke(addr, RequestCode.GET_MAX_OFFSET, QueueOffsetRequestHeader(mq.topic, mq.queue_id),
                            timeout_ms=timeout_ms)
         return _response_header(QueueOffsetResponseHeader, resp, addr).offset
 
-    def get_min_offset(self, addr: str, mq: MessageQueue, timeout_ms: Optional[int] = None) -> int:
+    def get_min_offset(self, addr: str, mq: MessageQueue, timeout_ms: int | None = None) -> int:
         """GET_MIN_OFFSET: the offset of the first message of ``mq`` still stored."""
         resp = self.invoke(addr, RequestCode.GET_MIN_OFFSET, QueueOffsetRequestHeader(mq.topic, mq.queue_id),
                            timeout_ms=timeout_ms)
         return _response_header(QueueOffsetResponseHeader, resp, addr).offset
 
-    def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue, timeout_ms: Optional[int] = None) -> int:
+    def get_earliest_msg_storetime(self, addr: str, mq: MessageQueue, timeout_ms: int | None = None) -> int:
         """GET_EARLIEST_MSG_STORETIME: the store time (epoch ms) of the first message of ``mq`` still stored."""
         resp = self.invoke(addr, RequestCode.GET_EARLIEST_MSG_STORETIME,
                            QueueOffsetRequestHeader(mq.topic, mq.queue_id), timeout_ms=timeout_ms)
         return _response_header(EarliestMsgStoretimeResponseHeader, resp, addr).timestamp
 
-    def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout_ms: Optional[int] = None) -> int:
+    def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout_ms: int | None = None) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP: the first offset of ``mq`` stored at or after ``timestamp_ms``."""
         resp = self.invoke(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
                            SearchOffsetRequestHeader(mq.topic, mq.queue_id, int(timestamp_ms)), timeout_ms=timeout_ms)
         return _response_header(QueueOffsetResponseHeader, resp, addr).offset
 
     def query_consumer_offset(self, addr: str, header: QueryConsumerOffsetRequestHeader,
-                              timeout_ms: Optional[int] = None) -> Optional[int]:
+                              timeout_ms: int | None = None) -> int | None:
         """QUERY_CONSUMER_OFFSET: the group's stored offset of one queue; None when it has none."""
         resp = self.invoke(addr, RequestCode.QUERY_CONSUMER_OFFSET, header,
                            accept=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND), timeout_ms=timeout_ms)
@@ -544,19 +545,19 @@ class ClientAPI:
         return _response_header(QueueOffsetResponseHeader, resp, addr).offset
 
     def update_consumer_offset(self, addr: str, header: UpdateConsumerOffsetRequestHeader,
-                               timeout_ms: Optional[int] = None) -> None:
+                               timeout_ms: int | None = None) -> None:
         """UPDATE_CONSUMER_OFFSET: store the group's offset of one queue."""
         self.invoke(addr, RequestCode.UPDATE_CONSUMER_OFFSET, header, timeout_ms=timeout_ms)
 
     def update_consumer_offsets(self, calls: Sequence[tuple[str, UpdateConsumerOffsetRequestHeader]],
-                                timeout_ms: Optional[int] = None) -> list[Optional[MQError]]:
+                                timeout_ms: int | None = None) -> list[MQError | None]:
         """UPDATE_CONSUMER_OFFSET of each ``(addr, header)``, all at once: per call None, or its error."""
         outcomes = self._invoke_all([(a, RemotingCommand(RequestCode.UPDATE_CONSUMER_OFFSET, 0, 0, None, h.to_ext()))
                                      for a, h in calls], timeout_ms)
         return [r if isinstance(r, MQError) else None for r in outcomes]
 
     def invoke_broker_to_reset_offset(self, addrs: Sequence[str], header: ResetOffsetRequestHeader,
-                                      timeout_ms: Optional[int] = None) -> list[dict[str, Any] | MQError]:
+                                      timeout_ms: int | None = None) -> list[dict[str, Any] | MQError]:
         """INVOKE_BROKER_TO_RESET_OFFSET at every address: each broker's new offsets ({"offsetTable": [...]})."""
         return self._map(addrs, self._each(addrs, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header,
                                            timeout_ms=timeout_ms), _json_object)
@@ -564,73 +565,73 @@ class ClientAPI:
     # -- topics and subscription groups (admin) --------------------------------
 
     def update_and_create_topic(self, addrs: Sequence[str], header: CreateTopicRequestHeader,
-                                timeout_ms: Optional[int] = None) -> None:
+                                timeout_ms: int | None = None) -> None:
         """UPDATE_AND_CREATE_TOPIC on every address; raises the first failure once all answered."""
         raise_first(self._each(addrs, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout_ms=timeout_ms))
 
-    def delete_topic_in_broker(self, addrs: Sequence[str], topic: str, timeout_ms: Optional[int] = None) -> None:
+    def delete_topic_in_broker(self, addrs: Sequence[str], topic: str, timeout_ms: int | None = None) -> None:
         """DELETE_TOPIC_IN_BROKER on every address; raises the first failure once all answered."""
         raise_first(self._each(addrs, RequestCode.DELETE_TOPIC_IN_BROKER, TopicRequestHeader(topic),
                                timeout_ms=timeout_ms))
 
-    def get_all_topic_config(self, addr: str, timeout_ms: Optional[int] = None) -> dict[str, dict[str, Any]]:
+    def get_all_topic_config(self, addr: str, timeout_ms: int | None = None) -> dict[str, dict[str, Any]]:
         """GET_ALL_TOPIC_CONFIG: topic -> RocketMQ's TopicConfig fields."""
         resp = self.invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG, timeout_ms=timeout_ms)
         return dict(_json_object(resp, addr).get("topicConfigTable") or {})
 
-    def get_topic_stats_info(self, addrs: Sequence[str], topic: str, timeout_ms: Optional[int] = None
+    def get_topic_stats_info(self, addrs: Sequence[str], topic: str, timeout_ms: int | None = None
                              ) -> list[dict[str, Any] | MQError]:
         """GET_TOPIC_STATS_INFO at every address: RocketMQ's TopicStatsTable as JSON."""
         return self._map(addrs, self._each(addrs, RequestCode.GET_TOPIC_STATS_INFO, TopicRequestHeader(topic),
                                            timeout_ms=timeout_ms), _json_object)
 
     def update_and_create_subscription_group(self, addrs: Sequence[str], config: dict[str, Any],
-                                             timeout_ms: Optional[int] = None) -> None:
+                                             timeout_ms: int | None = None) -> None:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (RocketMQ's SubscriptionGroupConfig as JSON) on every address;
         raises the first failure once all answered."""
         raise_first(self._each(addrs, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=orjson.dumps(config),
                                timeout_ms=timeout_ms))
 
-    def get_all_subscription_group(self, addr: str, timeout_ms: Optional[int] = None) -> dict[str, dict[str, Any]]:
+    def get_all_subscription_group(self, addr: str, timeout_ms: int | None = None) -> dict[str, dict[str, Any]]:
         """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group -> RocketMQ's SubscriptionGroupConfig fields."""
         resp = self.invoke(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, timeout_ms=timeout_ms)
         return dict(_json_object(resp, addr).get("subscriptionGroupTable") or {})
 
-    def delete_subscription_group(self, addrs: Sequence[str], group: str, timeout_ms: Optional[int] = None) -> None:
+    def delete_subscription_group(self, addrs: Sequence[str], group: str, timeout_ms: int | None = None) -> None:
         """DELETE_SUBSCRIPTIONGROUP on every address; raises the first failure once all answered."""
         raise_first(self._each(addrs, RequestCode.DELETE_SUBSCRIPTIONGROUP, SubscriptionGroupRequestHeader(group),
                                timeout_ms=timeout_ms))
 
     # -- brokers' state --------------------------------------------------------
 
-    def get_broker_runtime_info(self, addr: str, timeout_ms: Optional[int] = None) -> dict[str, Any]:
+    def get_broker_runtime_info(self, addr: str, timeout_ms: int | None = None) -> dict[str, Any]:
         """GET_BROKER_RUNTIME_INFO: RocketMQ's KVTable, name -> value."""
         resp = self.invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout_ms=timeout_ms)
         return dict(_json_object(resp, addr).get("table") or {})
 
-    def get_broker_metrics(self, addr: str, timeout_ms: Optional[int] = None) -> tuple[str, list[dict[str, Any]]]:
+    def get_broker_metrics(self, addr: str, timeout_ms: int | None = None) -> tuple[str, list[dict[str, Any]]]:
         """GET_BROKER_METRICS: (the broker's Prometheus URL, '' when disabled; its samples)."""
         body = _json_object(self.invoke(addr, RequestCode.GET_BROKER_METRICS, timeout_ms=timeout_ms), addr)
         return str(body.get("url") or ""), list(body.get("metrics") or [])
 
-    def get_broker_config(self, addr: str, timeout_ms: Optional[int] = None) -> dict[str, str]:
+    def get_broker_config(self, addr: str, timeout_ms: int | None = None) -> dict[str, str]:
         """GET_BROKER_CONFIG: the broker's settings (RocketMQ's ``key=value`` lines)."""
         resp = self.invoke(addr, RequestCode.GET_BROKER_CONFIG, timeout_ms=timeout_ms)
         return dict(line.split("=", 1) for line in resp.body.decode(errors="replace").splitlines() if "=" in line)
 
-    def get_consumer_running_info(self, addr: str, timeout_ms: Optional[int] = None) -> dict[str, Any]:
+    def get_consumer_running_info(self, addr: str, timeout_ms: int | None = None) -> dict[str, Any]:
         """GET_CONSUMER_RUNNING_INFO: a system service's status (scheduler, txn-checker, ha) as JSON."""
         data = _json(self.invoke(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, timeout_ms=timeout_ms), addr)
         return data if isinstance(data, dict) else {}
 
     # -- messages --------------------------------------------------------------
 
-    def view_message(self, addr: str, offset: int, timeout_ms: Optional[int] = None) -> bytes:
+    def view_message(self, addr: str, offset: int, timeout_ms: int | None = None) -> bytes:
         """VIEW_MESSAGE_BY_ID: the record at commitlog ``offset``."""
         return self.invoke(addr, RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(offset),
                            timeout_ms=timeout_ms).body
 
-    def view_messages(self, addr: str, offsets: Sequence[int], timeout_ms: Optional[int] = None
+    def view_messages(self, addr: str, offsets: Sequence[int], timeout_ms: int | None = None
                       ) -> list[bytes | MQError]:
         """VIEW_MESSAGE_BY_ID of each of ``offsets``, all at once: per offset its record, or the error."""
         outcomes = self._invoke_all([(addr, RemotingCommand(RequestCode.VIEW_MESSAGE_BY_ID, 0, 0, None,
@@ -639,26 +640,26 @@ class ClientAPI:
         return [r if isinstance(r, MQError) else r.body for r in outcomes]
 
     def query_message(self, addrs: Sequence[str], header: QueryMessageRequestHeader,
-                      timeout_ms: Optional[int] = None) -> list[bytes | MQError]:
+                      timeout_ms: int | None = None) -> list[bytes | MQError]:
         """QUERY_MESSAGE by key at every address: the matching records back to back (QUERY_NOT_FOUND is an
         MQBrokerError here)."""
         return [r if isinstance(r, MQError) else r.body
                 for r in self._each(addrs, RequestCode.QUERY_MESSAGE, header, timeout_ms=timeout_ms)]
 
     def query_consume_queue(self, addr: str, header: QueryConsumeQueueRequestHeader,
-                            timeout_ms: Optional[int] = None) -> dict[str, Any]:
+                            timeout_ms: int | None = None) -> dict[str, Any]:
         """QUERY_CONSUME_QUEUE: entries of one consume queue ({"queueData": [...], "maxQueueIndex", ...})."""
         return _json_object(self.invoke(addr, RequestCode.QUERY_CONSUME_QUEUE, header, timeout_ms=timeout_ms), addr)
 
     # -- transactions ----------------------------------------------------------
 
     def end_transaction_oneway(self, addr: str, header: EndTransactionRequestHeader,
-                               timeout_ms: Optional[int] = None, traceparent: Optional[str] = None) -> None:
+                               timeout_ms: int | None = None, traceparent: str | None = None) -> None:
         """END_TRANSACTION, wanting no answer (as RocketMQ sends it)."""
         self._oneway(addr, RequestCode.END_TRANSACTION, header, timeout_ms, traceparent)
 
     def get_pending_half_messages(self, addrs: Sequence[str], header: PendingHalfMessagesRequestHeader,
-                                  timeout_ms: Optional[int] = None) -> list[list[dict[str, Any]] | MQError]:
+                                  timeout_ms: int | None = None) -> list[list[dict[str, Any]] | MQError]:
         """GET_PENDING_HALF_MESSAGES at every address: each broker's undecided half messages as JSON."""
         def read(resp: RemotingCommand, addr: str) -> list[dict[str, Any]]:
             data = _json(resp, addr) if resp.body else []
@@ -668,8 +669,8 @@ class ClientAPI:
         return self._map(addrs, self._each(addrs, RequestCode.GET_PENDING_HALF_MESSAGES, header,
                                            timeout_ms=timeout_ms), read)
 
-    def check_half_messages(self, addr: str, checks: Sequence[tuple[CheckHalfMessageRequestHeader, Optional[str]]],
-                            timeout_ms: Optional[int] = None) -> list[HalfCheckOutcome | MQError]:
+    def check_half_messages(self, addr: str, checks: Sequence[tuple[CheckHalfMessageRequestHeader, str | None]],
+                            timeout_ms: int | None = None) -> list[HalfCheckOutcome | MQError]:
         """CHECK_HALF_MESSAGE of each ``(header, traceparent)`` at ``addr``, all at once: per check what the
         broker did, or the error."""
         outcomes = self._invoke_all([(addr, RemotingCommand(RequestCode.CHECK_HALF_MESSAGE, 0, 0, None, h.to_ext(),
@@ -686,7 +687,7 @@ class ClientAPI:
     # -- system services -------------------------------------------------------
 
     def deliver_due_messages(self, calls: Sequence[tuple[str, DeliverDueMessagesRequestHeader, bytes]],
-                             timeout_ms: Optional[int] = None) -> list[DeliverDueAnswer | MQError]:
+                             timeout_ms: int | None = None) -> list[DeliverDueAnswer | MQError]:
         """DELIVER_DUE_MESSAGES of each ``(addr, header, body)``, all at once: per call the broker's answer,
         or the error."""
         outcomes = self._invoke_all([(a, RemotingCommand(RequestCode.DELIVER_DUE_MESSAGES, 0, 0, None, h.to_ext(), b))
@@ -694,21 +695,21 @@ class ClientAPI:
         return self._map([a for a, _, _ in calls], outcomes, lambda r, a: DeliverDueAnswer(
             _response_header(DeliverDueMessagesResponseHeader, r, a), _json_object(r, a)))
 
-    def ha_transfer(self, master: str, header: HaTransferRequestHeader, timeout_ms: Optional[int] = None
+    def ha_transfer(self, master: str, header: HaTransferRequestHeader, timeout_ms: int | None = None
                     ) -> tuple[HaTransferResponseHeader, bytes]:
         """HA_TRANSFER: commitlog bytes from the master (the answer's header, the bytes)."""
         resp = self.invoke(master, RequestCode.HA_TRANSFER, header, timeout_ms=timeout_ms)
         return _response_header(HaTransferResponseHeader, resp, master), resp.body
 
     def ha_append(self, slave: str, header: HaAppendRequestHeader, data: bytes,
-                  timeout_ms: Optional[int] = None) -> HaAppendAnswer:
+                  timeout_ms: int | None = None) -> HaAppendAnswer:
         """HA_APPEND: hand the master's bytes to the slave; taken or refused, it says where its commitlog ends."""
         # A refusal (SYSTEM_ERROR) still says where the slave's commitlog ends: the sender goes on from there.
         resp = self.invoke(slave, RequestCode.HA_APPEND, header, data,
                            accept=(ResponseCode.SUCCESS, ResponseCode.SYSTEM_ERROR), timeout_ms=timeout_ms)
         accepted = resp.code == ResponseCode.SUCCESS
         try:
-            offset: Optional[int] = HaAppendResponseHeader.from_ext(resp.ext).offset
+            offset: int | None = HaAppendResponseHeader.from_ext(resp.ext).offset
         except HeaderError as exc:
             if accepted:
                 raise MQClientError(f"the answer from {slave} is malformed: {exc}") from None

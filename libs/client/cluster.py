@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 from rocketmesh.model.route import MASTER_ID, BrokerData
 
@@ -31,7 +31,7 @@ class ClusterInfo:
     cluster_addr_table: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "ClusterInfo":
+    def from_json(cls, d: dict[str, Any]) -> ClusterInfo:
         """Parse the name server's GET_BROKER_CLUSTER_INFO body; ValueError when it is not an object."""
         if not isinstance(d, dict):
             raise ValueError("cluster info is not a JSON object")
@@ -40,7 +40,7 @@ class ClusterInfo:
         clusters = {c: tuple(sorted(names)) for c, names in (d.get("clusterAddrTable") or {}).items()}
         return cls(brokers, clusters)
 
-    def brokers(self, cluster: Optional[str] = None) -> list[BrokerInfo]:
+    def brokers(self, cluster: str | None = None) -> list[BrokerInfo]:
         """Every broker process (of ``cluster`` when given), sorted by cluster, name, id."""
         names = self.cluster_addr_table.get(cluster, ()) if cluster is not None else self.broker_addr_table.keys()
         out = []
@@ -52,7 +52,7 @@ class ClusterInfo:
             out.extend(BrokerInfo(cl, name, bid, addr) for bid, addr in bd.broker_addrs.items())
         return sorted(out)
 
-    def master_addrs(self, cluster: Optional[str] = None) -> list[str]:
+    def master_addrs(self, cluster: str | None = None) -> list[str]:
         """The master address of every broker name (of ``cluster`` when given)."""
         return [b.addr for b in self.brokers(cluster) if b.is_master]
 

@@ -8,7 +8,6 @@ went wrong on the way there (RocketMQ's ClientErrorCode numbers).
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import Optional
 
 from rocketmesh.remoting import (
     RemotingConnectError,
@@ -30,7 +29,7 @@ class ClientErrorCode(IntEnum):
     REQUEST_TIMEOUT_EXCEPTION = 10006
 
 
-def _code_text(code: Optional[int]) -> str:
+def _code_text(code: int | None) -> str:
     if code is None:
         return "-"
     try:
@@ -42,7 +41,7 @@ def _code_text(code: Optional[int]) -> str:
 class MQError(Exception):
     """Base of every SDK failure; ``response_code`` says what kind (may be None)."""
 
-    def __init__(self, message: str, response_code: Optional[int] = None) -> None:
+    def __init__(self, message: str, response_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.response_code = response_code
@@ -64,7 +63,7 @@ class MQClientError(MQError):
 class MQBrokerError(MQError):
     """A broker (or name server) answered with an error ``response_code`` and ``remark``."""
 
-    def __init__(self, response_code: int, remark: Optional[str], broker_addr: Optional[str] = None) -> None:
+    def __init__(self, response_code: int, remark: str | None, broker_addr: str | None = None) -> None:
         self.remark = remark or ""
         self.broker_addr = broker_addr
         text = f"CODE: {_code_text(response_code)} DESC: {self.remark}"
@@ -76,7 +75,7 @@ class MQBrokerError(MQError):
 class RequestTimeoutError(MQError, TimeoutError):
     """No answer within the timeout (a request, or a whole send with its retries)."""
 
-    def __init__(self, message: str, response_code: Optional[int] = ClientErrorCode.ACCESS_BROKER_TIMEOUT) -> None:
+    def __init__(self, message: str, response_code: int | None = ClientErrorCode.ACCESS_BROKER_TIMEOUT) -> None:
         super().__init__(message, response_code)
 
 

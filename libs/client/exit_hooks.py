@@ -21,7 +21,7 @@ class _Shutdown(Protocol):
     def shutdown(self) -> None: ...
 
 
-_running: "weakref.WeakSet[_Shutdown]" = weakref.WeakSet()
+_running: weakref.WeakSet[_Shutdown] = weakref.WeakSet()
 
 
 def started(client: _Shutdown) -> None:

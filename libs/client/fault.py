@@ -27,11 +27,11 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
-from rocketmesh.model.message import MessageQueue
 from rocketmesh.client.route import TopicPublishInfo
+from rocketmesh.model.message import MessageQueue
 
 #: Latency thresholds (ms), RocketMQ's MQFaultStrategy.latencyMax.
 LATENCY_MAX_MS: tuple[int, ...] = (50, 100, 550, 1000, 2000, 3000, 15000)
@@ -128,7 +128,7 @@ class LatencyFaultTolerance:
     def __contains__(self, name: object) -> bool:
         return name in self._items
 
-    def pick_one_at_least(self) -> Optional[str]:
+    def pick_one_at_least(self) -> str | None:
         """The least bad broker on record: from the better half by (available, latency, start), or None."""
         now = self._clock()
         with self._lock:
@@ -156,7 +156,7 @@ class MQFaultStrategy:
         self,
         send_latency_fault_enable: bool = False,
         *,
-        unreachable: Optional[LatencyFaultTolerance] = None,
+        unreachable: LatencyFaultTolerance | None = None,
         clock: Clock = _now_ms,
     ) -> None:
         self.send_latency_fault_enable = send_latency_fault_enable
@@ -187,7 +187,7 @@ class MQFaultStrategy:
         """Skip ``broker_name`` for ``duration_ms`` (no connection to it came up)."""
         self.unreachable.update_fault_item(broker_name, ISOLATION_LATENCY_MS, duration_ms)
 
-    def select_one_message_queue(self, tp: TopicPublishInfo, last_broker_name: Optional[str] = None) -> MessageQueue:
+    def select_one_message_queue(self, tp: TopicPublishInfo, last_broker_name: str | None = None) -> MessageQueue:
         """The queue for the next attempt of a send; ``last_broker_name`` is the broker of a failed attempt."""
         if self.send_latency_fault_enable:
             return self._select_latency_aware(tp, last_broker_name)
@@ -197,7 +197,7 @@ class MQFaultStrategy:
                 return mq
         return tp.select_one(last_broker_name)
 
-    def _select_reachable(self, tp: TopicPublishInfo, last_broker_name: Optional[str]) -> Optional[MessageQueue]:
+    def _select_reachable(self, tp: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue | None:
         mqs = tp.message_queues
         n = len(mqs)
         if n == 0:
@@ -213,7 +213,7 @@ class MQFaultStrategy:
                     fallback = mq
         return fallback
 
-    def _select_latency_aware(self, tp: TopicPublishInfo, last_broker_name: Optional[str]) -> MessageQueue:
+    def _select_latency_aware(self, tp: TopicPublishInfo, last_broker_name: str | None) -> MessageQueue:
         mqs = tp.message_queues
         n = len(mqs)
         available = self._available

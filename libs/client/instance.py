@@ -24,14 +24,21 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 import orjson
 
 from rocketmesh.acl.signer import AclSigner, SessionCredentials, signer_for
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI
+from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
+from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
+from rocketmesh.client.route import TopicPublishInfo, publish_info
+from rocketmesh.client.unique_id import local_ip
 from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.route import MASTER_ID, TopicRouteData
+from rocketmesh.model.topics import DEFAULT_TOPIC
 from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -47,21 +54,15 @@ from rocketmesh.remoting.protocol.headers import (
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
 )
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
-from rocketmesh.model.topics import DEFAULT_TOPIC
-from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI
-from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
-from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
-from rocketmesh.client.route import TopicPublishInfo, publish_info
-from rocketmesh.model.route import MASTER_ID, TopicRouteData
-from rocketmesh.client.unique_id import local_ip
 
 NAMESRV_ADDR_ENV = "NAMESRV_ADDR"
 #: Upper bound of one background tick, so stop() and stale topics are seen promptly.
 _TICK_S = 0.5
 
 #: ``push(addr, cmd)`` handles a request a broker pushed (CHECK_TRANSACTION_STATE ...).
-PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]
+PushHandler = Callable[[str, RemotingCommand], RemotingCommand | None]
 #: Returns one entry of a heartbeat's consumerDataSet.
 ConsumerDataProvider = Callable[[], dict[str, Any]]
 
@@ -83,7 +84,7 @@ class ConsumerHooks(Protocol):
         """An admin moved the group's offsets (RESET_CONSUMER_CLIENT_OFFSET)."""
 
 
-def _signer(access_key: Optional[str], secret_key: Optional[str]) -> Optional[AclSigner]:
+def _signer(access_key: str | None, secret_key: str | None) -> AclSigner | None:
     """The ACL signer of these keys (None without), MQClientError when only one is given."""
     try:
         return signer_for(access_key, secret_key)
@@ -128,12 +129,12 @@ class ClientConfig:
     """
 
     namesrv_addrs: tuple[str, ...]
-    instance_name: Optional[str] = None
-    client_ip: Optional[str] = None
+    instance_name: str | None = None
+    client_ip: str | None = None
     poll_name_server_interval_ms: int = 30_000
     heartbeat_broker_interval_ms: int = 30_000
     request_timeout_ms: int = DEFAULT_TIMEOUT_MS
-    credentials: Optional[SessionCredentials] = None
+    credentials: SessionCredentials | None = None
 
     def client_id(self) -> str:
         """``ip@instance_name`` (``#accessKey`` with credentials), the id brokers know this client by."""
@@ -145,7 +146,7 @@ class ClientConfig:
 class ClientInstance:
     """See the module docstring. Use :meth:`acquire` / :meth:`release` rather than the constructor."""
 
-    _registry: dict[tuple[str, tuple[str, ...], Optional[SessionCredentials]], "ClientInstance"] = {}
+    _registry: dict[tuple[str, tuple[str, ...], SessionCredentials | None], ClientInstance] = {}
     _registry_lock = threading.Lock()
 
     # -- sharing ---------------------------------------------------------------
@@ -155,14 +156,14 @@ class ClientInstance:
         cls,
         namesrv: str | Sequence[str] | None = None,
         *,
-        instance_name: Optional[str] = None,
-        client_ip: Optional[str] = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
         poll_name_server_interval_ms: int = 30_000,
         heartbeat_broker_interval_ms: int = 30_000,
         request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
-        access_key: Optional[str] = None,
-        secret_key: Optional[str] = None,
-    ) -> "ClientInstance":
+        access_key: str | None = None,
+        secret_key: str | None = None,
+    ) -> ClientInstance:
         """A started instance for these name servers, shared with others of the same client id and
         ACL account (``access_key`` and ``secret_key``: both or neither).
 
@@ -279,7 +280,7 @@ class ClientInstance:
             self._unregister_at_brokers(producer_group=group, timeout_s=timeout_s)
 
     def register_consumer(self, group: str, provider: ConsumerDataProvider,
-                          hooks: Optional[ConsumerHooks] = None) -> None:
+                          hooks: ConsumerHooks | None = None) -> None:
         """Add a consumer group; ``provider()`` returns its entry of a heartbeat's consumerDataSet,
         ``hooks`` hears the group's NOTIFY_CONSUMER_IDS_CHANGED and RESET_CONSUMER_CLIENT_OFFSET."""
         if group in self._consumers:
@@ -307,7 +308,7 @@ class ClientInstance:
 
     # -- name server -----------------------------------------------------------
 
-    def fetch_topic_route(self, topic: str, timeout_ms: Optional[int] = None) -> Optional[TopicRouteData]:
+    def fetch_topic_route(self, topic: str, timeout_ms: int | None = None) -> TopicRouteData | None:
         """The name server's route for ``topic``, or None when it has none (TOPIC_NOT_EXIST)."""
         try:
             return self._api().get_topic_route(topic, timeout_ms)
@@ -318,7 +319,7 @@ class ClientInstance:
 
     # -- routes ----------------------------------------------------------------
 
-    def update_topic_route(self, topic: str, timeout_ms: Optional[int] = None) -> bool:
+    def update_topic_route(self, topic: str, timeout_ms: int | None = None) -> bool:
         """Fetch ``topic``'s route and install it; True when it changed.
 
         A topic the name server does not know keeps what it had (a route
@@ -353,7 +354,7 @@ class ClientInstance:
             self._heartbeat_soon = True
             self._tasks.wakeup()
 
-    def topic_route(self, topic: str) -> Optional[TopicRouteData]:
+    def topic_route(self, topic: str) -> TopicRouteData | None:
         """The cached route of ``topic`` (fetched when not cached); None when the name server has none."""
         route = self._routes.get(topic)
         if route is None:
@@ -396,7 +397,7 @@ class ClientInstance:
             "on a broker", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION,
         )
 
-    def cached_publish_info(self, topic: str) -> Optional[TopicPublishInfo]:
+    def cached_publish_info(self, topic: str) -> TopicPublishInfo | None:
         """The cached publish info of ``topic`` without asking the name server."""
         return self._publish.get(topic)
 
@@ -405,7 +406,7 @@ class ClientInstance:
         self._stale.add(topic)
         self._tasks.wakeup()
 
-    def master_addr(self, broker_name: str) -> Optional[str]:
+    def master_addr(self, broker_name: str) -> str | None:
         """The master address of ``broker_name`` from the routes seen so far."""
         addrs = self._broker_addrs.get(broker_name)
         return None if addrs is None else addrs.get(MASTER_ID)
@@ -440,7 +441,7 @@ class ClientInstance:
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
         return addr
 
-    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> Optional[str]:
+    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         """Broker ``broker_id`` of ``broker_name``'s group, else its master, else its first slave, from
         the routes seen so far; None when they name none."""
         addrs = self._broker_addrs.get(broker_name)
@@ -483,7 +484,7 @@ class ClientInstance:
             "consumerDataSet": consumers,
         }
 
-    def send_heartbeat_to_all_brokers(self, timeout_ms: Optional[int] = None) -> dict[str, bool]:
+    def send_heartbeat_to_all_brokers(self, timeout_ms: int | None = None) -> dict[str, bool]:
         """Heartbeat every master (and slaves too when there are consumers); addr -> answered OK."""
         if self._closed or (not self._producers and not self._consumers):
             return {}
@@ -509,7 +510,7 @@ class ClientInstance:
         return out
 
     def _unregister_at_brokers(
-        self, *, producer_group: Optional[str] = None, consumer_group: Optional[str] = None, timeout_s: float = 1.0
+        self, *, producer_group: str | None = None, consumer_group: str | None = None, timeout_s: float = 1.0
     ) -> None:
         if self.api is None:
             return
@@ -546,7 +547,7 @@ class ClientInstance:
         except MQError as exc:
             self._log.warning("route_update_failed", topic=topic, error=str(exc))
 
-    def _on_push(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+    def _on_push(self, addr: str, cmd: RemotingCommand) -> RemotingCommand | None:
         # The requests brokers push to clients: this instance's own dispatch table.
         if cmd.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED:
             try:
@@ -566,7 +567,7 @@ class ClientInstance:
             return response_to(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported")
         return handler(addr, cmd)
 
-    def _on_reset_offset(self, addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+    def _on_reset_offset(self, addr: str, cmd: RemotingCommand) -> RemotingCommand | None:
         try:
             header = ResetOffsetRequestHeader.from_ext(cmd.ext)
         except HeaderError as exc:

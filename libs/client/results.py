@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Optional
+from typing import Any
 
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import ResponseCode
@@ -50,7 +50,7 @@ class SendResult:
     offset_msg_id: str
     message_queue: MessageQueue
     queue_offset: int
-    transaction_id: Optional[str] = None
+    transaction_id: str | None = None
     region_id: str = DEFAULT_REGION
 
     @property

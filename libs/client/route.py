@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import Optional
 
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.model.route import Perm, TopicRouteData
 
 
-def publish_info(route: TopicRouteData, topic: str, *, from_default_topic: bool = False) -> "TopicPublishInfo":
+def publish_info(route: TopicRouteData, topic: str, *, from_default_topic: bool = False) -> TopicPublishInfo:
     """The producer's view of ``route``: write queues of writable brokers that have a master."""
     queues: list[MessageQueue] = []
     if route.order_topic_conf:
@@ -54,9 +53,9 @@ class TopicPublishInfo:
         message_queues: list[MessageQueue],
         *,
         order_topic: bool = False,
-        route: Optional[TopicRouteData] = None,
+        route: TopicRouteData | None = None,
         from_default_topic: bool = False,
-        start: Optional[int] = None,
+        start: int | None = None,
     ) -> None:
         self.topic = topic
         self.message_queues: tuple[MessageQueue, ...] = tuple(message_queues)
@@ -76,7 +75,7 @@ class TopicPublishInfo:
         """The next round-robin position (not yet reduced modulo the queue count)."""
         return next(self._counter)
 
-    def select_one(self, last_broker_name: Optional[str] = None) -> MessageQueue:
+    def select_one(self, last_broker_name: str | None = None) -> MessageQueue:
         """The next queue round-robin, skipping queues of ``last_broker_name`` when another broker has one."""
         mqs = self.message_queues
         n = self._n

@@ -17,7 +17,7 @@ import secrets
 import socket
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from rocketmesh.model.message import Message, MessageConst
 

@@ -9,15 +9,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rocketmesh.client.errors import MQClientError
 from rocketmesh.model.message import Message, MessageConst
-from rocketmesh.remoting import ResponseCode
 from rocketmesh.model.topics import (
     RETRY_GROUP_TOPIC_PREFIX,
     TOPIC_NAME_PATTERN,
     is_system_topic,
     validate_topic_name,
 )
-from rocketmesh.client.errors import MQClientError
+from rocketmesh.remoting import ResponseCode
 
 #: RocketMQ's DefaultMQProducer maxMessageSize.
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024

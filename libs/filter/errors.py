@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 class FilterSyntaxError(ValueError):
     """A subscription expression that cannot be used: bad SQL92 syntax, a tag expression
@@ -13,7 +11,7 @@ class FilterSyntaxError(ValueError):
     problem in it, when there is one.
     """
 
-    def __init__(self, message: str, expression: Optional[str] = None, position: Optional[int] = None):
+    def __init__(self, message: str, expression: str | None = None, position: int | None = None):
         super().__init__(message)
         self.expression = expression
         self.position = position

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Union
 
 from rocketmesh.filter.errors import FilterSyntaxError
 
@@ -15,7 +14,7 @@ class ExpressionType(str, Enum):
     SQL92 = "SQL92"
 
     @classmethod
-    def parse(cls, value: Union[ExpressionType, str, None]) -> ExpressionType:
+    def parse(cls, value: ExpressionType | str | None) -> ExpressionType:
         """The type named by ``value``; None and "" mean TAG, as RocketMQ's ``isTagType`` has it.
 
         Raises FilterSyntaxError for any other name.

@@ -26,8 +26,8 @@ comparison rules and :mod:`sql_parser` for what is refused at compile time.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
-from typing import Mapping, Optional
 
 from rocketmesh.filter.errors import FilterSyntaxError
 from rocketmesh.filter.sql_eval import Evaluator, compile_condition
@@ -45,7 +45,7 @@ class SqlFilter:
         self.expression = expression
         self._condition = condition
 
-    def evaluate(self, properties: Optional[Mapping[str, str]]) -> bool:
+    def evaluate(self, properties: Mapping[str, str] | None) -> bool:
         """True when the selector is TRUE for these message properties; never raises."""
         try:
             return self._condition(_NO_PROPERTIES if properties is None else properties) is True
@@ -72,7 +72,7 @@ def compile_sql(expression: str) -> SqlFilter:
 
 
 @lru_cache(maxsize=1024)
-def _compile_cached(expression: str) -> SqlFilter | tuple[str, Optional[int]]:
+def _compile_cached(expression: str) -> SqlFilter | tuple[str, int | None]:
     try:
         return SqlFilter(expression, compile_condition(parse(expression)))
     except FilterSyntaxError as exc:

@@ -9,7 +9,7 @@ number, which RocketMQ evaluates to null).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import Union
 
 from rocketmesh.filter.java_values import JavaType
 
@@ -20,7 +20,7 @@ class Literal:
     RocketMQ treats as an expression, not a constant, in its BETWEEN bounds check."""
 
     value: object
-    java_type: Optional[JavaType]
+    java_type: JavaType | None
     pos: int
     folded: bool = False
 

@@ -29,8 +29,9 @@ LogicExpression, UnaryExpression, UnaryInExpression):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from math import isnan
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rocketmesh.filter.java_values import (
     NUMERIC_TYPES,

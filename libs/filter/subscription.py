@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Optional, Union
+from typing import Any
 
 from rocketmesh.filter.errors import FilterSyntaxError
 from rocketmesh.filter.expression_type import ExpressionType
@@ -54,7 +55,7 @@ class SubscriptionData:
         """A TAG subscription to every message ("*", or an empty expression)."""
         return self.expression_type is ExpressionType.TAG and self.sub_string in (SUB_ALL, "")
 
-    def is_tag_matched(self, tags: Optional[str]) -> bool:
+    def is_tag_matched(self, tags: str | None) -> bool:
         """The consumer's own re-check of a pulled message, which the broker matched by tag hash
         code only (two tags can share a code: "Aa" and "BB").
 
@@ -116,8 +117,8 @@ class SubscriptionData:
         return cls(topic, sub_string, etype, tags or frozenset(), codes or frozenset(), version)
 
 
-def build_subscription(topic: str, expression: Optional[str],
-                       expression_type: Union[ExpressionType, str, None] = ExpressionType.TAG) -> SubscriptionData:
+def build_subscription(topic: str, expression: str | None,
+                       expression_type: ExpressionType | str | None = ExpressionType.TAG) -> SubscriptionData:
     """The subscription a consumer sends for ``expression`` (RocketMQ's FilterAPI).
 
     TAG: None, "" or "*" subscribe to everything; otherwise the expression is split on "||",
@@ -151,7 +152,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _items(d: Mapping[str, Any], key: str, kind: type, topic: str) -> Optional[frozenset]:
+def _items(d: Mapping[str, Any], key: str, kind: type, topic: str) -> frozenset | None:
     raw = d.get(key)
     if raw is None:
         return None

@@ -14,8 +14,8 @@ so both sides decode it with this module.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
-from typing import Iterator, Optional, Sequence
 
 try:
     # zlib-ng comes with the server extra: the broker checksums every body it stores.
@@ -25,15 +25,25 @@ except ImportError:  # an application's SDK: the same checksum from the standard
 
 from rocketmesh.model.fields import (  # the fields a message reads itself; importable from here too
     NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR,
+)
+from rocketmesh.model.fields import (
     PROPERTY_SEPARATOR as PROPERTY_SEPARATOR,
+)
+from rocketmesh.model.fields import (
     CorruptRecord,
     decode_host,
-    decode_message_id as decode_message_id,
     decode_properties,
-    encode_host as encode_host,
-    encode_host_text as encode_host_text,
     encode_message_id,
     encode_properties,
+)
+from rocketmesh.model.fields import (
+    decode_message_id as decode_message_id,
+)
+from rocketmesh.model.fields import (
+    encode_host as encode_host,
+)
+from rocketmesh.model.fields import (
+    encode_host_text as encode_host_text,
 )
 from rocketmesh.model.message import Message, MessageExt
 
@@ -110,7 +120,7 @@ def _utf16_units(s: str) -> Iterator[int]:
 
 
 @lru_cache(maxsize=65536)
-def tags_hash_code(tags: Optional[str]) -> int:
+def tags_hash_code(tags: str | None) -> int:
     """The consume-queue tag code of a tag: Java's String.hashCode, 0 for none."""
     if not tags:
         return 0
@@ -163,7 +173,7 @@ def _decode_topic(raw: bytes, pos: int) -> str:
         raise CorruptRecord(f"the topic of the record at {pos} is not UTF-8") from None
 
 
-def decode_records(buf: bytes | memoryview, extra_properties: Optional[dict[str, str]] = None) -> list[MessageExt]:
+def decode_records(buf: bytes | memoryview, extra_properties: dict[str, str] | None = None) -> list[MessageExt]:
     """Decode back-to-back records, as a pull response carries them; ``extra_properties`` are added to
     each message's own (the pull's MIN_OFFSET and MAX_OFFSET).
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntFlag
-from typing import Optional
 
 from rocketmesh.model.fields import decode_properties, encode_host_text, encode_message_id
 
@@ -94,13 +93,13 @@ class Message:
         self,
         topic: str,
         body: bytes | bytearray | memoryview | str = b"",
-        tags: Optional[str] = None,
-        keys: Optional[str | list[str]] = None,
-        properties: Optional[dict[str, str]] = None,
+        tags: str | None = None,
+        keys: str | list[str] | None = None,
+        properties: dict[str, str] | None = None,
         flag: int = 0,
         delay_level: int = 0,
-        deliver_at_ms: Optional[int] = None,
-        delay_ms: Optional[int] = None,
+        deliver_at_ms: int | None = None,
+        delay_ms: int | None = None,
     ) -> None:
         self.topic = topic
         self.body = body.encode() if isinstance(body, str) else bytes(body)
@@ -118,19 +117,19 @@ class Message:
             self.delay_ms = delay_ms
 
     @property
-    def tags(self) -> Optional[str]:
+    def tags(self) -> str | None:
         return self.properties.get(MessageConst.TAGS)
 
     @tags.setter
-    def tags(self, value: Optional[str]) -> None:
+    def tags(self, value: str | None) -> None:
         self._set(MessageConst.TAGS, value)
 
     @property
-    def keys(self) -> Optional[str]:
+    def keys(self) -> str | None:
         return self.properties.get(MessageConst.KEYS)
 
     @keys.setter
-    def keys(self, value: Optional[str | list[str]]) -> None:
+    def keys(self, value: str | list[str] | None) -> None:
         if isinstance(value, (list, tuple)):
             value = MessageConst.KEY_SEPARATOR.join(value)
         self._set(MessageConst.KEYS, value)
@@ -144,33 +143,33 @@ class Message:
         self._set(MessageConst.DELAY_TIME_LEVEL, str(int(level)) if level else None)
 
     @property
-    def deliver_at_ms(self) -> Optional[int]:
+    def deliver_at_ms(self) -> int | None:
         """A timer message's delivery time (epoch ms), or None: the broker holds it until then."""
         value = self.properties.get(MessageConst.TIMER_DELIVER_MS)
         return int(value) if value is not None else None
 
     @deliver_at_ms.setter
-    def deliver_at_ms(self, value: Optional[int]) -> None:
+    def deliver_at_ms(self, value: int | None) -> None:
         self._set(MessageConst.TIMER_DELIVER_MS, None if value is None else str(int(value)))
 
     @property
-    def delay_ms(self) -> Optional[int]:
+    def delay_ms(self) -> int | None:
         """A timer message's delay from its arrival at the broker (ms), or None."""
         value = self.properties.get(MessageConst.TIMER_DELAY_MS)
         return int(value) if value is not None else None
 
     @delay_ms.setter
-    def delay_ms(self, value: Optional[int]) -> None:
+    def delay_ms(self, value: int | None) -> None:
         self._set(MessageConst.TIMER_DELAY_MS, None if value is None else str(int(value)))
 
     def put_user_property(self, name: str, value: str) -> None:
         """Set a user property (the name must not be a reserved one)."""
         self.properties[name] = str(value)
 
-    def get_property(self, name: str) -> Optional[str]:
+    def get_property(self, name: str) -> str | None:
         return self.properties.get(name)
 
-    def _set(self, name: str, value: Optional[str]) -> None:
+    def _set(self, name: str, value: str | None) -> None:
         if value is None or value == "":
             self.properties.pop(name, None)
         else:
@@ -196,10 +195,10 @@ class MessageExt:
                  "store_host", "reconsume_times", "prepared_transaction_offset", "body_crc", "_msg_id",
                  "consume_start_time")
 
-    def __init__(self, topic: str, body: bytes, properties: Optional[dict[str, str]], flag: int, queue_id: int,
+    def __init__(self, topic: str, body: bytes, properties: dict[str, str] | None, flag: int, queue_id: int,
                  queue_offset: int, commitlog_offset: int, store_size: int, sys_flag: int, born_timestamp: int,
                  born_host: str, store_timestamp: int, store_host: str, reconsume_times: int,
-                 prepared_transaction_offset: int, body_crc: int, msg_id: Optional[str],
+                 prepared_transaction_offset: int, body_crc: int, msg_id: str | None,
                  raw_properties: bytes | tuple[bytes, bytes] = b"") -> None:
         self.topic = topic
         self.body = body
@@ -232,7 +231,7 @@ class MessageExt:
         return msg_id
 
     @msg_id.setter
-    def msg_id(self, value: Optional[str]) -> None:
+    def msg_id(self, value: str | None) -> None:
         self._msg_id = value
 
     @property
@@ -263,15 +262,15 @@ class MessageExt:
         return "MessageExt(" + ", ".join(f"{f}={getattr(self, f)!r}" for f in _EXT_FIELDS) + ")"
 
     @property
-    def tags(self) -> Optional[str]:
+    def tags(self) -> str | None:
         return self.properties.get(MessageConst.TAGS)
 
     @property
-    def keys(self) -> Optional[str]:
+    def keys(self) -> str | None:
         return self.properties.get(MessageConst.KEYS)
 
     @property
-    def unique_key(self) -> Optional[str]:
+    def unique_key(self) -> str | None:
         """The client-side unique id (UNIQ_KEY), which RocketMQ shows as the msgId."""
         return self.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
 
@@ -279,5 +278,5 @@ class MessageExt:
     def delay_level(self) -> int:
         return int(self.properties.get(MessageConst.DELAY_TIME_LEVEL, "0"))
 
-    def get_property(self, name: str) -> Optional[str]:
+    def get_property(self, name: str) -> str | None:
         return self.properties.get(name)

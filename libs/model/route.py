@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field, replace
 from enum import IntFlag
-from typing import Any, Optional
+from typing import Any
 
 #: The brokerId of a master (RocketMQ's MixAll.MASTER_ID); slaves have ids above it.
 MASTER_ID = 0
@@ -63,7 +63,7 @@ class TopicConfig:
                 "order": self.order}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], name: Optional[str] = None) -> "TopicConfig":
+    def from_json(cls, d: dict[str, Any], name: str | None = None) -> TopicConfig:
         """Parse the JSON form; ``name`` stands in for a missing topicName (a table keyed by topic)."""
         return cls(str(d.get("topicName") or name), int(d.get("readQueueNums", DEFAULT_QUEUE_NUMS)),
                    int(d.get("writeQueueNums", DEFAULT_QUEUE_NUMS)), int(d.get("perm", PERM_READ_WRITE)),
@@ -90,12 +90,12 @@ class QueueData:
     topic_sys_flag: int = 0
 
     @classmethod
-    def of(cls, broker_name: str, tc: TopicConfig) -> "QueueData":
+    def of(cls, broker_name: str, tc: TopicConfig) -> QueueData:
         """The queue data a broker's registration of ``tc`` makes."""
         return cls(broker_name, tc.read_queue_nums, tc.write_queue_nums, tc.perm, tc.topic_sys_flag)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "QueueData":
+    def from_json(cls, d: dict[str, Any]) -> QueueData:
         """Parse one entry of a route's queueDatas."""
         return cls(
             broker_name=str(d["brokerName"]),
@@ -115,7 +115,7 @@ class QueueData:
             "topicSysFlag": self.topic_sys_flag,
         }
 
-    def with_write(self, writable: bool) -> "QueueData":
+    def with_write(self, writable: bool) -> QueueData:
         """This queue data with the write bit set or wiped (RocketMQ's wipeWritePermOfBroker)."""
         perm = self.perm | Perm.WRITE if writable else self.perm & ~Perm.WRITE
         return replace(self, perm=int(perm))
@@ -134,7 +134,7 @@ class BrokerData:
     broker_addrs: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "BrokerData":
+    def from_json(cls, d: dict[str, Any]) -> BrokerData:
         """Parse one entry of a route's brokerDatas (ids arrive as JSON object keys, strings)."""
         addrs = {int(k): str(v) for k, v in (d.get("brokerAddrs") or {}).items()}
         return cls(cluster=str(d.get("cluster", "")), broker_name=str(d["brokerName"]), broker_addrs=addrs)
@@ -147,16 +147,16 @@ class BrokerData:
             "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
         }
 
-    def copy(self) -> "BrokerData":
+    def copy(self) -> BrokerData:
         """A copy whose addresses do not change with this one's."""
         return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs))
 
     @property
-    def master_addr(self) -> Optional[str]:
+    def master_addr(self) -> str | None:
         """The master's address, or None when the master is down."""
         return self.broker_addrs.get(MASTER_ID)
 
-    def select_addr(self) -> Optional[str]:
+    def select_addr(self) -> str | None:
         """The master's address, else any slave's (for reads)."""
         addr = self.broker_addrs.get(MASTER_ID)
         if addr is None and self.broker_addrs:
@@ -171,10 +171,10 @@ class TopicRouteData:
 
     queue_datas: tuple[QueueData, ...]
     broker_datas: tuple[BrokerData, ...]
-    order_topic_conf: Optional[str] = None
+    order_topic_conf: str | None = None
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TopicRouteData":
+    def from_json(cls, d: dict[str, Any]) -> TopicRouteData:
         """Parse the name server's JSON; raises ValueError (or KeyError/TypeError) when malformed."""
         if not isinstance(d, dict):
             raise ValueError("route data is not a JSON object")
@@ -192,14 +192,14 @@ class TopicRouteData:
             out["orderTopicConf"] = self.order_topic_conf
         return out
 
-    def broker_data(self, broker_name: str) -> Optional[BrokerData]:
+    def broker_data(self, broker_name: str) -> BrokerData | None:
         """The addresses of ``broker_name``, or None when the route does not list it."""
         for bd in self.broker_datas:
             if bd.broker_name == broker_name:
                 return bd
         return None
 
-    def with_queue_nums_capped(self, queue_nums: int) -> "TopicRouteData":
+    def with_queue_nums_capped(self, queue_nums: int) -> TopicRouteData:
         """This route with every broker's queue counts capped at ``queue_nums``.
 
         How a producer turns the default topic's (TBW102) route into a route

@@ -7,18 +7,6 @@ RocketMQ's address strings.
 """
 
 from rocketmesh.remoting.addr import parse_addr_list, split_addr, tcp_endpoint
-from rocketmesh.remoting.transport.client import RemotingClient
-from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
-from rocketmesh.remoting.protocol.command import (
-    ONEWAY_FLAG,
-    RESPONSE_FLAG,
-    RemotingCommand,
-    decode,
-    pack_frame,
-    encode,
-    request,
-    response_to,
-)
 from rocketmesh.remoting.errors import (
     ProtocolError,
     RemotingConnectError,
@@ -27,6 +15,18 @@ from rocketmesh.remoting.errors import (
     RemotingTimeoutError,
     RequestError,
 )
+from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
+from rocketmesh.remoting.protocol.command import (
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    RemotingCommand,
+    decode,
+    encode,
+    pack_frame,
+    request,
+    response_to,
+)
+from rocketmesh.remoting.transport.client import RemotingClient
 from rocketmesh.remoting.transport.options import SocketOptions
 from rocketmesh.remoting.transport.server import RemotingServer, RequestContext
 

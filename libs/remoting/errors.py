@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 
 class RemotingError(Exception):
     """Base of every remoting failure."""
@@ -28,7 +26,7 @@ class ProtocolError(RemotingError):
     know them, so a server can still answer the sender with an error response.
     """
 
-    def __init__(self, message: str, opaque: Optional[int] = None, flag: Optional[int] = None) -> None:
+    def __init__(self, message: str, opaque: int | None = None, flag: int | None = None) -> None:
         super().__init__(message)
         self.opaque = opaque
         self.flag = flag

@@ -15,9 +15,11 @@ import dataclasses
 import enum
 import os
 import re
+import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, Optional, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -63,7 +65,7 @@ def read_properties(path: str | os.PathLike[str]) -> dict[str, str]:
 
 def _convert(name: str, tp: Any, value: Any) -> Any:
     origin = typing.get_origin(tp)
-    if origin is typing.Union:
+    if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(tp) if a is not type(None)]
         if value is None or value == "":
             return None
@@ -97,9 +99,9 @@ def _convert(name: str, tp: Any, value: Any) -> Any:
 
 def load_config(
     cls: type[T],
-    path: Optional[str | os.PathLike[str]] = None,
-    overrides: Optional[Mapping[str, Any]] = None,
-    environ: Optional[Mapping[str, str]] = None,
+    path: str | os.PathLike[str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
     strict: bool = False,
 ) -> T:
     """Build ``cls`` (a dataclass) from defaults, then ``path``, then the environment, then ``overrides``.

@@ -52,7 +52,7 @@ class EventLogger:
         self._logger = logger
         self._bound = bound
 
-    def bind(self, **names: Any) -> "EventLogger":
+    def bind(self, **names: Any) -> EventLogger:
         """A logger of the same name whose events also carry ``names``."""
         return EventLogger(self._logger, {**self._bound, **names})
 

@@ -18,8 +18,9 @@ import enum
 import re
 import threading
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Optional, Sequence
+from typing import Any
 
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.metrics import CallbackOptions, Observation
@@ -55,7 +56,7 @@ class PortRange(str):
     ValueError for anything else, which the config loader reports under the key's name.
     """
 
-    def __new__(cls, value: Any) -> "PortRange":
+    def __new__(cls, value: Any) -> PortRange:
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", str(value))
         if not m:
             raise ValueError(f"not a port or a range of ports LOW-HIGH: {value!r}")
@@ -107,7 +108,7 @@ class LatencyHistogram:
     """A histogram aggregated where it is recorded (a bisect and two additions), by label values."""
 
     def __init__(self, name: str, description: str, labels: Sequence[str], bounds: Sequence[float],
-                 const_labels: Optional[dict[str, str]] = None) -> None:
+                 const_labels: dict[str, str] | None = None) -> None:
         self.name = name
         self.description = description
         self.const_labels = dict(const_labels or {})
@@ -146,7 +147,7 @@ class ServiceMetrics:
     """One service's meter and exporter: declare instruments, ``start()``, ``snapshot()``, ``shutdown()``."""
 
     def __init__(self, service: str, config: MetricsConfig, listen_address: str = "127.0.0.1",
-                 meter_name: Optional[str] = None, node_labels: Optional[dict[str, str]] = None) -> None:
+                 meter_name: str | None = None, node_labels: dict[str, str] | None = None) -> None:
         self.service = service
         #: Labels on every sample, as RocketMQ's cluster / node_type / node_id.
         self.node_labels = dict(node_labels or {"node_type": service})
@@ -201,7 +202,7 @@ class ServiceMetrics:
         ``metricsPromExporterPort`` that is free; returns its URL (empty when not served)."""
         if self.enabled and self._http is None:
             ports = PortRange(self.config.metrics_prom_exporter_port).ports
-            error: Optional[OSError] = None
+            error: OSError | None = None
             for port in ports:
                 try:
                     self._http, _thread = start_http_server(port, self.host, registry=self.registry)

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
 from rocketmesh.acl.config import ClientCredentialsConfig
-from rocketmesh.server.metrics import MetricsConfig
 from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.server.metrics import MetricsConfig
 
 
 @dataclass

@@ -15,12 +15,13 @@ import os
 import signal
 import sys
 import threading
-from typing import Any, Callable, Iterable, Mapping, Optional, TypeVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
 
-from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.config import ConfigError, load_config
-from rocketmesh.server.log import configure_service
+from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV, SUPERVISOR_PID_ENV
+from rocketmesh.server.log import configure_service
 from rocketmesh.server.trace_export import TelemetryConfigError, configure_tracing
 
 T = TypeVar("T")
@@ -43,8 +44,8 @@ def overrides_from(flags: Mapping[str, Any], set_items: Iterable[str]) -> dict[s
     return out
 
 
-def load_service_config(name: str, cls: type[T], path: Optional[str], flags: Mapping[str, Any],
-                        set_items: Iterable[str]) -> Optional[T]:
+def load_service_config(name: str, cls: type[T], path: str | None, flags: Mapping[str, Any],
+                        set_items: Iterable[str]) -> T | None:
     """The service's config, or None after printing why not (the caller exits 2)."""
     try:
         return load_config(cls, path, overrides_from(flags, set_items))
@@ -139,7 +140,7 @@ def _write_address_file(address: str) -> str:
 
 
 def run_system_service(name: str, description: str, config_cls: type, service_cls: type,
-                       argv: Optional[list[str]] = None) -> int:
+                       argv: list[str] | None = None) -> int:
     """``python -m rocketmesh.<name>`` for a system-group service (scheduler, txn-checker): ``-c``,
     ``-n``, ``--listen-port`` and ``--set`` flags; the service has ``start()``, ``shutdown()``,
     ``address`` and ``instance_name``."""

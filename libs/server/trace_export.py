@@ -14,7 +14,7 @@ it is ``rocketmesh-<service>``. ``OTEL_SDK_DISABLED=true`` turns it all off.
 from __future__ import annotations
 
 import os
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, OTELResourceDetector, Resource
@@ -69,7 +69,7 @@ def _otlp_exporter(env: Mapping[str, str]) -> SpanExporter:
     raise TelemetryConfigError(f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol!r} is not one of {', '.join(OTLP_PROTOCOLS)}")
 
 
-def configure_tracing(service: str, env: Mapping[str, str] = os.environ) -> Optional[TracerProvider]:
+def configure_tracing(service: str, env: Mapping[str, str] = os.environ) -> TracerProvider | None:
     """Install the SDK's tracer provider for ``service`` when the environment asks for an exporter;
     returns it (call ``shutdown()`` on it at exit to send what is queued), or None when nothing is
     exported. TelemetryConfigError for a value it cannot use."""

@@ -26,9 +26,10 @@ import re
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from contextvars import Token
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -84,7 +85,7 @@ class SureDrops:
         return TraceFlags(_RANDOM if is_random is not None and is_random() else 0)
 
 
-def sure_drops(provider: object) -> Optional[SureDrops]:
+def sure_drops(provider: object) -> SureDrops | None:
     """What ``provider``'s sampler drops for sure, when it is the SDK's, enabled, with ``ALWAYS_OFF`` or
     ``DEFAULT_OFF``; None for anything else (every span then goes through the provider)."""
     sdk_trace = sys.modules.get("opentelemetry.sdk.trace")  # loaded if the provider is the SDK's; never loaded here
@@ -129,8 +130,8 @@ def tracing_enabled() -> bool:
     return True
 
 
-def start_span(name: str, kind: SpanKind, parent: Optional[str] = CURRENT,
-               links: Optional[Sequence[Link]] = None) -> Span:
+def start_span(name: str, kind: SpanKind, parent: str | None = CURRENT,
+               links: Sequence[Link] | None = None) -> Span:
     """Start a span (not made current) with ``parent``: :data:`CURRENT` (the current context), :data:`ROOT`
     (a trace of its own), or a ``traceparent`` (None or a malformed one: the current context)."""
     if parent is CURRENT or parent is None:
@@ -171,11 +172,11 @@ class DroppedSpan(Span):
     def __init__(self, parent: Any, drops: SureDrops) -> None:
         self._parent = parent
         self._drops = drops
-        self._made: Optional[SpanContext] = None
-        self._token: Optional[Token[Context]] = None
+        self._made: SpanContext | None = None
+        self._token: Token[Context] | None = None
 
     @staticmethod
-    def traceparent_in(parent: Any) -> Optional[str]:
+    def traceparent_in(parent: Any) -> str | None:
         """The ``traceparent`` of a span's ``parent`` (here ``parent`` is one)."""
         return parent
 
@@ -198,7 +199,7 @@ class DroppedSpan(Span):
     def is_recording(self) -> bool:
         return False
 
-    def end(self, end_time: Optional[int] = None) -> None:
+    def end(self, end_time: int | None = None) -> None:
         pass
 
     def set_attributes(self, attributes: Any) -> None:
@@ -207,7 +208,7 @@ class DroppedSpan(Span):
     def set_attribute(self, key: str, value: Any) -> None:
         pass
 
-    def add_event(self, name: str, attributes: Any = None, timestamp: Optional[int] = None) -> None:
+    def add_event(self, name: str, attributes: Any = None, timestamp: int | None = None) -> None:
         pass
 
     def add_link(self, context: SpanContext, attributes: Any = None) -> None:
@@ -216,10 +217,10 @@ class DroppedSpan(Span):
     def update_name(self, name: str) -> None:
         pass
 
-    def set_status(self, status: Any, description: Optional[str] = None) -> None:
+    def set_status(self, status: Any, description: str | None = None) -> None:
         pass
 
-    def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: Optional[int] = None,
+    def record_exception(self, exception: BaseException, attributes: Any = None, timestamp: int | None = None,
                          escaped: bool = False) -> None:
         pass
 
@@ -230,7 +231,7 @@ class DroppedSpan(Span):
 D = TypeVar("D", bound=DroppedSpan)
 
 
-def enter_dropped(span_type: type[D], parent: Any) -> Optional[D]:
+def enter_dropped(span_type: type[D], parent: Any) -> D | None:
     """The span :func:`start_span` would start under ``parent`` (a ``traceparent``, or what
     ``span_type.traceparent_in`` finds it in), made current, when the installed sampler drops it for sure;
     None when it might not (then call :func:`start_span`). For threads with no span of their own current
@@ -247,14 +248,14 @@ def enter_dropped(span_type: type[D], parent: Any) -> Optional[D]:
     return span
 
 
-def _sampled(traceparent: Optional[str]) -> bool:
+def _sampled(traceparent: str | None) -> bool:
     """Whether ``traceparent`` is a version-00 one with its sampled flag set (a parent that
     parentbased_always_off records a child of)."""
     return traceparent is not None and len(traceparent) == 55 and traceparent.startswith("00-") \
         and traceparent[54] not in _NOT_SAMPLED
 
 
-def traceparent_of(span: Optional[Span] = None) -> Optional[str]:
+def traceparent_of(span: Span | None = None) -> str | None:
     """The ``traceparent`` of ``span`` (the current span by default); None when it is invalid (no SDK,
     or outside any trace)."""
     ctx = (span if span is not None else trace.get_current_span()).get_span_context()
@@ -263,13 +264,13 @@ def traceparent_of(span: Optional[Span] = None) -> Optional[str]:
     return "00-%032x-%016x-%02x" % (ctx.trace_id, ctx.span_id, ctx.trace_flags)
 
 
-def context_of(traceparent: Optional[str]) -> Optional[Context]:
+def context_of(traceparent: str | None) -> Context | None:
     """The context a ``traceparent`` names, to parent a span with; None when absent or malformed."""
     sctx = span_context_of(traceparent)
     return None if sctx is None else trace.set_span_in_context(NonRecordingSpan(sctx), _EMPTY)
 
 
-def span_context_of(traceparent: Optional[str]) -> Optional[SpanContext]:
+def span_context_of(traceparent: str | None) -> SpanContext | None:
     """The remote span context a ``traceparent`` names, to link a span to; None when absent or malformed."""
     if not traceparent:
         return None
@@ -286,6 +287,6 @@ def span_context_of(traceparent: Optional[str]) -> Optional[SpanContext]:
 _TRACER = trace.get_tracer("rocketmesh")
 _MAKING = threading.Lock()
 #: Set once a provider is installed whose sampler drops spans for sure (see :func:`start_span`).
-_DROPS: Optional[SureDrops] = None
+_DROPS: SureDrops | None = None
 _enabled = False
 _recheck_at = 0.0

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rocketmesh.runtime.help import HelpFormatter
-from rocketmesh.runtime.config import ConfigError
-from rocketmesh.server.service_main import add_set_flag, overrides_from, run_until_signalled
 from rocketmesh.broker.config import BrokerConfig, load_broker_config
-from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.controller import BrokerController
+from rocketmesh.broker.store.config import MessageStoreConfig
+from rocketmesh.runtime.config import ConfigError
+from rocketmesh.runtime.help import HelpFormatter
+from rocketmesh.server.service_main import add_set_flag, overrides_from, run_until_signalled
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

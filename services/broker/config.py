@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from rocketmesh.acl.config import AclServerConfig, ClientCredentialsConfig
-from rocketmesh.runtime.config import ConfigError, load_config, snake_case
-from rocketmesh.model.route import PERM_READ_WRITE
 from rocketmesh.broker.store import BrokerRole, MessageStoreConfig
+from rocketmesh.model.route import PERM_READ_WRITE
+from rocketmesh.runtime.config import ConfigError, load_config, snake_case
 from rocketmesh.server.metrics import MetricsConfig
 
 #: A longer spin only burns CPU: a peer that has not sent within 10 ms is not in a request-response loop.
@@ -98,8 +98,8 @@ class BrokerConfig(MetricsConfig, AclServerConfig, ClientCredentialsConfig):
             raise ConfigError(f"serverBusyPollUs must be within 0..{MAX_BUSY_POLL_US}, got {self.server_busy_poll_us}")
 
 
-def load_broker_config(path: Optional[str] = None, overrides: Optional[dict[str, Any]] = None,
-                       environ: Optional[dict[str, str]] = None) -> tuple[BrokerConfig, MessageStoreConfig]:
+def load_broker_config(path: str | None = None, overrides: dict[str, Any] | None = None,
+                       environ: dict[str, str] | None = None) -> tuple[BrokerConfig, MessageStoreConfig]:
     """Both configs from one broker.conf (+ environment, + flags); each takes the keys it knows."""
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     broker_keys, store_keys = {}, {}

@@ -6,15 +6,35 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Optional
+from typing import Any
 
 from rocketmesh import __version__
 from rocketmesh.acl.config import resolve_acl_file
 from rocketmesh.acl.signer import signer_for
 from rocketmesh.acl.validator import PlainAccessValidator
 from rocketmesh.broker import cpu_latency
+from rocketmesh.broker.client.manager import ClientManager
+from rocketmesh.broker.client.rebalance_lock import RebalanceLockManager
+from rocketmesh.broker.config import BrokerConfig
 from rocketmesh.broker.cpu_latency import CpuLatencyRequest
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.broker.metadata.consumer_offsets import ConsumerOffsetManager, OffsetPersister
+from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupManager
+from rocketmesh.broker.metadata.topic_config import TopicConfigManager
+from rocketmesh.broker.metrics import BrokerMetrics
+from rocketmesh.broker.processor.admin import AdminProcessor
+from rocketmesh.broker.processor.consumer_manage import ConsumerManageProcessor
+from rocketmesh.broker.processor.delivery import DeliveryProcessor
+from rocketmesh.broker.processor.ha import HaProcessor
+from rocketmesh.broker.processor.handlers import guarded
+from rocketmesh.broker.processor.pull import PullMessageProcessor
+from rocketmesh.broker.processor.send import SendMessageProcessor
+from rocketmesh.broker.processor.send_back import SendBackProcessor
+from rocketmesh.broker.processor.transaction import TransactionProcessor
+from rocketmesh.broker.registration import NamesrvRegistration
+from rocketmesh.broker.slave_sync import SlaveSynchronize
+from rocketmesh.broker.stats import RateSampler
+from rocketmesh.broker.store import BrokerRole, MessageStore, MessageStoreConfig
+from rocketmesh.broker.tracing import traced
 from rocketmesh.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -27,28 +47,8 @@ from rocketmesh.remoting import (
     response_to,
 )
 from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, RegisterBrokerRequestHeader
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
-from rocketmesh.broker.processor.admin import AdminProcessor
-from rocketmesh.broker.client.manager import ClientManager
-from rocketmesh.broker.config import BrokerConfig
-from rocketmesh.broker.processor.consumer_manage import ConsumerManageProcessor
-from rocketmesh.broker.processor.delivery import DeliveryProcessor
-from rocketmesh.broker.processor.ha import HaProcessor
-from rocketmesh.broker.metadata.consumer_offsets import ConsumerOffsetManager, OffsetPersister
-from rocketmesh.broker.processor.handlers import guarded
-from rocketmesh.broker.processor.pull import PullMessageProcessor
-from rocketmesh.broker.client.rebalance_lock import RebalanceLockManager
-from rocketmesh.broker.registration import NamesrvRegistration
-from rocketmesh.broker.processor.send import SendMessageProcessor
-from rocketmesh.broker.processor.send_back import SendBackProcessor
-from rocketmesh.broker.processor.transaction import TransactionProcessor
-from rocketmesh.broker.stats import RateSampler
-from rocketmesh.broker.metrics import BrokerMetrics
-from rocketmesh.broker.tracing import traced
-from rocketmesh.broker.slave_sync import SlaveSynchronize
-from rocketmesh.broker.store import BrokerRole, MessageStore, MessageStoreConfig
-from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupManager
-from rocketmesh.broker.metadata.topic_config import TopicConfigManager
 
 
 class _ClientScanner(ServiceThread):
@@ -71,30 +71,30 @@ class BrokerController:
                                      name=f"broker-{config.broker_name}", busy_poll_us=config.server_busy_poll_us)
         self.client = RemotingClient(rpc_hook=signer_for(config.access_key, config.secret_key))
         self.namesrvs = parse_addr_list(config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
-        self.store: Optional[MessageStore] = None
-        self.topics: Optional[TopicConfigManager] = None
+        self.store: MessageStore | None = None
+        self.topics: TopicConfigManager | None = None
         self.clients = ClientManager(config.channel_expired_timeout)
         self.executor = ThreadPoolExecutor(config.admin_broker_thread_pool_nums, thread_name_prefix="broker-admin")
-        self.send: Optional[SendMessageProcessor] = None
-        self.pull: Optional[PullMessageProcessor] = None
-        self.send_back: Optional[SendBackProcessor] = None
-        self.delivery: Optional[DeliveryProcessor] = None
-        self.transactions: Optional[TransactionProcessor] = None
-        self.ha: Optional[HaProcessor] = None
-        self.slave_sync: Optional[SlaveSynchronize] = None
-        self.offsets: Optional[ConsumerOffsetManager] = None
-        self.offset_persister: Optional[OffsetPersister] = None
-        self.subscription_groups: Optional[SubscriptionGroupManager] = None
+        self.send: SendMessageProcessor | None = None
+        self.pull: PullMessageProcessor | None = None
+        self.send_back: SendBackProcessor | None = None
+        self.delivery: DeliveryProcessor | None = None
+        self.transactions: TransactionProcessor | None = None
+        self.ha: HaProcessor | None = None
+        self.slave_sync: SlaveSynchronize | None = None
+        self.offsets: ConsumerOffsetManager | None = None
+        self.offset_persister: OffsetPersister | None = None
+        self.subscription_groups: SubscriptionGroupManager | None = None
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
-        self.registration: Optional[NamesrvRegistration] = None
-        self.sampler: Optional[RateSampler] = None
+        self.registration: NamesrvRegistration | None = None
+        self.sampler: RateSampler | None = None
         self.scanner = _ClientScanner(self.clients, config.client_scan_interval)
         self.started_at = time.time()
         self._stopped = threading.Event()
-        self.cpu_latency: Optional[CpuLatencyRequest] = None
-        self.metrics: Optional[BrokerMetrics] = None
+        self.cpu_latency: CpuLatencyRequest | None = None
+        self.metrics: BrokerMetrics | None = None
         #: The plain ACL check of every request, with aclEnable.
-        self.acl: Optional[PlainAccessValidator] = None
+        self.acl: PlainAccessValidator | None = None
 
     @property
     def broker_addr(self) -> str:

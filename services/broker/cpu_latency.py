@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Optional
 
 #: The kernel's CPU latency QoS device.
 DEVICE = "/dev/cpu_dma_latency"
@@ -30,7 +29,7 @@ class CpuLatencyRequest:
     """One held request; ``release()`` (or exiting the process) ends it. Use ``hold()`` to make one."""
 
     def __init__(self, fd: int, latency_us: int) -> None:
-        self._fd: Optional[int] = fd
+        self._fd: int | None = fd
         self.latency_us = latency_us
 
     @property
@@ -44,7 +43,7 @@ class CpuLatencyRequest:
         if fd is not None:
             os.close(fd)
 
-    def __enter__(self) -> "CpuLatencyRequest":
+    def __enter__(self) -> CpuLatencyRequest:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -72,7 +71,7 @@ def hold(latency_us: int, device: str = DEVICE) -> CpuLatencyRequest:
     return CpuLatencyRequest(fd, latency_us)
 
 
-def current_us(device: str = DEVICE) -> Optional[int]:
+def current_us(device: str = DEVICE) -> int | None:
     """The bound the kernel applies now (the smallest request held by anyone), or None when unreadable."""
     try:
         fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import struct
 from functools import lru_cache
-from typing import Optional
 
 from rocketmesh.filter import (
     SUB_ALL,
@@ -42,7 +41,7 @@ class ExpressionMessageFilter:
 
     def __init__(self, subscription: SubscriptionData):
         self.subscription = subscription
-        self._sql: Optional[SqlFilter] = None
+        self._sql: SqlFilter | None = None
         self._codes = subscription.code_set
         self._match_all_codes = True
         if subscription.expression_type is ExpressionType.SQL92:
@@ -70,7 +69,7 @@ class ExpressionMessageFilter:
         return f"ExpressionMessageFilter({sub.expression_type.value}: {sub.sub_string!r})"
 
 
-def record_properties(record: bytes | memoryview) -> Optional[dict[str, str]]:
+def record_properties(record: bytes | memoryview) -> dict[str, str] | None:
     """The properties of one commit-log record, read without decoding the rest of the message;
     None when the record's sizes or magic code do not hold together."""
     try:
@@ -91,8 +90,8 @@ def record_properties(record: bytes | memoryview) -> Optional[dict[str, str]]:
         return None
 
 
-def filter_for(subscription_string: Optional[str],
-               expression_type: Optional[str]) -> Optional[ExpressionMessageFilter]:
+def filter_for(subscription_string: str | None,
+               expression_type: str | None) -> ExpressionMessageFilter | None:
     """The filter for a pull's subscription, or None when it takes every message (so the store
     skips filtering). Raises FilterSyntaxError for a bad expression or an unknown type.
 

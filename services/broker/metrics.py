@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from rocketmesh.broker.metadata.consumer_offsets import TOPIC_GROUP_SEPARATOR
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_CHECK_GROUP, TRANS_HALF_TOPIC
@@ -38,7 +39,7 @@ def message_type_of(topic: str, stored_topic: str) -> str:
 class BrokerMetrics:
     """Declares the broker's instruments on its ServiceMetrics; the processors call ``sent`` and ``pulled``."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         cfg = broker.config
         self.broker = broker
         self.metrics = ServiceMetrics("broker", cfg, cfg.listen_address, meter_name="broker-meter",

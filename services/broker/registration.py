@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Callable
 
 import orjson
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import (
     HeaderError,
@@ -16,6 +15,7 @@ from rocketmesh.remoting.protocol.headers import (
     RegisterBrokerResponseHeader,
     UnRegisterBrokerRequestHeader,
 )
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
 
 log = get_logger("broker", component="registration")

@@ -10,10 +10,9 @@ scheduler service can tell when an entry is due without reading its message.
 from __future__ import annotations
 
 import time
-from typing import Optional
 
-from rocketmesh.model.message import MessageConst
 from rocketmesh.model.codec import decode_properties, encode_properties
+from rocketmesh.model.message import MessageConst
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
 
 #: Properties that only mean something while a message is parked; a delivered or retried copy drops them.
@@ -55,7 +54,7 @@ class ScheduleRewriter:
         return b"DELAY\x01" in raw_props or b"TIMER_DEL" in raw_props
 
     def rewrite(self, topic: str, queue_id: int, raw_props: bytes,
-                now_ms: Optional[int] = None) -> tuple[str, int, bytes]:
+                now_ms: int | None = None) -> tuple[str, int, bytes]:
         """Where to store the message (topic, queue id, properties); ScheduleRewriteError if refused."""
         pm = decode_properties(raw_props)
         has_timer = _DELIVER_MS in pm or _DELAY_MS in pm

@@ -10,12 +10,12 @@ overrides it).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting import RemotingError, RequestCode, ResponseCode, request
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
 
 if TYPE_CHECKING:
@@ -29,13 +29,13 @@ _TIMEOUT_MS = 3000
 class SlaveSynchronize(ServiceThread):
     """Runs on a slave: one sync per interval, from whichever address is the master now."""
 
-    def __init__(self, broker: "BrokerController", interval_ms: int) -> None:
+    def __init__(self, broker: BrokerController, interval_ms: int) -> None:
         super().__init__("SlaveSynchronize", interval_ms / 1000)
         self.broker = broker
-        self.synced_from: Optional[str] = None
+        self.synced_from: str | None = None
         self.syncs = 0
 
-    def master_addr(self) -> Optional[str]:
+    def master_addr(self) -> str | None:
         """The master to copy from: ``haMasterAddress``, else what the name servers said it is."""
         configured = self.broker.store_config.ha_master_address
         if configured:

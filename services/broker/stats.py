@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rocketmesh.runtime.service_thread import ServiceThread
 

@@ -9,7 +9,8 @@ run unwrapped but for one check.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -26,10 +27,10 @@ from rocketmesh.telemetry.propagation import (
     tracing_enabled,
 )
 
-Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
+Handler = Callable[[RemotingCommand, RequestContext], RemotingCommand | None]
 
 #: (operation type, operation name, the ext field naming the topic, the ext field naming the group).
-_TRACED: dict[int, tuple[str, str, str, Optional[str]]] = {
+_TRACED: dict[int, tuple[str, str, str, str | None]] = {
     RequestCode.SEND_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
     RequestCode.SEND_MESSAGE_V2: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
     RequestCode.SEND_BATCH_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
@@ -51,7 +52,7 @@ def traced(code: int, fn: Handler) -> Handler:
         return fn
     op_type, op_name, topic_key, group_key = what
 
-    def handler(req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+    def handler(req: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
         if not tracing_enabled():
             return fn(req, ctx)
         dropped = enter_dropped(DroppedSpan, req.traceparent)

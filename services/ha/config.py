@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketmesh.server.service_identity import ServiceConfig
 from rocketmesh.server.metrics import PortRange
+from rocketmesh.server.service_identity import ServiceConfig
 
 
 @dataclass

@@ -22,19 +22,23 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
-from rocketmesh.client import Admin
-from rocketmesh.model.route import MASTER_ID
 from rocketmesh.acl.signer import signer_for
+from rocketmesh.client import Admin
 from rocketmesh.client.api import ClientAPI
 from rocketmesh.client.errors import MQBrokerError, MQError
-from rocketmesh.remoting import RemotingClient
-from rocketmesh.remoting.protocol.headers import HaAppendRequestHeader, HaTransferRequestHeader, HaTransferResponseHeader
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.server.service_identity import instance_name_of, status_server
-from rocketmesh.server.metrics import service_metrics
 from rocketmesh.ha.config import HaConfig
+from rocketmesh.model.route import MASTER_ID
+from rocketmesh.remoting import RemotingClient
+from rocketmesh.remoting.protocol.headers import (
+    HaAppendRequestHeader,
+    HaTransferRequestHeader,
+    HaTransferResponseHeader,
+)
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.server.metrics import service_metrics
+from rocketmesh.server.service_identity import instance_name_of, status_server
 
 log = get_logger("ha")
 
@@ -60,14 +64,14 @@ class HaService:
         self.client = RemotingClient(name=self.instance_name,
                                      rpc_hook=signer_for(config.access_key, config.secret_key))
         self.api = ClientAPI(self.client, timeout_ms=config.request_timeout_millis)
-        self.admin: Optional[Admin] = None if config.master_address else Admin(
+        self.admin: Admin | None = None if config.master_address else Admin(
             config.namesrv_addr or None, instance_name=f"{self.instance_name}-admin",
             access_key=config.access_key or None, secret_key=config.secret_key or None)
         self.server = status_server(config, "ha", self.status)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="HaService", daemon=True)
-        self.master: Optional[str] = None
-        self.slave: Optional[str] = None
+        self.master: str | None = None
+        self.slave: str | None = None
         self.slave_offset = -1
         self.master_max_offset = -1
         self.transferred_bytes = 0

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
+from rocketmesh.namesrv.config import NamesrvConfig
+from rocketmesh.namesrv.service import NamesrvService
 from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.server.service_main import add_set_flag, load_service_config, run_until_signalled
-from rocketmesh.namesrv.config import NamesrvConfig
-from rocketmesh.namesrv.service import NamesrvService
 
 
-def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     d = NamesrvConfig()
     ap = argparse.ArgumentParser(
         prog="rocketmesh namesrv", formatter_class=HelpFormatter,
@@ -32,7 +31,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run a name server until signalled; returns the exit status."""
     args = parse_args(argv)
     flags = {

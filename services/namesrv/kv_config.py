@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Optional
 
 import orjson
 
@@ -51,7 +50,7 @@ class KVConfigManager:
             self._table.setdefault(namespace, {})[key] = value
             self._persist()
 
-    def get(self, namespace: str, key: str) -> Optional[str]:
+    def get(self, namespace: str, key: str) -> str | None:
         """The value of ``namespace/key``, or None."""
         with self._lock:
             return self._table.get(namespace, {}).get(key)

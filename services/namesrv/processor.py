@@ -47,16 +47,16 @@ Anything else is answered REQUEST_CODE_NOT_SUPPORTED by the server.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, Callable, Optional
+from typing import Any
 
 import orjson
 
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.route import TopicConfig
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketmesh.namesrv.route_info import RouteInfoManager
-from rocketmesh.model.route import TopicConfig
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,
@@ -66,7 +66,6 @@ from rocketmesh.remoting import (
     ResponseCode,
     response_to,
 )
-
 from rocketmesh.remoting.protocol.headers import (
     AddWritePermOfBrokerRequestHeader,
     AddWritePermOfBrokerResponseHeader,
@@ -87,8 +86,9 @@ from rocketmesh.remoting.protocol.headers import (
     WipeWritePermOfBrokerRequestHeader,
     WipeWritePermOfBrokerResponseHeader,
 )
+from rocketmesh.runtime.log import get_logger
 
-Handler = Callable[[RemotingCommand, RequestContext], Optional[RemotingCommand]]
+Handler = Callable[[RemotingCommand, RequestContext], RemotingCommand | None]
 
 
 def json_body(cmd: RemotingCommand) -> Any:
@@ -101,7 +101,7 @@ def json_body(cmd: RemotingCommand) -> Any:
         raise RequestError(ResponseCode.SYSTEM_ERROR, f"body is not JSON: {exc}") from None
 
 
-def ok(cmd: RemotingCommand, header: Optional[Header] = None, body: Any = None) -> RemotingCommand:
+def ok(cmd: RemotingCommand, header: Header | None = None, body: Any = None) -> RemotingCommand:
     """A SUCCESS response with ``header``, and ``body`` JSON-encoded when given."""
     return response_to(cmd, ResponseCode.SUCCESS, None, None if header is None else header.to_ext(),
                        b"" if body is None else orjson.dumps(body))
@@ -148,7 +148,7 @@ class NamesrvProcessor:
         cluster, broker_name, broker_addr, broker_id = h.cluster_name, h.broker_name, h.broker_addr, h.broker_id
         ha_addr = h.ha_server_addr
         body = json_body(cmd)
-        topic_configs: Optional[dict[str, TopicConfig]] = None
+        topic_configs: dict[str, TopicConfig] | None = None
         data_version = None
         if body is not None:
             if not isinstance(body, dict):

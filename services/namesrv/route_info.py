@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any
 
 from rocketmesh.model.route import MASTER_ID, BrokerData, QueueData, TopicConfig, TopicRouteData
 
@@ -31,7 +32,7 @@ class BrokerLiveInfo:
     """When a broker address last registered, and what it said."""
 
     last_update_timestamp: int
-    data_version: Optional[dict[str, Any]]
+    data_version: dict[str, Any] | None
     ha_server_addr: str
     cluster: str
     broker_name: str
@@ -45,12 +46,12 @@ class BrokerLiveInfo:
 class RegisterBrokerResult:
     """What REGISTER_BROKER answers: the master's HA and broker address, for a slave."""
 
-    ha_server_addr: Optional[str] = None
-    master_addr: Optional[str] = None
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
     #: Why this registration is news, or None for a heartbeat that changed nothing: "new" (an address
     #: not registered before), "address" (the name and id at another address), "role" (the address under
     #: another broker id), "data_version" (the topic configs' data version moved).
-    change: Optional[str] = None
+    change: str | None = None
 
 
 class RouteInfoManager:
@@ -72,9 +73,9 @@ class RouteInfoManager:
         broker_name: str,
         broker_id: int,
         ha_server_addr: str,
-        topic_configs: Optional[dict[str, TopicConfig]],
-        data_version: Optional[dict[str, Any]],
-        now: Optional[int] = None,
+        topic_configs: dict[str, TopicConfig] | None,
+        data_version: dict[str, Any] | None,
+        now: int | None = None,
         channel: bytes = b"",
     ) -> RegisterBrokerResult:
         """Record a broker's (re-)registration and, from a master, its topics.
@@ -137,7 +138,7 @@ class RouteInfoManager:
                 del broker_data.broker_addrs[broker_id]
             self._drop_if_empty(broker_name, cluster_name)
 
-    def scan_not_active_broker(self, expired_ms: int, now: Optional[int] = None) -> list[str]:
+    def scan_not_active_broker(self, expired_ms: int, now: int | None = None) -> list[str]:
         """Drop every broker silent for more than ``expired_ms``; returns their addresses."""
         now = now_ms() if now is None else now
         return self._remove_brokers(lambda live: live.last_update_timestamp + expired_ms < now)
@@ -184,19 +185,19 @@ class RouteInfoManager:
     def _create_and_update_queue_data(self, broker_name: str, tc: TopicConfig) -> None:
         self.topic_queue_table.setdefault(tc.topic_name, {})[broker_name] = QueueData.of(broker_name, tc)
 
-    def is_broker_topic_config_changed(self, broker_addr: str, data_version: Optional[dict[str, Any]]) -> bool:
+    def is_broker_topic_config_changed(self, broker_addr: str, data_version: dict[str, Any] | None) -> bool:
         """True when the namesrv's data version for ``broker_addr`` differs from ``data_version``."""
         with self._lock:
             live = self.broker_live_table.get(broker_addr)
             return live is None or data_version is None or live.data_version != data_version
 
-    def data_version_of(self, broker_addr: str) -> Optional[dict[str, Any]]:
+    def data_version_of(self, broker_addr: str) -> dict[str, Any] | None:
         """The data version ``broker_addr`` last registered with."""
         with self._lock:
             live = self.broker_live_table.get(broker_addr)
             return None if live is None else live.data_version
 
-    def touch_broker(self, broker_addr: str, now: Optional[int] = None) -> bool:
+    def touch_broker(self, broker_addr: str, now: int | None = None) -> bool:
         """Refresh a live broker's timestamp (for QUERY_DATA_VERSION); False when unknown."""
         with self._lock:
             live = self.broker_live_table.get(broker_addr)
@@ -218,7 +219,7 @@ class RouteInfoManager:
 
     # -- topics -----------------------------------------------------------
 
-    def pick_topic_route_data(self, topic: str) -> Optional[TopicRouteData]:
+    def pick_topic_route_data(self, topic: str) -> TopicRouteData | None:
         """The route of ``topic``, or None when no live broker holds it."""
         with self._lock:
             by_broker = self.topic_queue_table.get(topic)

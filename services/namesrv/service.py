@@ -14,13 +14,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rocketmesh.acl.config import resolve_acl_file
 from rocketmesh.acl.validator import PlainAccessValidator
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.namesrv.config import NamesrvConfig
 from rocketmesh.namesrv.kv_config import KVConfigManager
 from rocketmesh.namesrv.processor import NamesrvProcessor
 from rocketmesh.namesrv.route_info import RouteInfoManager
 from rocketmesh.remoting import RemotingServer, SocketOptions
 from rocketmesh.remoting.addr import join_addr
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.server.metrics import service_metrics
 
 
@@ -56,7 +56,7 @@ class NamesrvService:
         """``host:port`` as bound."""
         return self.server.address
 
-    def start(self) -> "NamesrvService":
+    def start(self) -> NamesrvService:
         """Load the KV config, bind, start the liveness scan."""
         if self.config.acl_enable:
             # A file that cannot be used stops the start with its reason.

@@ -14,9 +14,9 @@ from rocketmesh.server.extra import require_server_extra
 
 if __name__ == "__main__":
     require_server_extra("scheduler")  # one line naming the extra, before anything imports what it brings
-    from rocketmesh.server.service_main import run_system_service
     from rocketmesh.scheduler.config import SchedulerConfig
     from rocketmesh.scheduler.service import ScheduleService
+    from rocketmesh.server.service_main import run_system_service
 
     sys.exit(run_system_service("scheduler", "Deliver delayed and timer messages when they are due.",
                                 SchedulerConfig, ScheduleService))

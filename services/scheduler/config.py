@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketmesh.server.system_group import SystemGroupConfig
 from rocketmesh.server.metrics import PortRange
+from rocketmesh.server.system_group import SystemGroupConfig
 
 #: The system consumer group every scheduler replica joins.
 SCHEDULER_GROUP = "CID_RMQ_SYS_SCHEDULE"

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 
 class DueQueue:
@@ -26,7 +27,7 @@ class DueQueue:
     def push(self, due_ms: int, item: Any) -> None:
         heapq.heappush(self._heap, (due_ms, next(self._seq), item))
 
-    def next_due(self) -> Optional[int]:
+    def next_due(self) -> int | None:
         """The earliest due time, or None when empty."""
         return self._heap[0][0] if self._heap else None
 

@@ -24,26 +24,26 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Any
 
 import orjson
 
+from rocketmesh.client.api import DeliverDueAnswer
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest
 from rocketmesh.client.consumer.process_queue import HeldOffset, ProcessQueue
-from rocketmesh.server.system_group import system_group_core
-from rocketmesh.server.service_identity import instance_name_of, status_server
-from rocketmesh.client.api import DeliverDueAnswer
 from rocketmesh.client.errors import MQError
 from rocketmesh.model.delay_levels import parse_delay_levels
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader
 from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.scheduler.config import SchedulerConfig
 from rocketmesh.scheduler.due_queue import DueQueue
 from rocketmesh.scheduler.tracing import DeliverySpan, ParkedTrace, parked_trace, start_delivery
-from rocketmesh.telemetry.propagation import tracing_enabled
 from rocketmesh.server.metrics import service_metrics
+from rocketmesh.server.service_identity import instance_name_of, status_server
+from rocketmesh.server.system_group import system_group_core
+from rocketmesh.telemetry.propagation import tracing_enabled
 
 #: Bucket bounds of rocketmq_delay_message_latency: how late a delivery was (ms after due).
 LATENESS_BOUNDS_MS = (10, 50, 100, 500, 1000, 5000, 10_000, 60_000)
@@ -64,7 +64,7 @@ class _Entry:
 
     __slots__ = ("req", "held", "due", "attempts", "trace", "span")
 
-    def __init__(self, req: PullRequest, held: HeldOffset, due: int, trace: Optional[ParkedTrace]) -> None:
+    def __init__(self, req: PullRequest, held: HeldOffset, due: int, trace: ParkedTrace | None) -> None:
         self.req = req
         self.held = held
         self.due = due
@@ -72,7 +72,7 @@ class _Entry:
         #: The message's trace, for its delivery span (None when untraced).
         self.trace = trace
         #: The delivery span, from the first attempt until the broker settles the entry.
-        self.span: Optional[DeliverySpan] = None
+        self.span: DeliverySpan | None = None
 
 
 class ScheduleService:
@@ -88,9 +88,9 @@ class ScheduleService:
         self.server = status_server(config, "scheduler", self.status)
         self._due = DueQueue()
         self._cond = threading.Condition()
-        self._waiting_until: Optional[int] = None
+        self._waiting_until: int | None = None
         self._running = False
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         #: Delay of each level (ms) by broker name, from the broker's own messageDelayLevel.
         self._levels: dict[str, list[int]] = {}
         self.delivered = 0

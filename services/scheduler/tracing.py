@@ -14,7 +14,6 @@ Nothing is kept or started while no SDK is configured.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
@@ -39,7 +38,7 @@ class ParkedTrace:
     delay_level: int
 
 
-def parked_trace(msg: MessageExt) -> Optional[ParkedTrace]:
+def parked_trace(msg: MessageExt) -> ParkedTrace | None:
     """The trace of a pulled parked message; None when it carries none (ask only while tracing is on)."""
     props = msg.properties
     tp = props.get(TRACEPARENT)
@@ -67,7 +66,7 @@ class DeliverySpan:
         if self.span.is_recording():
             self.span.add_event(ATTEMPT_FAILED_EVENT, {sc.ERROR_TYPE: why.split(":", 1)[0], "exception.message": why})
 
-    def end(self, failure: Optional[str] = None) -> None:
+    def end(self, failure: str | None = None) -> None:
         """Delivered, or given up on (``failure`` says why)."""
         if failure is not None and self.span.is_recording():
             self.span.set_status(StatusCode.ERROR, failure)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rocketmesh.server.system_group import SystemGroupConfig
-from rocketmesh.runtime.config import ConfigError
 from rocketmesh.model.topics import TRANS_CHECK_GROUP
+from rocketmesh.runtime.config import ConfigError
 from rocketmesh.server.metrics import PortRange
+from rocketmesh.server.system_group import SystemGroupConfig
 
 
 @dataclass

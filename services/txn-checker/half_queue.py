@@ -15,7 +15,7 @@ calculateOpOffset, without needing the ops in order).
 from __future__ import annotations
 
 import threading
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 
@@ -42,9 +42,9 @@ class HalfQueue:
         #: Where the half queue was taken up: the committed offset until something was pulled.
         self.start_offset = start_offset
         #: The next op offset to read; None until the op queue's committed offset was fetched.
-        self.op_next: Optional[int] = None
+        self.op_next: int | None = None
         #: The op offset last committed to the broker.
-        self.op_committed: Optional[int] = None
+        self.op_committed: int | None = None
         #: Set when the queue went to another replica: stop committing for it.
         self.removed = False
         self._lock = threading.Lock()
@@ -108,7 +108,7 @@ class HalfQueue:
             for m in msgs:
                 self._pending.pop(m.queue_offset, None)
 
-    def op_commit_offset(self, half_base: int) -> Optional[int]:
+    def op_commit_offset(self, half_base: int) -> int | None:
         """The op offset that can be committed once the half queue is committed up to ``half_base``:
         ops naming offsets below it are done and forgotten. None before the op queue was read."""
         with self._lock:

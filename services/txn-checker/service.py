@@ -25,20 +25,25 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Optional
+from typing import Any
 
-from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerHooks, PullRequest, make_subscription
+from rocketmesh.client.consumer.core import (
+    PULL_DELAY_WHEN_FLOW_CONTROL_MS,
+    ConsumerHooks,
+    PullRequest,
+    make_subscription,
+)
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.server.system_group import system_group_core
-from rocketmesh.server.service_identity import instance_name_of, status_server
-from rocketmesh.server.metrics import service_metrics
 from rocketmesh.client.consumer.types import PullStatus
 from rocketmesh.client.errors import MQError
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageExt, MessageQueue
-from rocketmesh.remoting.protocol.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome
 from rocketmesh.model.topics import TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from rocketmesh.remoting.protocol.headers import CheckHalfMessageRequestHeader, HalfCheckOutcome
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.server.metrics import service_metrics
+from rocketmesh.server.service_identity import instance_name_of, status_server
+from rocketmesh.server.system_group import system_group_core
 from rocketmesh.txn_checker.config import TxnCheckerConfig
 from rocketmesh.txn_checker.half_queue import HalfQueue
 from rocketmesh.txn_checker.tracing import end_check, start_check
@@ -67,7 +72,7 @@ class TxnCheckerService:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._running = False
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         self.counts = {"passes": 0, "checked": 0, "decidedByOp": 0, "decidedByBroker": 0, "discarded": 0,
                        "noProducer": 0, "missing": 0, "failures": 0}
         self.last_pass_ms = 0
@@ -127,7 +132,7 @@ class TxnCheckerService:
         if hq is not None:
             hq.add_halves(msgs, time.monotonic())
 
-    def _queue_of(self, req: PullRequest) -> Optional[HalfQueue]:
+    def _queue_of(self, req: PullRequest) -> HalfQueue | None:
         """The state of ``req``'s queue, made on first sight (None once the queue is gone)."""
         if req.pq.dropped:
             return None
@@ -225,7 +230,7 @@ class TxnCheckerService:
         addr = inst.find_master_addr(hq.mq)
         group = self.config.consumer_group
         spans = []
-        calls: list[tuple[CheckHalfMessageRequestHeader, Optional[str]]] = []
+        calls: list[tuple[CheckHalfMessageRequestHeader, str | None]] = []
         for m in halves:
             span, traceparent = start_check(m, group, addr)
             spans.append(span)

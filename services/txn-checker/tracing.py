@@ -9,8 +9,6 @@ ends with the broker's answer and names its outcome.
 
 from __future__ import annotations
 
-from typing import Optional
-
 from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import MessageConst, MessageExt
@@ -21,7 +19,7 @@ from rocketmesh.telemetry.propagation import TRACEPARENT, span_context_of, start
 CHECK = "check"
 
 
-def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Optional[Span], Optional[str]]:
+def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Span | None, str | None]:
     """Start the check span of ``half``; returns it and the ``traceparent`` for the request header
     (None, None when tracing is off or the half message carries no trace)."""
     if not tracing_enabled():
@@ -42,7 +40,7 @@ def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Optiona
     return span, traceparent_of(span)
 
 
-def end_check(span: Optional[Span], outcome: Optional[str] = None, failure: Optional[str] = None) -> None:
+def end_check(span: Span | None, outcome: str | None = None, failure: str | None = None) -> None:
     """End a check span with the broker's ``outcome``, or as failed (``failure`` says why)."""
     if span is None:
         return

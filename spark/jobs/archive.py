@@ -10,12 +10,12 @@ restarted job reads again, by offset, exactly the batch it had not finished.
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from rocketmesh.spark.jobs.common import add_source_args, run, session, source_options, trigger
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rocketmesh.spark.jobs.archive", description=__doc__.split("\n")[0])
     add_source_args(parser, topic="Orders", group="spark-archive")
     parser.add_argument("--output", required=True, help="parquet directory")

@@ -5,14 +5,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 import rocketmesh.spark
-from rocketmesh.spark.listener import commit_last_batch
 from rocketmesh.client import NAMESRV_ADDR_ENV
+from rocketmesh.spark.listener import commit_last_batch
 
 
 def add_source_args(parser: argparse.ArgumentParser, topic: str, group: str) -> None:
@@ -31,7 +30,7 @@ def add_source_args(parser: argparse.ArgumentParser, topic: str, group: str) -> 
     parser.add_argument("--master", default=None, help="Spark master when not run by spark-submit (local[2])")
 
 
-def session(app: str, master: Optional[str]) -> SparkSession:
+def session(app: str, master: str | None) -> SparkSession:
     """The job's session, with the rocketmesh source registered. Workers run this Python."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app).config("spark.ui.enabled", "false")
@@ -45,7 +44,7 @@ def session(app: str, master: Optional[str]) -> SparkSession:
     return rocketmesh.spark.register(spark)
 
 
-def source_options(args: argparse.Namespace, group: Optional[str] = None) -> dict[str, str]:
+def source_options(args: argparse.Namespace, group: str | None = None) -> dict[str, str]:
     """The reader's options from the parsed command line."""
     opts = {"namesrv": args.namesrv, "topic": args.topic, "consumerGroup": group or args.group,
             "startingOffsets": args.starting_offsets}

@@ -14,7 +14,7 @@ closed window whose amount reaches ``--alert-amount`` (key: the merchant, tag:
 from __future__ import annotations
 
 import argparse
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -43,7 +43,7 @@ def merchant_totals(spark: SparkSession, options: dict[str, str], window: str, w
                     "orders", "amount"))
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rocketmesh.spark.jobs.merchant_totals",
                                      description=__doc__.split("\n")[0])
     add_source_args(parser, topic="Orders", group="merchant-totals")

@@ -13,8 +13,8 @@ import argparse
 import os
 import random
 import time
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
-from typing import Iterator, Optional, Sequence
 
 import orjson
 
@@ -64,7 +64,7 @@ def send_events(producer: Producer, topic: str, events: Iterator[OrderEvent], ra
     return sent
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m rocketmesh.spark.jobs.order_events",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("-n", "--namesrv", default=os.environ.get(NAMESRV_ADDR_ENV, "127.0.0.1:9876"))

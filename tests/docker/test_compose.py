@@ -29,13 +29,13 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Iterator, Optional
 
 import pytest
-from procs import stop_process, wait_for
 
+from procs import stop_process, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, PushConsumer, TransactionProducer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,7 +50,7 @@ APT_PACKAGES = ["docker.io", "docker-compose", "debootstrap"]
 SPARK = os.environ.get("ROCKETMESH_DOCKER_SPARK", "").lower() in ("1", "true", "yes")
 
 
-def _run(*cmd: str, timeout: float = 120, env: Optional[dict] = None,
+def _run(*cmd: str, timeout: float = 120, env: dict | None = None,
          check: bool = True) -> subprocess.CompletedProcess:
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
                          env={**os.environ, **(env or {})})

@@ -14,8 +14,8 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, Optional
 
 from clientkit import FAST_CLIENT
 from procs import ServiceProcess
@@ -54,7 +54,7 @@ class Ledger:
         with self._lock:
             self.sent += 1
 
-    def record(self, ack: Optional[Ack], failed: bool) -> None:
+    def record(self, ack: Ack | None, failed: bool) -> None:
         with self._lock:
             if ack is not None:
                 self.acks.append(ack)
@@ -76,7 +76,7 @@ class Ledger:
         with self._lock:
             return [a for a in self.acks if a.at >= t]
 
-    def first_ack_after(self, t: float, broker: Optional[str] = None) -> Optional[float]:
+    def first_ack_after(self, t: float, broker: str | None = None) -> float | None:
         """When the first SEND_OK (from ``broker``, if named) of a send begun after ``t`` answered; None when
         none yet. A send begun before ``t`` may have been answered before the fault and noted just after."""
         with self._lock:
@@ -91,7 +91,7 @@ class SendLoad:
     """
 
     def __init__(self, namesrv: str, topic: str, *, producers: int = 3, prefix: str = "m", pause_s: float = 0.0,
-                 send_msg_timeout_ms: int = 2000, make_message: Optional[Callable[[str], Message]] = None,
+                 send_msg_timeout_ms: int = 2000, make_message: Callable[[str], Message] | None = None,
                  **producer_args: object) -> None:
         self.topic = topic
         self.ledger = Ledger()
@@ -106,7 +106,7 @@ class SendLoad:
         self._threads = [threading.Thread(target=self._run, args=(p, f"{prefix}{i}"), name=f"load-{prefix}{i}",
                                           daemon=True) for i, p in enumerate(self.producers)]
 
-    def start(self) -> "SendLoad":
+    def start(self) -> SendLoad:
         for p in self.producers:
             p.start()
         for t in self._threads:
@@ -144,7 +144,7 @@ class SendLoad:
         for p in self.producers:
             p.shutdown()
 
-    def __enter__(self) -> "SendLoad":
+    def __enter__(self) -> SendLoad:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -199,7 +199,7 @@ def consume_all(namesrv: str, group: str, topic: str, bodies: list[str], timeout
     return got
 
 
-def view_at(client: RemotingClient, addr: str, offset_msg_id: str) -> Optional[bytes]:
+def view_at(client: RemotingClient, addr: str, offset_msg_id: str) -> bytes | None:
     """The body of the record at the offset id's commitlog offset on the broker at ``addr`` (which may be a
     slave, whatever address the id names); None when it has none or does not answer."""
     offset = decode_message_id(offset_msg_id)[2]

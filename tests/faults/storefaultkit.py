@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 import pytest
 
@@ -44,7 +44,7 @@ def rss_kib(pid: int, field: str = "VmRSS") -> int:
     return 0
 
 
-def open_fds(pid: int, outside: Optional[Path] = None) -> int:
+def open_fds(pid: int, outside: Path | None = None) -> int:
     """How many files the process has open (``outside``: not counting those under that folder)."""
     fd_dir = f"/proc/{pid}/fd"
     names = os.listdir(fd_dir)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 from faultload import Deliveries, consume_all, restart

@@ -16,12 +16,12 @@ the figure says whether it did.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
-
 from faultload import SendLoad, consume_all, restart, tail_acks, view_at
+
 from procs import BrokerProcess, HaProcess, NamesrvProcess, wait_for
 from reliability import ReliabilityRecorder
 from rocketmesh import Admin

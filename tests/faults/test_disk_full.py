@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from faultload import Deliveries, start_consumer
 from storefaultkit import tmpfs
-from procs import BrokerProcess, NamesrvProcess, wait_for
-from storekit import msg, open_store
 
+from procs import BrokerProcess, NamesrvProcess, wait_for
 from rocketmesh import Message, Producer
 from rocketmesh.broker.store import GetMessageStatus, PutMessageStatus
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.remoting import ResponseCode
+from storekit import msg, open_store
 
 TOPIC = "DiskFullTopic"
 #: The filesystem, and how much of it the filler leaves to the store's growth.

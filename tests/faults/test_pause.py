@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from faultload import SendLoad, consume_all
+
 from procs import BrokerProcess, NamesrvProcess, freeze, remoting_probe, thaw, wait_for
 from reliability import ReliabilityRecorder
 from rocketmesh import Admin

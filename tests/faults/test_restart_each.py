@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from faultload import Deliveries, SendLoad, restart, start_consumer
+
 from clientkit import FAST_CLIENT
 from procs import (
     FAST_BROKER,

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from faultload import Deliveries, start_consumer
 from storefaultkit import open_fds, rss_kib

@@ -13,9 +13,11 @@ finds is kept as an ``@example`` in the target.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from hypothesis import HealthCheck, settings
+
 from reliability import LONG_ENV
 
 #: The long variant explores this many times the CI examples.

@@ -18,9 +18,10 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import orjson
 import pytest
@@ -28,18 +29,26 @@ import zmq
 from fuzzkit import Tally, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
-from procs import TEST_STORE_CONFIG, BrokerProcess, NamesrvProcess
-from storekit import check_queues_agree_with_commitlog, open_store
 
+from procs import TEST_STORE_CONFIG, BrokerProcess, NamesrvProcess
 from rocketmesh import Message, Producer
 from rocketmesh.model.codec import decode_message_id, decode_record, encode_batch
 from rocketmesh.namesrv.processor import NamesrvProcessor
-from rocketmesh.remoting import (ONEWAY_FLAG, RESPONSE_FLAG, ProtocolError, RemotingClient, RemotingError, decode,
-                                 pack_frame, request)
+from rocketmesh.remoting import (
+    ONEWAY_FLAG,
+    RESPONSE_FLAG,
+    ProtocolError,
+    RemotingClient,
+    RemotingError,
+    decode,
+    pack_frame,
+    request,
+)
 from rocketmesh.remoting.protocol import headers as request_headers
 from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
 from rocketmesh.remoting.transport.options import DEFAULT_MAX_MESSAGE_SIZE
 from rocketmesh.runtime.config import camel_case
+from storekit import check_queues_agree_with_commitlog, open_store
 
 WITNESS_TOPIC = "FuzzWitness"
 WITNESS_GROUP = "fuzz-witness"
@@ -70,9 +79,9 @@ class Watcher:
     asked: int = 0
     failures: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: Optional[threading.Thread] = None
+    _thread: threading.Thread | None = None
 
-    def start(self) -> "Watcher":
+    def start(self) -> Watcher:
         self._thread = threading.Thread(target=self._run, name="fuzz-watcher", daemon=True)
         self._thread.start()
         return self
@@ -149,7 +158,7 @@ class RawPeer:
         self.addr = addr
         self.sock = self._connect()
         #: opaque -> (deadline or None when the reply may be held indefinitely, what was sent)
-        self.owed: dict[int, tuple[Optional[float], str]] = {}
+        self.owed: dict[int, tuple[float | None, str]] = {}
         self.replies: dict[int, int] = {}  # opaque -> response code, for the probe
         self.bad: list[str] = []
 
@@ -163,7 +172,7 @@ class RawPeer:
     def close(self) -> None:
         self.sock.close(0)
 
-    def send(self, frames: list[bytes], hold_s: Optional[float] = 0.0) -> Optional[int]:
+    def send(self, frames: list[bytes], hold_s: float | None = 0.0) -> int | None:
         """Send ``frames``; returns the opaque a reply is owed for (None if none is), which must come
         within ``REPLY_BOUND_S`` + ``hold_s`` (``hold_s`` None: it may be held past any bound we wait)."""
         if any(len(f) > DEFAULT_MAX_MESSAGE_SIZE for f in frames):
@@ -183,7 +192,7 @@ class RawPeer:
             return owed
         return None
 
-    def pump(self, until_opaque: Optional[int] = None) -> None:
+    def pump(self, until_opaque: int | None = None) -> None:
         """Read replies; with ``until_opaque``, until that one came or its deadline passed."""
         while True:
             timeout = 0
@@ -235,7 +244,7 @@ class RawPeer:
             self.bad.append(f"{ResponseCode(cmd.code).name} without a remark to {entry[1]}")
 
 
-def owed_opaque(frames: list[bytes]) -> Optional[int]:
+def owed_opaque(frames: list[bytes]) -> int | None:
     """The opaque the server owes a reply for, by the server's own rules (server._drain_socket / _on_malformed)."""
     if len(frames) == 1 and not frames[0]:
         return None  # a connection probe
@@ -339,7 +348,7 @@ bodies = (st.just(b"") | st.binary(max_size=256)
 flags = st.sampled_from([0] * 12 + [ONEWAY_FLAG, RESPONSE_FLAG, 4, -1, 2**40])
 
 
-def hold_of(code: Any, ext: dict[str, Any]) -> Optional[float]:
+def hold_of(code: Any, ext: dict[str, Any]) -> float | None:
     """How long a well-formed request of ``code`` may be held before its answer (None: unbounded here)."""
     if code == RequestCode.PULL_MESSAGE and isinstance(ext.get("sysFlag"), int) and ext["sysFlag"] & 0x2:
         timeout = ext.get("suspendTimeoutMillis", 15_000)
@@ -367,7 +376,7 @@ def fuzz_target(peer: RawPeer, mesh: Mesh, tally: Tally, codes: list[int], examp
     @given(st.one_of(raw_frames, structured, structured, structured))
     @tally.counted
     def run(shape: Any) -> None:
-        hold: Optional[float] = 0.0
+        hold: float | None = 0.0
         if isinstance(shape, list):
             frames = shape
         else:

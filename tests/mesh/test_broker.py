@@ -12,7 +12,6 @@ import pytest
 import zmq
 
 from procs import wait_for
-
 from rocketmesh import Message, Producer
 from rocketmesh.client import Admin, MQBrokerError, SendStatus
 from rocketmesh.model.codec import decode_records, encode_batch, encode_properties

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from procs import BrokerProcess, NamesrvProcess, cpu_seconds
 from rocketmesh import Message, Producer

@@ -11,6 +11,7 @@ import time
 
 import orjson
 import pytest
+
 from otlp_receiver import OtlpReceiver
 from procs import child_pids, cli_command, free_port, read_until_up, run_cli, wait_for
 from rocketmesh import Message, Producer, PullConsumer

@@ -3,7 +3,7 @@ a port where nothing listens, or a service of another kind, is unhealthy (exit 1
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from procs import SchedulerProcess, TxnCheckerProcess, free_port, run_cli
 

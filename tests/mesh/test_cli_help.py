@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from procs import run_cli
 
+from procs import run_cli
 from rocketmesh.cli.admin import COMMANDS
 
 #: command line -> texts its help must show (what it does, the defaults a user looks for).

@@ -4,8 +4,8 @@ asking for the first without a topic says exactly that."""
 from __future__ import annotations
 
 import pytest
-from procs import run_cli, wait_for
 
+from procs import run_cli, wait_for
 from rocketmesh import Message
 from rocketmesh.client import MQClientError
 

@@ -7,8 +7,16 @@ import signal
 import subprocess
 from pathlib import Path
 
-from procs import (NamesrvProcess, ServiceProcess, TxnCheckerProcess, cli_command, free_port, remoting_probe,
-                   run_cli, stdout_line)
+from procs import (
+    NamesrvProcess,
+    ServiceProcess,
+    TxnCheckerProcess,
+    cli_command,
+    free_port,
+    remoting_probe,
+    run_cli,
+    stdout_line,
+)
 
 
 def test_the_readme_txn_checker_command_runs_with_its_options(tmp_path: Path, namesrv, broker) -> None:

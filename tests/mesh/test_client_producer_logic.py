@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -18,8 +18,8 @@ from clientkit import FakeBroker, FakeNamesrv
 from procs import free_port
 from rocketmesh import Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
-from rocketmesh.model.message import MessageConst, MessageQueue
 from rocketmesh.model.codec import decode_batch, decode_properties
+from rocketmesh.model.message import MessageConst, MessageQueue
 from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader, from_ext
 
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from procs import wait_for
 
+from procs import wait_for
 from rocketmesh import Message, MessageQueue
 from rocketmesh.client.consumer.core import make_subscription
 from rocketmesh.client.stream.group_registration import GroupRegistration

@@ -9,7 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from opentelemetry import trace
@@ -17,11 +17,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_BROKER, FAST_CHECKER, TxnCheckerProcess, wait_for
-from tracekit import named, traceparent, wait_spans
 from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
+from tracekit import named, traceparent, wait_spans
 
 LEVELS = "1s 1s 1s 3s 5s"  # the first retry (level 3) after 1 s
 BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel=LEVELS)

@@ -9,8 +9,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -18,7 +18,6 @@ from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_BROKER, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import SelectMessageQueueByHash
-from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
 from rocketmesh.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyStatus,
@@ -26,6 +25,7 @@ from rocketmesh.client.consumer import (
     PullConsumer,
     PushConsumer,
 )
+from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateAveragelyByCircle
 from rocketmesh.model.message import MessageExt, MessageQueue
 
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS

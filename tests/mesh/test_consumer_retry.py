@@ -8,8 +8,8 @@ import itertools
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -18,8 +18,8 @@ from procs import FAST_BROKER, BrokerProcess, run_cli, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.client.errors import MQError
-from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import decode_message_id
+from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, to_ext
 

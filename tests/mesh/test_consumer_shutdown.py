@@ -8,7 +8,6 @@ import sys
 import threading
 
 from procs import run_cli
-
 from rocketmesh import Admin, ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer
 from rocketmesh.client import MQClientError
 

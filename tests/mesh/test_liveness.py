@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from procs import run_cli, wait_for
-
 from rocketmesh import Admin, Message, MQError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue

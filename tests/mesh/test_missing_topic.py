@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-from procs import run_cli
 
+from procs import run_cli
 from rocketmesh import Message, Producer
 from rocketmesh.client import MQClientError
 

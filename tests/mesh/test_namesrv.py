@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import orjson
 import zmq
@@ -33,7 +34,7 @@ def register(
     broker_id: int = 0,
     cluster: str = "DefaultCluster",
     version: int = 1,
-    ha_addr: Optional[str] = None,
+    ha_addr: str | None = None,
 ) -> RemotingCommand:
     """REGISTER_BROKER as a broker sends it."""
     body = {
@@ -56,7 +57,7 @@ def route(client: RemotingClient, addr: str, topic: str) -> RemotingCommand:
     return client.invoke_sync(addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic}), 3000)
 
 
-def call(client: RemotingClient, addr: str, code: int, ext: Optional[dict] = None) -> RemotingCommand:
+def call(client: RemotingClient, addr: str, code: int, ext: dict | None = None) -> RemotingCommand:
     return client.invoke_sync(addr, request(code, ext or {}), 3000)
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import collections
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 

@@ -16,7 +16,6 @@ from functools import partial
 from pathlib import Path
 
 from procs import run_cli, wait_for
-
 from rocketmesh import Admin, Message, MessageExt, MQClientError, Producer
 from rocketmesh.acl import SessionCredentials
 

@@ -9,16 +9,15 @@ import select
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Iterator
 
 import pytest
 
+from procs import free_port
 from rocketmesh.remoting import RemotingClient, RemotingConnectError, RemotingServer, ResponseCode, request, response_to
 from rocketmesh.remoting.transport.connections import ClosedRoute, ConnectionTable
-
-from procs import free_port
 
 ECHO = 1001
 #: Short, so that a test waits little to see that nothing more is reported.

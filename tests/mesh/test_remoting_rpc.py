@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Iterator, Optional
 
 import orjson
 import pytest
@@ -295,7 +295,7 @@ def test_server_push_reaches_the_client_identity(server: RemotingServer, recorde
     pushed: list[tuple[str, RemotingCommand]] = []
     got = threading.Event()
 
-    def on_request(addr: str, cmd: RemotingCommand) -> Optional[RemotingCommand]:
+    def on_request(addr: str, cmd: RemotingCommand) -> RemotingCommand | None:
         pushed.append((addr, cmd))
         got.set()
         return response_to(cmd, ResponseCode.SUCCESS, body=b"client says hi") if not cmd.is_oneway else None

@@ -13,14 +13,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import orjson
 import pytest
+
 from clientkit import make_topic
 from procs import BrokerProcess, NamesrvProcess, run_cli, wait_for
-
 from rocketmesh import Admin, ConsumeConcurrentlyStatus, Message, MessageQueue, Producer
 from rocketmesh.client.consumer import PushConsumer
 

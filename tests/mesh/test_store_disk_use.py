@@ -9,9 +9,8 @@ import time
 from pathlib import Path
 
 from procs import child_pids, freeze, thaw, wait_for
-from storekit import msg, open_store
-
 from rocketmesh import Message, Producer
+from storekit import msg, open_store
 
 
 def allocated_and_apparent(folder: Path) -> tuple[int, int]:

@@ -6,10 +6,9 @@ import subprocess
 import sys
 import time
 
+from procs import wait_for
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.model.codec import decode_record
-
-from procs import wait_for
 from storekit import check_queues_agree_with_commitlog, msg, open_store
 
 WRITER = os.path.join(os.path.dirname(os.path.dirname(__file__)), "store_crash_writer.py")

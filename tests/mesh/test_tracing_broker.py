@@ -10,8 +10,8 @@ from otlp_receiver import OtlpReceiver
 from procs import wait_for
 from rocketmesh import Admin
 from rocketmesh.model.codec import encode_properties
-from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.model.topics import SCHEDULE_TOPIC
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import (
     DeliverDueMessagesRequestHeader,
     PullMessageRequestHeader,

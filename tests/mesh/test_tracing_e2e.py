@@ -7,20 +7,20 @@ from the producer's send through every service to each consumer process span, in
 from __future__ import annotations
 
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from otlp_receiver import OtlpReceiver, ReceivedSpan
 from clientkit import FAST_CLIENT, make_topic
+from otlp_receiver import OtlpReceiver, ReceivedSpan
 from procs import FAST_BROKER, FAST_CHECKER, TxnCheckerProcess
-from tracekit import named, wait_spans
 from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.model.message import MessageExt
 from rocketmesh.telemetry import semconv as sc
+from tracekit import named, wait_spans
 
 LEVELS = "1s 1s 1s 3s 5s"  # delay level 1 after 1 s, the first retry (level 3) after 1 s
 # opentelemetry.proto.trace.v1.Span.SpanKind

@@ -15,8 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
@@ -25,11 +25,11 @@ from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, TxnCheckerProcess, w
 from rocketmesh import Admin, LocalTransactionState, Message, MQClientError, TransactionProducer
 from rocketmesh.cli import main as cli_main
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
-from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.codec import decode_message_id, encode_batch
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.model.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.remoting import RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import EndTransactionRequestHeader, to_ext
-from rocketmesh.model.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE

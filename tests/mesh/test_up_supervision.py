@@ -10,8 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from procs import cli_command, free_port, run_cli, wait_for
 
+from procs import cli_command, free_port, run_cli, wait_for
 from rocketmesh.cli.supervisor import ChildSpec, ServiceStartError, Supervisor
 
 TESTS = str(Path(__file__).resolve().parents[1])  # where crashy_service.py is

@@ -4,8 +4,8 @@ with aclEnable=true, one set per module, each refusal recorded for RELIABILITY.m
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
 
 import pytest
 
@@ -82,7 +82,7 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
         m.stop()
 
 
-def call(addr: str, cmd: RemotingCommand, credentials: Optional[SessionCredentials] = None,
+def call(addr: str, cmd: RemotingCommand, credentials: SessionCredentials | None = None,
          clock=time.time) -> RemotingCommand:
     """One raw request, signed with ``credentials`` (at ``clock``'s time) when given."""
     hook = None if credentials is None else AclSigner(credentials, clock)

@@ -4,18 +4,18 @@ clients that know (or do not know) its public key, a TCP relay that reads what c
 
 from __future__ import annotations
 
-import shutil
 import contextlib
+import shutil
 import socket
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pytest
 import zmq.auth
-from procs import BrokerProcess, NamesrvProcess, run_cli
 
+from procs import BrokerProcess, NamesrvProcess, run_cli
 from rocketmesh import Message, MessageQueue, Producer, PullConsumer
 from rocketmesh.cli.security import key_paths, make_keys
 from rocketmesh.remoting import (
@@ -26,6 +26,7 @@ from rocketmesh.remoting import (
     SocketOptions,
     request,
 )
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
 from rocketmesh.remoting.transport.curve import (
     AUTHORIZED_CLIENTS_ENV,
     CLIENT_KEY_ENV,
@@ -35,7 +36,6 @@ from rocketmesh.remoting.transport.curve import (
     CurveKeys,
     load_curve,
 )
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
 from rocketmesh.runtime.config import ConfigError
 
 CANARY = b"rocketmesh-curve-canary-7f3a9c1e"

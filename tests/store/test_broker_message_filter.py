@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from rocketmesh.broker.message_filter import (
     ExpressionMessageFilter,
     filter_for,

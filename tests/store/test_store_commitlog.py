@@ -16,7 +16,6 @@ from rocketmesh.model.codec import (
     encode_message_id,
     record_size,
 )
-
 from storekit import msg, open_store
 
 
@@ -122,9 +121,10 @@ def test_the_arriving_listener_hears_each_put_once_its_messages_are_readable(tmp
 
 
 def test_second_store_on_same_directory_is_refused(tmp_path):
+    import pytest
+
     from rocketmesh.broker.store import MessageStore, StoreLockedError
     from storekit import make_config
-    import pytest
 
     store = open_store(tmp_path)
     try:

@@ -6,7 +6,6 @@ import time
 
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.model.codec import decode_record, tags_hash_code
-
 from storekit import msg, open_store
 
 

@@ -5,7 +5,6 @@ import time
 
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.model.codec import decode_record
-
 from storekit import msg, open_store
 
 HOUR = 3600

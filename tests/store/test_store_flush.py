@@ -5,7 +5,6 @@ import threading
 import time
 
 from rocketmesh.broker.store import FlushDiskType, PutMessageStatus, flush
-
 from storekit import msg, open_store
 
 

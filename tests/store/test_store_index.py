@@ -6,7 +6,6 @@ import time
 
 from rocketmesh.broker.store.index.index_file import ENTRY_SIZE, HEADER_SIZE, IndexFile
 from rocketmesh.model.codec import decode_record
-
 from storekit import msg, now_ms, open_store
 
 

@@ -7,8 +7,17 @@ import time
 import orjson
 import pytest
 
-from rocketmesh.acl import (AclConfigError, AclDenied, AclSigner, Permission, PlainAccessConfig,
-                            PlainAccessValidator, RemoteAddressPattern, SessionCredentials, required_access)
+from rocketmesh.acl import (
+    AclConfigError,
+    AclDenied,
+    AclSigner,
+    Permission,
+    PlainAccessConfig,
+    PlainAccessValidator,
+    RemoteAddressPattern,
+    SessionCredentials,
+    required_access,
+)
 from rocketmesh.acl.model import allows
 from rocketmesh.remoting import RequestCode, request
 

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from rocketmesh.broker.metadata.consumer_offsets import (
     ConsumerOffsetManager,
     OffsetFileError,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+
 from rocketmesh.broker.client.rebalance_lock import RebalanceLockManager
 from rocketmesh.model.message import MessageQueue
 

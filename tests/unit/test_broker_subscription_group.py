@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from rocketmesh.broker.metadata.subscription_group import (
     SYSTEM_GROUPS,
     SubscriptionGroupConfig,

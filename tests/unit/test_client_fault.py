@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rocketmesh.client import route as client_route
 from rocketmesh.client.fault import (
     ISOLATION_LATENCY_MS,
     LATENCY_MAX_MS,
@@ -12,7 +13,6 @@ from rocketmesh.client.fault import (
     MQFaultStrategy,
     compute_not_available_duration,
 )
-from rocketmesh.client import route as client_route
 from rocketmesh.model.route import BrokerData, QueueData, TopicRouteData
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import collections
 
 from rocketmesh.client.route import TopicPublishInfo, publish_info
-from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 
 ROUTE_JSON = {
     "queueDatas": [

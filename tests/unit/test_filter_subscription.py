@@ -6,6 +6,7 @@ import json
 import time
 
 import pytest
+
 from rocketmesh.filter import (
     ExpressionType,
     FilterSyntaxError,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 
 import pytest
@@ -21,7 +22,7 @@ ALL = sorted((c for c in vars(headers).values()
 
 
 def _base(tp: typing.Any) -> typing.Any:
-    if typing.get_origin(tp) is typing.Union:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
         return next(a for a in typing.get_args(tp) if a is not type(None))
     return tp
 

@@ -2,7 +2,6 @@
 
 import pytest
 
-from rocketmesh.model.message import Message, MessageConst
 from rocketmesh.model.codec import (
     CorruptRecord,
     decode_batch,
@@ -15,6 +14,7 @@ from rocketmesh.model.codec import (
     java_string_hash,
     tags_hash_code,
 )
+from rocketmesh.model.message import Message, MessageConst
 
 
 def test_java_string_hash_matches_java():

@@ -22,8 +22,8 @@ from rocketmesh.remoting import (
     response_to,
 )
 from rocketmesh.remoting.addr import parse_addr_list, split_addr, tcp_endpoint
-from rocketmesh.remoting.protocol.codes import code_name
 from rocketmesh.remoting.errors import RemotingConnectError
+from rocketmesh.remoting.protocol.codes import code_name
 
 # JSON values as orjson round-trips them: no NaN/inf, no lone surrogates,
 # integers within 64 bits.

@@ -8,12 +8,11 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-from typing import Callable
+from collections.abc import Callable
 
 import pytest
-from opentelemetry import baggage
+from opentelemetry import baggage, trace
 from opentelemetry import context as otel_context
-from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider, sampling
 
 from rocketmesh.client.trace import tracing

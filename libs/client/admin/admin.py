@@ -14,22 +14,12 @@ the server's ``response_code`` and ``remark``, :class:`RequestTimeoutError`,
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence, TypeVar
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
-from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records
-from rocketmesh.remoting import ResponseCode
-from rocketmesh.remoting.addr import join_addr
-from rocketmesh.remoting.protocol.headers import (
-    CreateTopicRequestHeader,
-    GetConsumeStatsRequestHeader,
-    PendingHalfMessagesRequestHeader,
-    QueryMessageRequestHeader,
-    ResetOffsetRequestHeader,
-)
+from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
 from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI, raise_first
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
-from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer
@@ -41,11 +31,23 @@ from rocketmesh.client.results import (
     PendingHalfMessage,
     TopicOffset,
 )
-from rocketmesh.model.route import Perm, TopicRouteData
-from rocketmesh.model.topics import TRACE_TOPIC
-from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord, decode as decode_trace
+from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord
+from rocketmesh.client.trace.trace_data import decode as decode_trace
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
+from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.model.route import Perm, TopicRouteData
+from rocketmesh.model.topics import TRACE_TOPIC
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.addr import join_addr
+from rocketmesh.remoting.protocol.headers import (
+    CreateTopicRequestHeader,
+    GetConsumeStatsRequestHeader,
+    PendingHalfMessagesRequestHeader,
+    QueryMessageRequestHeader,
+    ResetOffsetRequestHeader,
+)
 
 T = TypeVar("T")
 
@@ -63,22 +65,22 @@ class Admin:
         namesrv: str | Sequence[str] | None = None,
         *,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
-        instance_name: Optional[str] = None,
-        access_key: Optional[str] = None,
-        secret_key: Optional[str] = None,
+        instance_name: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.namesrv_addrs = namesrv_addrs_from(namesrv)
         #: The ACL account (both or neither); most admin requests need an admin account.
         self._credentials = dict(access_key=access_key, secret_key=secret_key)
         self.timeout_ms = timeout_ms
         self._instance_name = instance_name
-        self._instance: Optional[ClientInstance] = None
+        self._instance: ClientInstance | None = None
         self._producers: dict[str, Producer] = {}
         self._closed = False
 
     # -- life cycle ------------------------------------------------------------
 
-    def start(self) -> "Admin":
+    def start(self) -> Admin:
         """Join the client instance (idempotent); returns self."""
         if self._closed:
             raise MQClientError("the admin is closed; create a new one")
@@ -102,7 +104,7 @@ class Admin:
 
     shutdown = close
 
-    def __enter__(self) -> "Admin":
+    def __enter__(self) -> Admin:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -135,7 +137,7 @@ class Admin:
         """The name server's cluster table."""
         return self.api.get_broker_cluster_info(self.timeout_ms)
 
-    def cluster_list(self, cluster: Optional[str] = None) -> list[BrokerInfo]:
+    def cluster_list(self, cluster: str | None = None) -> list[BrokerInfo]:
         """Every broker process (of ``cluster`` when given): cluster, broker name, id, address."""
         return self.cluster_info().brokers(cluster)
 
@@ -147,8 +149,8 @@ class Admin:
         read_queue_nums: int = 8,
         write_queue_nums: int = 8,
         perm: int = int(Perm.READ | Perm.WRITE),
-        broker_addr: Optional[str] = None,
-        cluster: Optional[str] = None,
+        broker_addr: str | None = None,
+        cluster: str | None = None,
         *,
         order: bool = False,
         topic_sys_flag: int = 0,
@@ -169,7 +171,7 @@ class Admin:
         ), self.timeout_ms)
         return addrs
 
-    def delete_topic(self, topic: str, cluster: Optional[str] = None) -> None:
+    def delete_topic(self, topic: str, cluster: str | None = None) -> None:
         """Delete ``topic`` from the masters (of ``cluster``, else all), then from every name server."""
         if not isinstance(topic, str) or not topic:
             raise MQClientError("give the topic to delete", ResponseCode.MESSAGE_ILLEGAL)
@@ -393,7 +395,7 @@ class Admin:
 
     # -- messages --------------------------------------------------------------
 
-    def _offset_id_broker(self, msg_id: str) -> tuple[Optional[str], int]:
+    def _offset_id_broker(self, msg_id: str) -> tuple[str | None, int]:
         """The broker address and commitlog offset an offset message id names; the address is None when
         no name server knows a broker there (so the id is more likely a client message id)."""
         try:
@@ -422,7 +424,7 @@ class Admin:
         except CorruptRecord as exc:
             raise MQClientError(f"the broker at {addr} sent an unreadable record: {exc}") from exc
 
-    def query_msg_by_id(self, msg_id: str, topic: Optional[str] = None) -> MessageExt:
+    def query_msg_by_id(self, msg_id: str, topic: str | None = None) -> MessageExt:
         """A message by either id.
 
         An offset message id (store host + commitlog offset) of a broker the
@@ -452,7 +454,7 @@ class Admin:
         return min(found, key=lambda m: (m.store_timestamp, m.commitlog_offset))
 
     def query_msg_by_key(
-        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: Optional[int] = None
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int | None = None
     ) -> list[MessageExt]:
         """Messages of ``topic`` with ``key`` among their KEYS, stored in [begin_ms, end_ms].
 
@@ -466,8 +468,8 @@ class Admin:
         return out
 
     def query_msg_trace(
-        self, msg_id: str, trace_topic: Optional[str] = None, max_num: int = 64, begin_ms: int = 0,
-        end_ms: Optional[int] = None,
+        self, msg_id: str, trace_topic: str | None = None, max_num: int = 64, begin_ms: int = 0,
+        end_ms: int | None = None,
     ) -> list[TraceRecord]:
         """The message trace records of the message ``msg_id`` (its id, or for its Pub its offset id) in
         ``trace_topic`` (default RMQ_SYS_TRACE_TOPIC), oldest first (RocketMQ's queryMsgTraceById).
@@ -496,13 +498,13 @@ class Admin:
         reconsume times, store time, body), read from the brokers directly ([] when there are none)."""
         return DeadLetters(self).list(group, max_num)
 
-    def resend_dlq(self, group: str, msg_id: Optional[str] = None) -> list[ResendResult]:
+    def resend_dlq(self, group: str, msg_id: str | None = None) -> list[ResendResult]:
         """Resend one dead letter of ``group`` (``msg_id``: its unique key or offset id) or, without
         ``msg_id``, all of them, to the original topic as new messages (same body, tags, keys, user
         properties). MQClientError(NO_MESSAGE) when there is no such message; see :class:`DeadLetters`."""
         return DeadLetters(self).resend(group, msg_id)
 
-    def retry_history(self, msg_id: str, group: Optional[str] = None, topic: Optional[str] = None) -> list[MessageExt]:
+    def retry_history(self, msg_id: str, group: str | None = None, topic: str | None = None) -> list[MessageExt]:
         """Every stored copy of a message (original, retries, dead letter), oldest first; see
         :meth:`DeadLetters.retry_history`."""
         return DeadLetters(self).retry_history(msg_id, group, topic)
@@ -561,7 +563,7 @@ class Admin:
 
     # -- internals -------------------------------------------------------------
 
-    def _query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: Optional[int]) -> list[MessageExt]:
+    def _query(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int | None) -> list[MessageExt]:
         route = self.topic_route(topic)
         addrs = [a for a in (bd.select_addr() for bd in route.broker_datas) if a]
         if not addrs:
@@ -585,7 +587,7 @@ class Admin:
             raise errors[0]
         return found
 
-    def _master_addrs(self, cluster: Optional[str]) -> list[str]:
+    def _master_addrs(self, cluster: str | None) -> list[str]:
         info = self.cluster_info()
         if cluster is not None and cluster not in info.cluster_addr_table:
             raise MQClientError(f"no cluster named {cluster!r}; known: {info.cluster_names()}",

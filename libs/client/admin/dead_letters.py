@@ -22,13 +22,16 @@ QUERY_MESSAGE away.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING
 
-from rocketmesh.model.message import Message, MessageConst, MessageExt
+from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
+from rocketmesh.client.results import SendResult
+from rocketmesh.client.unique_id import looks_like_message_id
+from rocketmesh.client.validators import check_group
 from rocketmesh.model.codec import CorruptRecord, decode_record
-from rocketmesh.remoting import ResponseCode
-from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader
+from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
     RETRY_GROUP_TOPIC_PREFIX,
@@ -36,10 +39,8 @@ from rocketmesh.model.topics import (
     dlq_topic,
     retry_topic,
 )
-from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
-from rocketmesh.client.results import SendResult
-from rocketmesh.client.unique_id import looks_like_message_id
-from rocketmesh.client.validators import check_group
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader
 
 if TYPE_CHECKING:
     from rocketmesh.client.admin.admin import Admin
@@ -93,7 +94,7 @@ class DeadLetter:
         return self.message.msg_id
 
     @property
-    def origin_msg_id(self) -> Optional[str]:
+    def origin_msg_id(self) -> str | None:
         """The offset message id of the original stored message (ORIGIN_MESSAGE_ID)."""
         return self.message.properties.get(MessageConst.ORIGIN_MESSAGE_ID)
 
@@ -123,14 +124,14 @@ class ResendResult:
     """A dead letter resent to its original topic: the new message (``sent``) or why not (``error``)."""
 
     letter: DeadLetter
-    sent: Optional[SendResult] = None
-    error: Optional[str] = None
+    sent: SendResult | None = None
+    error: str | None = None
 
 
 class DeadLetters:
     """Dead-letter listing, resends and retry history over an :class:`Admin` (see the module docstring)."""
 
-    def __init__(self, admin: "Admin") -> None:
+    def __init__(self, admin: Admin) -> None:
         self.admin = admin
 
     # --- dead-letter queue ---
@@ -163,7 +164,7 @@ class DeadLetters:
                 break
         return out
 
-    def resend(self, group: str, msg_id: Optional[str] = None) -> list[ResendResult]:
+    def resend(self, group: str, msg_id: str | None = None) -> list[ResendResult]:
         """Resend the dead letter ``msg_id`` of ``group`` (any of its ids, see :meth:`DeadLetter.matches`),
         or with ``msg_id=None`` every one, to its original topic.
 
@@ -201,7 +202,7 @@ class DeadLetters:
 
     # --- retry history ---
 
-    def retry_history(self, msg_id: str, group: Optional[str] = None, topic: Optional[str] = None) -> list[MessageExt]:
+    def retry_history(self, msg_id: str, group: str | None = None, topic: str | None = None) -> list[MessageExt]:
         """Every stored copy of the message ``msg_id`` (its unique key or the offset id of any copy), oldest
         first: the original in its topic, parked retries in SCHEDULE_TOPIC_XXXX, delivered retries in
         ``%RETRY%<group>`` and a dead-lettered copy in ``%DLQ%<group>``.
@@ -256,7 +257,7 @@ class DeadLetters:
                                 ResponseCode.NO_MESSAGE)
         return sorted(found.values(), key=lambda m: (m.store_timestamp, m.commitlog_offset))
 
-    def _copies_in(self, topic: str, uniq: str, origin: Optional[str]) -> list[MessageExt]:
+    def _copies_in(self, topic: str, uniq: str, origin: str | None) -> list[MessageExt]:
         """The copies of the message in ``topic``'s index under its unique key ([] when no such topic)."""
         try:
             copies = self.admin._query(topic, uniq, 64, 0, None)
@@ -306,7 +307,7 @@ class DeadLetters:
                 return None
             raise
 
-    def _view_if_offset_id(self, msg_id: str) -> Optional[MessageExt]:
+    def _view_if_offset_id(self, msg_id: str) -> MessageExt | None:
         """The copy ``msg_id`` names when it is the offset id of a known broker's message, else None."""
         try:
             return self.admin.view_message(msg_id)

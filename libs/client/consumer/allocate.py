@@ -18,8 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, Protocol, runtime_checkable
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("client", component="allocate")
 

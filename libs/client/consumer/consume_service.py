@@ -13,16 +13,17 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
-from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
-from rocketmesh.client.errors import MQError
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
+from rocketmesh.client.errors import MQError
 from rocketmesh.client.trace.msg_trace import MsgTracer, SubTrace
 from rocketmesh.client.trace.tracing import ListenerTrace, current_traceparent, start_process
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.client.consumer.core import ConsumerCore, PullRequest
@@ -54,7 +55,7 @@ class _Workers:
     """A fixed pool of consume threads over one FIFO of tasks (cheaper per task than an executor)."""
 
     def __init__(self, name: str, size: int) -> None:
-        self._tasks: queue_mod.SimpleQueue[Optional[Callable[[], None]]] = queue_mod.SimpleQueue()
+        self._tasks: queue_mod.SimpleQueue[Callable[[], None] | None] = queue_mod.SimpleQueue()
         self._stopped = False
         self.size = size
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(size)]
@@ -104,8 +105,8 @@ def reset_retry_topic(msgs: list[MessageExt]) -> None:
             m.topic = original
 
 
-def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, delay_level: int,
-                      max_reconsume_times: Optional[int]) -> bool:
+def send_message_back(core: ConsumerCore, msg: MessageExt, mq: MessageQueue, delay_level: int,
+                      max_reconsume_times: int | None) -> bool:
     """CONSUMER_SEND_MSG_BACK of ``msg`` (pulled from ``mq``) to the master of ``mq``'s broker: the broker
     retries it through ``%RETRY%<group>`` after ``delay_level`` (0: its own choice), or dead-letters it
     (past ``max_reconsume_times``, None: the group's setting, or ``delay_level`` < 0). False when the
@@ -124,7 +125,7 @@ def send_message_back(core: "ConsumerCore", msg: MessageExt, mq: MessageQueue, d
 
 
 def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, group: str,
-                   trace: Optional[ListenerTrace] = None, sub: Optional[SubTrace] = None) -> Any:
+                   trace: ListenerTrace | None = None, sub: SubTrace | None = None) -> Any:
     try:
         return listener(msgs)
     except Exception as exc:  # noqa: BLE001 - a throwing listener means "retry later"
@@ -140,10 +141,10 @@ class ConcurrentConsumeService:
     """Hands pulled messages to a pool of consume threads, ``batch_max_size`` at a time, in any order."""
 
     #: The consumer's message trace hooks (set when it has enable_msg_trace).
-    msg_trace: Optional[MsgTracer] = None
+    msg_trace: MsgTracer | None = None
 
-    def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
-                 max_reconsume_times: Optional[int], consume_timeout_ms: float) -> None:
+    def __init__(self, core: ConsumerCore, listener: Listener, thread_nums: int, batch_max_size: int,
+                 max_reconsume_times: int | None, consume_timeout_ms: float) -> None:
         self.core = core
         self.listener = listener
         self.batch_max_size = batch_max_size
@@ -160,7 +161,7 @@ class ConcurrentConsumeService:
     def stop(self, timeout_s: float) -> None:
         self.workers.stop(timeout_s)
 
-    def submit(self, req: "PullRequest", msgs: list[MessageExt]) -> None:
+    def submit(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         n = self.batch_max_size
         mq, pq = req.mq, req.pq
         if mq.topic == self.core.retry_topic:
@@ -218,7 +219,7 @@ class ConcurrentConsumeService:
             if trace is not None:
                 trace.finish()
 
-    def _settle(self, core: "ConsumerCore", mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt],
+    def _settle(self, core: ConsumerCore, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt],
                 status: Any, remove: bool) -> list[MessageExt]:
         """After a listener call: send back what failed; returns the messages settled (removed from ``pq``
         unless not ``remove``)."""
@@ -298,9 +299,9 @@ class OrderlyConsumeService:
     """Consumes each queue on one thread at a time, in offset order, while this client holds its broker lock."""
 
     #: The consumer's message trace hooks (set when it has enable_msg_trace).
-    msg_trace: Optional[MsgTracer] = None
+    msg_trace: MsgTracer | None = None
 
-    def __init__(self, core: "ConsumerCore", listener: Listener, thread_nums: int, batch_max_size: int,
+    def __init__(self, core: ConsumerCore, listener: Listener, thread_nums: int, batch_max_size: int,
                  suspend_time_ms: int, max_reconsume_times: int = -1) -> None:
         self.core = core
         self.listener = listener
@@ -316,7 +317,7 @@ class OrderlyConsumeService:
     def stop(self, timeout_s: float) -> None:
         self.workers.stop(timeout_s)
 
-    def submit(self, req: "PullRequest", msgs: list[MessageExt]) -> None:
+    def submit(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         pq = req.pq
         if req.mq.topic == self.core.retry_topic:
             reset_retry_topic(msgs)

@@ -17,31 +17,31 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
-
-from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageExt, MessageQueue
-from rocketmesh.remoting import ResponseCode
-from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
 from rocketmesh.client.consumer.allocate import AllocateStrategy
-from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
-from rocketmesh.client.instance import ClientInstance
-from rocketmesh.client.trace.tracing import start_receive
-from rocketmesh.client.validators import check_group, check_topic
-from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
+from rocketmesh.client.consumer.options import ConsumerOptions
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.pull_api import PullAPI, build_sys_flag
 from rocketmesh.client.consumer.rebalance import Rebalance, subscribe_queues
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel, PullResult, PullStatus
+from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
+from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.trace.tracing import start_receive
+from rocketmesh.client.validators import check_group, check_topic
+from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
+from rocketmesh.model.message import MessageExt, MessageQueue
+from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("client", component="consumer")
 
@@ -68,13 +68,13 @@ class ConsumerHooks:
     All run on client threads and must not block.
     """
 
-    deliver: Callable[["PullRequest", list[MessageExt]], None]
-    can_pull: Callable[["PullRequest"], float]
+    deliver: Callable[[PullRequest, list[MessageExt]], None]
+    can_pull: Callable[[PullRequest], float]
     on_queue_removed: Callable[[MessageQueue, ProcessQueue], None] = _nothing
     periodic: Callable[[], None] = _nothing
 
 
-def make_subscription(topic: str, expression: Optional[str] = "*", sql: Optional[str] = None, *,
+def make_subscription(topic: str, expression: str | None = "*", sql: str | None = None, *,
                       system: bool = False) -> SubscriptionData:
     """A subscription of ``topic`` by tags (``"TagA || TagB"``, ``"*"``) or by a SQL92 expression.
 
@@ -201,17 +201,17 @@ class ConsumerCore:
         self.namesrv = namesrv
         self.instance_options = options.instance_options()
         self.subscriptions: dict[str, SubscriptionData] = {}
-        self.instance: Optional[ClientInstance] = None
-        self.offset_store: Optional[OffsetStore] = None
-        self.rebalance: Optional[Rebalance] = None
-        self.pull_api: Optional[PullAPI] = None
+        self.instance: ClientInstance | None = None
+        self.offset_store: OffsetStore | None = None
+        self.rebalance: Rebalance | None = None
+        self.pull_api: PullAPI | None = None
         self.scheduler = _Scheduler(f"pull-{group}")
         self.running = False
         self.paused = False
         #: False when queues are assigned by hand (PullConsumer.assign): no rebalance then.
         self.use_rebalance = True
         self.auto_commit = auto_commit
-        self._tasks: Optional[threading.Thread] = None
+        self._tasks: threading.Thread | None = None
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._rebalance_requested = True
@@ -220,7 +220,7 @@ class ConsumerCore:
 
     # --- subscriptions ---
 
-    def subscribe(self, topic: str, expression: Optional[str] = "*", sql: Optional[str] = None, *,
+    def subscribe(self, topic: str, expression: str | None = "*", sql: str | None = None, *,
                   system: bool = False) -> SubscriptionData:
         """Subscribe ``topic`` (see :func:`make_subscription`); a running consumer rebalances at once."""
         sub = make_subscription(topic, expression, sql, system=system)
@@ -339,7 +339,7 @@ class ConsumerCore:
             if pq.committed_offset >= 0 and not pq.dropped:
                 self.offset_store.update(mq, pq.committed_offset, False)
 
-    def persist_offsets(self, mqs: Optional[Sequence[MessageQueue]] = None) -> None:
+    def persist_offsets(self, mqs: Sequence[MessageQueue] | None = None) -> None:
         if self.offset_store is None or self.rebalance is None:
             return
         if self.auto_commit:
@@ -473,7 +473,7 @@ class ConsumerCore:
 
         receive = start_receive(self.group, req.mq) if self.receive_spans else None
 
-        def on_result(result: Optional[PullResult], error: Optional[BaseException]) -> None:
+        def on_result(result: PullResult | None, error: BaseException | None) -> None:
             if receive is not None:
                 receive.finish(None if result is None else result.messages, error)
             self._on_pulled(req, offset, result, error, early[0])
@@ -490,13 +490,13 @@ class ConsumerCore:
             log.warning("pull_failed", mq=str(req.mq), error=str(exc))
             self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
 
-    def _assigned_subscription(self, topic: str) -> Optional[SubscriptionData]:
+    def _assigned_subscription(self, topic: str) -> SubscriptionData | None:
         sub = build_subscription(topic, "*")
         self.subscriptions[topic] = sub
         return sub
 
-    def _on_pulled(self, req: PullRequest, offset: int, result: Optional[PullResult],
-                   error: Optional[BaseException], next_sent: bool = False) -> None:
+    def _on_pulled(self, req: PullRequest, offset: int, result: PullResult | None,
+                   error: BaseException | None, next_sent: bool = False) -> None:
         pq = req.pq
         if pq.dropped or not self.running:
             return

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Iterable
 from enum import Enum
-from typing import TYPE_CHECKING, Iterable, Optional, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.client.errors import MQClientError, MQError
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting.protocol.headers import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
-from rocketmesh.client.errors import MQClientError, MQError
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -52,7 +53,7 @@ class _MemoryTable:
             if old is None or not increase_only or offset > old:
                 self.table[mq] = offset
 
-    def get(self, mq: MessageQueue) -> Optional[int]:
+    def get(self, mq: MessageQueue) -> int | None:
         return self.table.get(mq)
 
     def remove(self, mq: MessageQueue) -> None:
@@ -63,7 +64,7 @@ class _MemoryTable:
 class RemoteBrokerOffsetStore(_MemoryTable):
     """Offsets of a clustering group, kept by the broker of each queue."""
 
-    def __init__(self, instance: "ClientInstance", group: str) -> None:
+    def __init__(self, instance: ClientInstance, group: str) -> None:
         super().__init__()
         self.instance = instance
         self.group = group
@@ -87,7 +88,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         self.update(mq, off, False)
         return off
 
-    def fetch_from_broker(self, mq: MessageQueue) -> Optional[int]:
+    def fetch_from_broker(self, mq: MessageQueue) -> int | None:
         """The broker's offset for ``mq`` (None when the group has none); raises MQError when unreachable."""
         return self.instance.api.query_consumer_offset(
             self.instance.find_broker_addr(mq), QueryConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id))

@@ -14,12 +14,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
+from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.validators import check_topic
-from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 
 #: CONSUME_FROM_TIMESTAMP without a timestamp starts this long ago (RocketMQ: half an hour).
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 1_800_000
@@ -37,7 +37,7 @@ def as_enum(cls: Any, value: Any, setting: str) -> Any:
         raise MQClientError(f"{setting}: {value!r} is not one of {', '.join(cls.__members__)}") from None
 
 
-def _within(setting: str, value: Any, low: float, high: Optional[float] = None, unit: str = "") -> None:
+def _within(setting: str, value: Any, low: float, high: float | None = None, unit: str = "") -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value < low or (
             high is not None and value > high):
         bounds = f"within {low}..{high}" if high is not None else f"at least {low}"
@@ -51,7 +51,7 @@ class ConsumerOptions:
     message_model: MessageModel | str = MessageModel.CLUSTERING
     consume_from: ConsumeFromWhere | str = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET
     #: Where CONSUME_FROM_TIMESTAMP starts (epoch ms); None: half an hour before the consumer was made.
-    consume_timestamp: Optional[int] = None
+    consume_timestamp: int | None = None
     #: A strategy, or its RocketMQ name ("AVG", "AVG_BY_CIRCLE", ...); None: allocate averagely.
     allocate: AllocateStrategy | str | None = None
     pull_batch_size: int = 32
@@ -64,17 +64,17 @@ class ConsumerOptions:
     persist_consumer_offset_interval_ms: int = 5000
     rebalance_interval_ms: int = 20_000
     #: Where a broadcasting consumer keeps its offsets (default ~/.rocketmesh_offsets).
-    offset_store_dir: Optional[str] = None
-    instance_name: Optional[str] = None
+    offset_store_dir: str | None = None
+    instance_name: str | None = None
     heartbeat_broker_interval_ms: int = 30_000
     poll_name_server_interval_ms: int = 30_000
     #: Record RocketMQ's message trace (SubBefore / SubAfter of each consumed message) into ``trace_topic``
     #: (None: RMQ_SYS_TRACE_TOPIC); see rocketmesh.client.trace.msg_trace.
     enable_msg_trace: bool = False
-    trace_topic: Optional[str] = None
+    trace_topic: str | None = None
     #: The ACL account requests are signed with (both or neither; see rocketmesh.acl).
-    access_key: Optional[str] = None
-    secret_key: Optional[str] = dataclasses.field(default=None, repr=False)
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         put = object.__setattr__  # frozen: normalise once, here
@@ -106,7 +106,7 @@ class ConsumerOptions:
                     poll_name_server_interval_ms=self.poll_name_server_interval_ms,
                     access_key=self.access_key, secret_key=self.secret_key)
 
-    def replace(self, **changes: Any) -> "ConsumerOptions":
+    def replace(self, **changes: Any) -> ConsumerOptions:
         """A copy with ``changes`` (checked as a new one is)."""
         return dataclasses.replace(self, **changes)
 
@@ -160,7 +160,7 @@ class PullConsumerOptions(ConsumerOptions):
         _within("poll_timeout_ms", self.poll_timeout_ms, 0)
 
 
-def options_from(cls: type[ConsumerOptions], options: Optional[ConsumerOptions], settings: dict[str, Any]
+def options_from(cls: type[ConsumerOptions], options: ConsumerOptions | None, settings: dict[str, Any]
                  ) -> Any:
     """``options`` or ``cls(**settings)`` (not both); MQClientError naming an unknown setting."""
     if options is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import heapq
 import threading
 import time
-from typing import Iterable, Optional
+from collections.abc import Iterable
 
 from rocketmesh.model.message import MessageExt
 
@@ -104,7 +104,7 @@ class ProcessQueue:
                 m.body = b""
             self.msg_size -= size
 
-    def keep_offsets_only(self, msgs: Iterable[MessageExt]) -> list["HeldOffset"]:
+    def keep_offsets_only(self, msgs: Iterable[MessageExt]) -> list[HeldOffset]:
         """Hold ``msgs`` (already put) by offset alone, for a holder that needs nothing else of them
         (the scheduler); returns the stand-ins, which :meth:`remove_messages` takes in their place."""
         out = []
@@ -154,7 +154,7 @@ class ProcessQueue:
             heapq.heappop(heap)
         return heap[0]
 
-    def first_message(self) -> Optional[MessageExt]:
+    def first_message(self) -> MessageExt | None:
         """The held message with the smallest offset (the one holding the committed offset back), or None."""
         with self._lock:
             return self._msgs[self._min_held()] if self._msgs else None
@@ -232,8 +232,8 @@ class ProcessQueue:
     def is_suspended(self) -> bool:
         return time.monotonic() < self.suspend_until
 
-    def lock_expired(self, now: Optional[float] = None) -> bool:
+    def lock_expired(self, now: float | None = None) -> bool:
         return ((now or time.monotonic()) - self.last_lock_timestamp) > REBALANCE_LOCK_MAX_LIVE_S
 
-    def pull_expired(self, now: Optional[float] = None) -> bool:
+    def pull_expired(self, now: float | None = None) -> bool:
         return ((now or time.monotonic()) - self.last_pull_timestamp) > PULL_MAX_IDLE_S

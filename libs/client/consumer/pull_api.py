@@ -3,16 +3,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable, Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from rocketmesh.filter import ExpressionType, SubscriptionData
-from rocketmesh.model.message import MessageConst, MessageQueue
-from rocketmesh.model.route import MASTER_ID
-from rocketmesh.model.codec import decode_records
-from rocketmesh.remoting import ResponseCode
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, PullSysFlag
 from rocketmesh.client.api import PullResponse
 from rocketmesh.client.consumer.types import PullResult, PullStatus
+from rocketmesh.filter import ExpressionType, SubscriptionData
+from rocketmesh.model.codec import decode_records
+from rocketmesh.model.message import MessageConst, MessageQueue
+from rocketmesh.model.route import MASTER_ID
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, PullSysFlag
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -54,7 +55,7 @@ def decode_pull_response(answer: PullResponse, sub: SubscriptionData) -> PullRes
 class PullAPI:
     """Sends pulls for one consumer group through a client instance."""
 
-    def __init__(self, instance: "ClientInstance", group: str) -> None:
+    def __init__(self, instance: ClientInstance, group: str) -> None:
         self.instance = instance
         self.group = group
         #: Which broker of its group each queue is pulled from next, as the last answer suggested
@@ -75,8 +76,8 @@ class PullAPI:
 
     def pull_async(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                    sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0, timeout_ms: int = 30_000,
-                   callback: Callable[[Optional[PullResult], Optional[BaseException]], None],
-                   on_found: Optional[Callable[[int], None]] = None, traceparent: Optional[str] = None) -> None:
+                   callback: Callable[[PullResult | None, BaseException | None], None],
+                   on_found: Callable[[int], None] | None = None, traceparent: str | None = None) -> None:
         """Pull and call ``callback(result, None)`` or ``callback(None, error)``; the request's header carries
         ``traceparent`` (the pull's span), when given.
 
@@ -89,7 +90,7 @@ class PullAPI:
         addr = self._addr(mq)
         header = self._header(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)
 
-        def done(answer: Optional[PullResponse], error: Optional[BaseException]) -> None:
+        def done(answer: PullResponse | None, error: BaseException | None) -> None:
             if answer is None:
                 callback(None, error)
                 return
@@ -109,7 +110,7 @@ class PullAPI:
 
     def pull_sync(self, mq: MessageQueue, sub: SubscriptionData, offset: int, max_nums: int, *,
                   sys_flag: int = 0, commit_offset: int = 0, suspend_timeout_ms: int = 0,
-                  timeout_ms: int = 10_000, traceparent: Optional[str] = None) -> PullResult:
+                  timeout_ms: int = 10_000, traceparent: str | None = None) -> PullResult:
         """Pull and wait for the answer; the request's header carries ``traceparent``, when given."""
         addr = self._addr(mq)
         header = self._header(mq, sub, offset, max_nums, sys_flag, commit_offset, suspend_timeout_ms)

@@ -18,19 +18,20 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any
 
-from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, ConsumerCore, ConsumerHooks, PullRequest
-from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
+from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.rebalance import subscribe_queues
+from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.trace.msg_trace import MsgTracer
+from rocketmesh.model.message import MessageExt, MessageQueue
 
 _MiB = 1024 * 1024
 
@@ -47,7 +48,7 @@ class PullConsumer:
     here, MQClientError naming what is wrong."""
 
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
-                 options: Optional[PullConsumerOptions] = None, **settings: Any) -> None:
+                 options: PullConsumerOptions | None = None, **settings: Any) -> None:
         o: PullConsumerOptions = options_from(PullConsumerOptions, options, settings)
         #: The settings (see PullConsumerOptions for each one's meaning and default).
         self.options = o
@@ -64,12 +65,12 @@ class PullConsumer:
             consume_type="CONSUME_ACTIVELY", auto_commit=False, receive_spans=True)
         self._cache: queue_mod.SimpleQueue[_Batch] = queue_mod.SimpleQueue()
         self._cached = 0
-        self._assigned: Optional[list[MessageQueue]] = None
+        self._assigned: list[MessageQueue] | None = None
         self._next_auto_commit = 0.0
         self._lock = threading.Lock()
         self._started = False
         #: RocketMQ's message trace of what polls return (enable_msg_trace); started by start().
-        self._msg_trace: Optional[MsgTracer] = MsgTracer(
+        self._msg_trace: MsgTracer | None = MsgTracer(
             group, namesrv, o.trace_topic, new_producer=Producer, instance_name=o.instance_name,
             access_key=o.access_key, secret_key=o.secret_key) if o.enable_msg_trace else None
 
@@ -79,7 +80,7 @@ class PullConsumer:
 
     # --- what to consume ---
 
-    def subscribe(self, topic: str, expression: Optional[str] = "*", *, sql: Optional[str] = None) -> None:
+    def subscribe(self, topic: str, expression: str | None = "*", *, sql: str | None = None) -> None:
         """Consume ``topic`` as a member of the group (queues rebalanced among its clients)."""
         if self._assigned is not None:
             raise MQClientError("subscribe and assign are mutually exclusive")
@@ -120,7 +121,7 @@ class PullConsumer:
 
     # --- life cycle ---
 
-    def start(self) -> "PullConsumer":
+    def start(self) -> PullConsumer:
         if self._started:
             raise MQClientError("the consumer is already started")
         if self._msg_trace is not None:
@@ -153,7 +154,7 @@ class PullConsumer:
             self._msg_trace.close()
         self._core.finish_shutdown()
 
-    def __enter__(self) -> "PullConsumer":
+    def __enter__(self) -> PullConsumer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -165,7 +166,7 @@ class PullConsumer:
 
     # --- polling ---
 
-    def poll(self, timeout_ms: Optional[int] = None) -> list[MessageExt]:
+    def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
         """The next batch of messages (one queue's, in order), or [] after ``timeout_ms`` (default 5 s)."""
         self._require_started()
         if self.auto_commit and time.monotonic() >= self._next_auto_commit:
@@ -236,7 +237,7 @@ class PullConsumer:
         # A fresh pull state: the pull in flight (maybe held by the broker) and what it brings are dropped.
         self._core.restart_queue(queue, offset)
 
-    def seek_to_time(self, timestamp_ms: int, queue: Optional[MessageQueue] = None) -> None:
+    def seek_to_time(self, timestamp_ms: int, queue: MessageQueue | None = None) -> None:
         """Move ``queue`` (or every assigned queue) to its first message stored at or after ``timestamp_ms``."""
         self._require_started()
         queues = [queue] if queue is not None else list(self._core.requests)

@@ -42,15 +42,10 @@ and skipped, as in RocketMQ.
 from __future__ import annotations
 
 import time
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from rocketmesh.filter import SubscriptionData
-from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.errors import MQClientError
-from rocketmesh.client.producer.producer import Producer
-from rocketmesh.client.trace.msg_trace import MsgTracer
-from rocketmesh.client.validators import check_group
 from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
 from rocketmesh.client.consumer.core import (
     PULL_DELAY_WHEN_FLOW_CONTROL_MS,
@@ -61,6 +56,12 @@ from rocketmesh.client.consumer.core import (
 )
 from rocketmesh.client.consumer.options import PushConsumerOptions, options_from
 from rocketmesh.client.consumer.types import MessageModel
+from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.producer.producer import Producer
+from rocketmesh.client.trace.msg_trace import MsgTracer
+from rocketmesh.client.validators import check_group
+from rocketmesh.filter import SubscriptionData
+from rocketmesh.model.message import MessageExt, MessageQueue
 
 _MiB = 1024 * 1024
 
@@ -71,21 +72,21 @@ class PushConsumer:
     checked here, MQClientError naming what is wrong."""
 
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
-                 options: Optional[PushConsumerOptions] = None, **settings: Any) -> None:
+                 options: PushConsumerOptions | None = None, **settings: Any) -> None:
         check_group(group)
         #: The settings (see PushConsumerOptions for each one's meaning and default).
         self.options: PushConsumerOptions = options_from(PushConsumerOptions, options, settings)
         self.group = group
         self.namesrv = namesrv
-        self._subs: list[tuple[str, Optional[str], Optional[str]]] = []
-        self._listener: Optional[Listener] = None
+        self._subs: list[tuple[str, str | None, str | None]] = []
+        self._listener: Listener | None = None
         self._orderly = False
-        self._core: Optional[ConsumerCore] = None
+        self._core: ConsumerCore | None = None
         self._service: Any = None
 
     # --- configuration ---
 
-    def subscribe(self, topic: str, expression: Optional[str] = "*", *, sql: Optional[str] = None) -> SubscriptionData:
+    def subscribe(self, topic: str, expression: str | None = "*", *, sql: str | None = None) -> SubscriptionData:
         """Consume ``topic``: by tags (``"TagA || TagB"``, ``"*"``) or, with ``sql=``, by a SQL92 expression
         on message properties. A bad expression raises MQClientError here."""
         sub = make_subscription(topic, expression, sql)
@@ -108,7 +109,7 @@ class PushConsumer:
 
     # --- life cycle ---
 
-    def start(self) -> "PushConsumer":
+    def start(self) -> PushConsumer:
         """Join the group and start consuming. Raises MQClientError without a listener or subscription."""
         if self._core is not None:
             raise MQClientError("the consumer is already started")
@@ -190,7 +191,7 @@ class PushConsumer:
         if self._core is not None:
             self._core.paused = False
 
-    def __enter__(self) -> "PushConsumer":
+    def __enter__(self) -> PushConsumer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -204,7 +205,7 @@ class PushConsumer:
         return self._core is not None and self._core.running
 
     @property
-    def client_id(self) -> Optional[str]:
+    def client_id(self) -> str | None:
         return self._core.instance.client_id if self._core and self._core.instance else None
 
     def assigned_queues(self, include_retry: bool = False) -> list[MessageQueue]:

@@ -11,17 +11,18 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
-from rocketmesh.filter import SubscriptionData
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageQueue
-from rocketmesh.remoting import ResponseCode
 from rocketmesh.client.consumer.allocate import AllocateStrategy
-from rocketmesh.client.errors import MQBrokerError, MQError
-from rocketmesh.model.route import Perm
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import MessageModel
+from rocketmesh.client.errors import MQBrokerError, MQError
+from rocketmesh.filter import SubscriptionData
+from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.route import Perm
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 log = get_logger("client", component="rebalance")
 
 
-def subscribe_queues(instance: "ClientInstance", topic: str) -> list[MessageQueue]:
+def subscribe_queues(instance: ClientInstance, topic: str) -> list[MessageQueue]:
     """The readable queues of ``topic`` by its route (sorted), [] when it has no route."""
     try:
         route = instance.topic_route(topic)
@@ -53,7 +54,7 @@ class Rebalance:
     - ``on_removed(mq, pq)``: a queue was taken away (persist its offset);
     """
 
-    def __init__(self, instance: "ClientInstance", group: str, model: MessageModel, strategy: AllocateStrategy,
+    def __init__(self, instance: ClientInstance, group: str, model: MessageModel, strategy: AllocateStrategy,
                  orderly: bool, on_added: Callable[[MessageQueue, ProcessQueue], bool],
                  on_removed: Callable[[MessageQueue, ProcessQueue], None]) -> None:
         self.instance = instance
@@ -240,5 +241,5 @@ class Rebalance:
         with self._lock:
             return sorted(self.process_queues)
 
-    def process_queue(self, mq: MessageQueue) -> Optional[ProcessQueue]:
+    def process_queue(self, mq: MessageQueue) -> ProcessQueue | None:
         return self.process_queues.get(mq)

@@ -22,17 +22,17 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable, Optional
 
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.results import SendResult
 
 #: ``send(topic, body, ids, timeout_ms, traceparent)``: send an encoded batch, a Future of the batch's SendResult;
 #: the request carries ``traceparent`` (the first traced message's send span), when not None.
-BatchSender = Callable[[str, bytes, str, int, Optional[str]], "Future[SendResult]"]
+BatchSender = Callable[[str, bytes, str, int, str | None], "Future[SendResult]"]
 
 _monotonic = time.monotonic
 _TOPICS_KEPT = 1024
@@ -45,12 +45,12 @@ class _Topic:
     topic: str
     items: list[bytes] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
-    futures: list["Future[SendResult]"] = field(default_factory=list)
+    futures: list[Future[SendResult]] = field(default_factory=list)
     size: int = 0
     timeout_ms: int = 0
     since: float = 0.0
     inflight: int = 0
-    traceparent: Optional[str] = None
+    traceparent: str | None = None
 
 
 @dataclass(slots=True)
@@ -60,10 +60,10 @@ class _Batch:
     topic: _Topic
     items: list[bytes]
     ids: list[str]
-    futures: list["Future[SendResult]"]
+    futures: list[Future[SendResult]]
     size: int
     timeout_ms: int
-    traceparent: Optional[str]
+    traceparent: str | None
 
 
 class ProduceAccumulator:
@@ -99,7 +99,7 @@ class ProduceAccumulator:
         return self._max_bytes
 
     def add(self, topic: str, item: bytes, uniq: str, timeout_ms: int,
-            traceparent: Optional[str] = None) -> "Future[SendResult]":
+            traceparent: str | None = None) -> Future[SendResult]:
         """Queue one encoded message (``encode_batch_item(msg)``, unique id ``uniq``, the context of its send
         span ``traceparent``); its SendResult's Future.
 
@@ -196,11 +196,11 @@ class ProduceAccumulator:
             return
         fut.add_done_callback(partial(self._on_done, b))
 
-    def _on_done(self, b: _Batch, fut: "Future[SendResult]") -> None:
+    def _on_done(self, b: _Batch, fut: Future[SendResult]) -> None:
         exc = fut.exception()
         self._complete(b, None if exc is not None else fut.result(), exc)
 
-    def _complete(self, b: _Batch, result: Optional[SendResult], exc: Optional[BaseException]) -> None:
+    def _complete(self, b: _Batch, result: SendResult | None, exc: BaseException | None) -> None:
         """Give each message its own SendResult (or the batch's error), then send what gathered meanwhile."""
         futures = b.futures
         if result is not None:
@@ -246,7 +246,7 @@ class ProduceAccumulator:
                     now = _monotonic()
                     flush_all, self._flush_all = self._flush_all, False
                     due: list[_Batch] = []
-                    wake: Optional[float] = None
+                    wake: float | None = None
                     for st in self._topics.values():
                         if not st.futures:
                             continue

@@ -21,17 +21,12 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
-from concurrent.futures import Future, InvalidStateError, TimeoutError as FutureTimeoutError
-from typing import Any, Callable, Optional, Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import TimeoutError as FutureTimeoutError
+from typing import Any
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import Message, MessageConst, MessageQueue, SysFlag
-from rocketmesh.model.codec import encode_batch, encode_batch_item
-from rocketmesh.remoting import RemotingConnectError, RemotingError, RemotingTimeoutError, ResponseCode
-from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader
-from rocketmesh.model.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.producer.accumulator import ProduceAccumulator
 from rocketmesh.client.api import ClientAPI
 from rocketmesh.client.errors import (
     ClientErrorCode,
@@ -42,10 +37,11 @@ from rocketmesh.client.errors import (
 )
 from rocketmesh.client.fault import MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
-from rocketmesh.client.trace.msg_trace import MsgTracer
+from rocketmesh.client.producer.accumulator import ProduceAccumulator
+from rocketmesh.client.producer.selector import MessageQueueSelector
 from rocketmesh.client.results import SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
-from rocketmesh.client.producer.selector import MessageQueueSelector
+from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.client.trace.tracing import UNTRACED, SendTrace, start_send
 from rocketmesh.client.unique_id import set_unique_id, set_unique_ids
 from rocketmesh.client.validators import (
@@ -56,6 +52,12 @@ from rocketmesh.client.validators import (
     check_message,
     check_topic,
 )
+from rocketmesh.model.codec import encode_batch, encode_batch_item
+from rocketmesh.model.message import Message, MessageConst, MessageQueue, SysFlag
+from rocketmesh.model.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
+from rocketmesh.remoting import RemotingConnectError, RemotingError, RemotingTimeoutError, ResponseCode
+from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader
+from rocketmesh.runtime.log import get_logger
 
 #: Broker answers after which a sync send tries another broker (RocketMQ's retryResponseCodes).
 RETRY_RESPONSE_CODES = frozenset({
@@ -129,8 +131,8 @@ class Producer:
         max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE,
         default_topic_queue_nums: int = 4,
         create_topic_key: str = DEFAULT_TOPIC,
-        instance_name: Optional[str] = None,
-        client_ip: Optional[str] = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
         poll_name_server_interval_ms: int = 30_000,
         heartbeat_broker_interval_ms: int = 30_000,
         auto_batch: bool = False,
@@ -138,9 +140,9 @@ class Producer:
         batch_max_bytes: int = 32 * 1024,
         total_batch_max_bytes: int = 32 * 1024 * 1024,
         enable_msg_trace: bool = False,
-        trace_topic: Optional[str] = None,
-        access_key: Optional[str] = None,
-        secret_key: Optional[str] = None,
+        trace_topic: str | None = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         check_group(group)
         if group == DEFAULT_PRODUCER_GROUP:
@@ -196,22 +198,22 @@ class Producer:
         self._instance: ClientInstance = None  # type: ignore[assignment]
         self._api: ClientAPI = None  # type: ignore[assignment]
         self._fault: MQFaultStrategy = None  # type: ignore[assignment]
-        self._callbacks: Optional[_CallbackThread] = None
-        self._accumulator: Optional[ProduceAccumulator] = None  # set by start() with auto_batch
+        self._callbacks: _CallbackThread | None = None
+        self._accumulator: ProduceAccumulator | None = None  # set by start() with auto_batch
         self._running = False
         self._closed = False
         self._checked_topics: set[str] = set()
         self.enable_msg_trace = enable_msg_trace
         self.trace_topic = trace_topic
         #: The message trace hooks (RocketMQ's msgTrace); None unless enable_msg_trace. Started by start().
-        self._msg_trace: Optional[MsgTracer] = None
+        self._msg_trace: MsgTracer | None = None
         if enable_msg_trace:
             self._msg_trace = MsgTracer(group, self.namesrv_addrs, trace_topic, new_producer=Producer,
                                         instance_name=instance_name, access_key=access_key, secret_key=secret_key)
 
     # -- life cycle ------------------------------------------------------------
 
-    def start(self) -> "Producer":
+    def start(self) -> Producer:
         """Join the client instance and register the group (idempotent); returns self."""
         with self._lock:
             if self._running:
@@ -266,7 +268,7 @@ class Producer:
 
     close = shutdown
 
-    def __enter__(self) -> "Producer":
+    def __enter__(self) -> Producer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -300,10 +302,10 @@ class Producer:
         self,
         msg: Message,
         *,
-        queue: Optional[MessageQueue] = None,
-        selector: Optional[SelectorLike] = None,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
         arg: Any = None,
-        timeout_ms: Optional[int] = None,
+        timeout_ms: int | None = None,
     ) -> SendResult:
         """Send and wait for the broker's answer.
 
@@ -321,8 +323,8 @@ class Producer:
             return self._msg_trace.traced_send(msg, self._send, msg, queue, selector, arg, timeout_ms)
         return self._send(msg, queue, selector, arg, timeout_ms)
 
-    def _send(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any,
-              timeout_ms: Optional[int]) -> SendResult:
+    def _send(self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any,
+              timeout_ms: int | None) -> SendResult:
         """:meth:`send` without its message trace."""
         st = None
         if self.auto_batch and queue is None and selector is None:
@@ -348,12 +350,12 @@ class Producer:
         self,
         msg: Message,
         *,
-        queue: Optional[MessageQueue] = None,
-        selector: Optional[SelectorLike] = None,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
         arg: Any = None,
-        timeout_ms: Optional[int] = None,
-        callback: Optional[SendCallback] = None,
-    ) -> "Future[SendResult]":
+        timeout_ms: int | None = None,
+        callback: SendCallback | None = None,
+    ) -> Future[SendResult]:
         """Send without waiting; the Future completes with the SendResult or the error.
 
         A connection failure or timeout is retried on the same broker up to
@@ -374,8 +376,8 @@ class Producer:
             return self._msg_trace.traced_send(msg, self._send_async, msg, queue, selector, arg, timeout_ms, callback)
         return self._send_async(msg, queue, selector, arg, timeout_ms, callback)
 
-    def _send_async(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any,
-                    timeout_ms: Optional[int], callback: Optional[SendCallback]) -> "Future[SendResult]":
+    def _send_async(self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any,
+                    timeout_ms: int | None, callback: SendCallback | None) -> Future[SendResult]:
         """:meth:`send_async` without its message trace."""
         st = None
         if self.auto_batch and queue is None and selector is None:
@@ -397,10 +399,10 @@ class Producer:
         self,
         msg: Message,
         *,
-        queue: Optional[MessageQueue] = None,
-        selector: Optional[SelectorLike] = None,
+        queue: MessageQueue | None = None,
+        selector: SelectorLike | None = None,
         arg: Any = None,
-        timeout_ms: Optional[int] = None,
+        timeout_ms: int | None = None,
     ) -> None:
         """Send and forget: no answer, no retry; the broker may or may not have stored it."""
         timeout, _uniq, header, st = self._prepare(msg, timeout_ms, queue is not None or selector is not None)
@@ -416,8 +418,8 @@ class Producer:
         self,
         msgs: Sequence[Message],
         *,
-        queue: Optional[MessageQueue] = None,
-        timeout_ms: Optional[int] = None,
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
     ) -> SendResult:
         """Send messages of one topic as one request to one queue; retried like :meth:`send`.
 
@@ -443,10 +445,10 @@ class Producer:
         self,
         msgs: Sequence[Message],
         *,
-        queue: Optional[MessageQueue] = None,
-        timeout_ms: Optional[int] = None,
-        callback: Optional[SendCallback] = None,
-    ) -> "Future[SendResult]":
+        queue: MessageQueue | None = None,
+        timeout_ms: int | None = None,
+        callback: SendCallback | None = None,
+    ) -> Future[SendResult]:
         """:meth:`send_batch` without waiting, retried like :meth:`send_async` (same broker).
 
         Keeping several batches in flight is how a producer fills a broker's pipe.
@@ -468,10 +470,10 @@ class Producer:
     # -- internals -------------------------------------------------------------
 
     def _send_encoded_batch(self, topic: str, body: bytes, ids: str, timeout: int,
-                            queue: Optional[MessageQueue] = None,
-                            callback: Optional[SendCallback] = None,
-                            st: Optional[SendTrace] = None, traceparent: Optional[str] = None,
-                            ) -> "Future[SendResult]":
+                            queue: MessageQueue | None = None,
+                            callback: SendCallback | None = None,
+                            st: SendTrace | None = None, traceparent: str | None = None,
+                            ) -> Future[SendResult]:
         """Send an encoded batch without waiting: to ``queue``, else to the next queue by fault-aware round robin.
 
         ``st`` is the batch's send span; an auto batch has none of its own (each message's send has one) and
@@ -481,7 +483,7 @@ class Producer:
         return self._start_async(mq, header, body, ids, timeout, callback, st, traceparent)
 
     def _auto_batched(self, msg: Message, timeout: int
-                      ) -> "tuple[Optional[Future[SendResult]], Optional[SendTrace]]":
+                      ) -> tuple[Future[SendResult] | None, SendTrace | None]:
         """Check ``msg`` and queue it for an auto batch: its Future (None when it must go alone) and its send
         span (None when tracing is off or nothing was started; one that goes alone keeps it)."""
         self._check(msg)
@@ -514,8 +516,8 @@ class Producer:
         tp = self._instance.cached_publish_info(topic)
         return tp is not None and tp.ok()
 
-    def _prepare(self, msg: Message, timeout_ms: Optional[int], ordered: bool = False,
-                 st: Optional[SendTrace] = None) -> tuple[int, str, SendMessageRequestHeader, Optional[SendTrace]]:
+    def _prepare(self, msg: Message, timeout_ms: int | None, ordered: bool = False,
+                 st: SendTrace | None = None) -> tuple[int, str, SendMessageRequestHeader, SendTrace | None]:
         """Check ``msg``, start if needed, give it its unique id and start its send span (unless ``st`` is the
         one it has): (timeout, unique id, request header, send span or None)."""
         self._check(msg)
@@ -527,7 +529,7 @@ class Producer:
             st = start_send(self.group, msg.topic, (msg,), ordered=ordered)  # before _header encodes the properties
         return timeout, uniq, self._header(msg, msg.topic), st
 
-    def _choose_queue(self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike],
+    def _choose_queue(self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None,
                       arg: Any) -> MessageQueue:
         """The pinned queue, the selector's pick, or the next queue by fault-aware round robin."""
         if queue is None and selector is None:
@@ -535,8 +537,8 @@ class Producer:
         return self._pinned_queue(msg, queue, selector, arg)
 
     def _start_async(self, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes, ids: str,
-                     timeout: int, callback: Optional[SendCallback], st: Optional[SendTrace] = None,
-                     traceparent: Optional[str] = None) -> "Future[SendResult]":
+                     timeout: int, callback: SendCallback | None, st: SendTrace | None = None,
+                     traceparent: str | None = None) -> Future[SendResult]:
         """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker) and
         ends ``st``, the send's span, whose context the request carries (else ``traceparent``)."""
         addr = self._instance.find_master_addr(mq)
@@ -554,7 +556,7 @@ class Producer:
         return op.future
 
     def _encode_batch(self, msgs: Sequence[Message], ordered: bool = False
-                      ) -> tuple[str, bytes, str, Optional[SendTrace]]:
+                      ) -> tuple[str, bytes, str, SendTrace | None]:
         """Check and encode a batch: (topic, body, comma-separated unique ids, the batch's send span or None)."""
         topic = check_batch(msgs, self.max_message_size)
         ids = ",".join(set_unique_ids(msgs))
@@ -581,7 +583,7 @@ class Producer:
                 self._checked_topics.clear()
             self._checked_topics.add(msg.topic)
 
-    def _header(self, msg: Optional[Message], topic: str) -> SendMessageRequestHeader:
+    def _header(self, msg: Message | None, topic: str) -> SendMessageRequestHeader:
         """The send's header (queue id filled in per attempt); a batch's (``msg`` None) when no message."""
         header = SendMessageRequestHeader(self.group, topic, 0, int(_time() * 1000), self.create_topic_key,
                                           self.default_topic_queue_nums)
@@ -612,7 +614,7 @@ class Producer:
         return tp
 
     def _pinned_queue(
-        self, msg: Message, queue: Optional[MessageQueue], selector: Optional[SelectorLike], arg: Any
+        self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any
     ) -> MessageQueue:
         if queue is not None:
             if selector is not None:
@@ -631,7 +633,7 @@ class Producer:
         return mq
 
     def _send_sync(self, topic: str, header: SendMessageRequestHeader, body: bytes, uniq: str,
-                   timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
+                   timeout_ms: int, st: SendTrace | None = None) -> SendResult:
         """RocketMQ's sendDefaultImpl for sync sends: retries on another broker, bounded by ``timeout_ms``.
         Every attempt carries ``st``'s context (the send's span, which the caller ends)."""
         traceparent = None if st is None else st.traceparent
@@ -644,9 +646,9 @@ class Producer:
         split = tp.broker_count > 1
         begin = _monotonic()
         deadline = begin + timeout_ms / 1000.0
-        last_broker: Optional[str] = None
-        last_error: Optional[MQError] = None
-        last_result: Optional[SendResult] = None
+        last_broker: str | None = None
+        last_error: MQError | None = None
+        last_result: SendResult | None = None
         brokers_sent: list[str] = []
         for n in range(attempts):
             mq = fault.select_one_message_queue(tp, last_broker)
@@ -716,7 +718,7 @@ class Producer:
         raise last_error
 
     def _send_sync_once(self, topic: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
-                        uniq: str, timeout_ms: int, st: Optional[SendTrace] = None) -> SendResult:
+                        uniq: str, timeout_ms: int, st: SendTrace | None = None) -> SendResult:
         """One attempt to a given queue (a pinned queue or a selector's choice): no retry. The request carries
         ``st``'s context (the send's span, which the caller ends)."""
         addr = self._instance.find_master_addr(mq)
@@ -743,14 +745,14 @@ class Producer:
         self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, False)
         return result
 
-    def _refresh_for_addr(self, topic: str, broker: str) -> Optional[str]:
+    def _refresh_for_addr(self, topic: str, broker: str) -> str | None:
         try:
             self._instance.update_topic_route(topic)
         except MQError:
             return None
         return self._instance.master_addr(broker)
 
-    def _callback_thread(self) -> "_CallbackThread":
+    def _callback_thread(self) -> _CallbackThread:
         cb = self._callbacks
         if cb is None:
             with self._lock:
@@ -770,7 +772,7 @@ class _AsyncSend:
                  "start", "future")
 
     def __init__(self, producer: Producer, uniq: str, mq: MessageQueue, addr: str, header: SendMessageRequestHeader,
-                 body: bytes, traceparent: Optional[str], timeout_ms: int, retries: int) -> None:
+                 body: bytes, traceparent: str | None, timeout_ms: int, retries: int) -> None:
         self.producer = producer
         self.uniq = uniq
         self.mq = mq
@@ -791,7 +793,7 @@ class _AsyncSend:
         except MQError as exc:
             self._fail(exc)
 
-    def on_done(self, result: Optional[SendResult], error: Optional[MQError]) -> None:
+    def on_done(self, result: SendResult | None, error: MQError | None) -> None:
         """Complete the send's Future from the broker's answer."""
         # Runs on the remoting I/O thread: short, never blocking.
         if result is None:
@@ -832,7 +834,7 @@ class _CallbackThread:
     """Runs user callbacks of async sends, one at a time, off the remoting I/O thread."""
 
     def __init__(self, name: str, log: Any) -> None:
-        self._queue: "queue_mod.SimpleQueue[Optional[tuple[SendCallback, Future]]]" = queue_mod.SimpleQueue()
+        self._queue: queue_mod.SimpleQueue[tuple[SendCallback, Future] | None] = queue_mod.SimpleQueue()
         self._log = log
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()

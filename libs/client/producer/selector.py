@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import random
 import zlib
-from typing import Any, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
 
-from rocketmesh.model.message import Message, MessageQueue
 from rocketmesh.model.codec import java_string_hash
+from rocketmesh.model.message import Message, MessageQueue
 
 
 @runtime_checkable

@@ -24,25 +24,26 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
-from rocketmesh.model.message import Message, MessageConst, MessageExt, SysFlag
+from rocketmesh.client.errors import MQClientError, MQError
+from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.producer.producer import Producer
+from rocketmesh.client.results import SendResult, SendStatus
+from rocketmesh.client.trace.msg_trace import store_host_of
+from rocketmesh.client.trace.tracing import start_settle
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record
+from rocketmesh.model.message import Message, MessageConst, MessageExt, SysFlag
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HeaderError,
 )
-from rocketmesh.client.errors import MQClientError, MQError
-from rocketmesh.client.instance import ClientInstance
-from rocketmesh.client.trace.msg_trace import store_host_of
-from rocketmesh.client.producer.producer import Producer
-from rocketmesh.client.results import SendResult, SendStatus
-from rocketmesh.client.trace.tracing import start_settle
 
 _ILLEGAL = ResponseCode.MESSAGE_ILLEGAL
 
@@ -95,7 +96,7 @@ class TransactionProducer(Producer):
         self,
         group: str,
         namesrv: str | Sequence[str] | None = None,
-        listener: Optional[TransactionListener] = None,
+        listener: TransactionListener | None = None,
         *,
         check_thread_pool_nums: int = 1,
         check_request_hold_max: int = 2000,
@@ -109,13 +110,13 @@ class TransactionProducer(Producer):
         self.listener = listener
         self.check_thread_pool_nums = check_thread_pool_nums
         self.check_request_hold_max = check_request_hold_max
-        self._checks: Optional[ThreadPoolExecutor] = None
+        self._checks: ThreadPoolExecutor | None = None
         self._checks_waiting = 0
         self._checks_lock = threading.Lock()
 
     # -- life cycle ------------------------------------------------------------
 
-    def start(self) -> "TransactionProducer":
+    def start(self) -> TransactionProducer:
         """Start as a Producer and take the checks brokers push for this group (idempotent)."""
         super().start()
         with self._checks_lock:
@@ -144,13 +145,13 @@ class TransactionProducer(Producer):
 
     close = shutdown
 
-    def __enter__(self) -> "TransactionProducer":
+    def __enter__(self) -> TransactionProducer:
         return self.start()
 
     # -- transactions ----------------------------------------------------------
 
     def send_message_in_transaction(self, msg: Message, arg: Any = None, *,
-                                    timeout_ms: Optional[int] = None) -> TransactionSendResult:
+                                    timeout_ms: int | None = None) -> TransactionSendResult:
         """Store ``msg`` as a half message, run the local transaction, send its outcome to the broker.
 
         The send is a sync send (retried as :meth:`send` is); its errors are
@@ -207,7 +208,7 @@ class TransactionProducer(Producer):
         return state
 
     def _end_transaction(self, result: SendResult, state: LocalTransactionState,
-                         traceparent: Optional[str] = None) -> None:
+                         traceparent: str | None = None) -> None:
         """Oneway END_TRANSACTION to the broker holding the half message (the request carrying ``traceparent``);
         failures are logged."""
         try:
@@ -221,7 +222,7 @@ class TransactionProducer(Producer):
                                              False, result.msg_id, result.msg_id)
         self._send_end(addr, header, traceparent)
 
-    def _send_end(self, addr: str, header: EndTransactionRequestHeader, traceparent: Optional[str] = None) -> None:
+    def _send_end(self, addr: str, header: EndTransactionRequestHeader, traceparent: str | None = None) -> None:
         try:
             self._instance.api.end_transaction_oneway(addr, header, self.send_msg_timeout_ms, traceparent)
         except MQError as exc:
@@ -250,7 +251,7 @@ class TransactionProducer(Producer):
         return response_to(cmd, ResponseCode.SUCCESS)
 
     def _run_check(self, addr: str, header: CheckTransactionStateRequestHeader, msg: MessageExt,
-                   caller: Optional[str] = None) -> None:
+                   caller: str | None = None) -> None:
         """Run a pushed check in a span parented to the half message's send (linked to the pusher's span,
         ``caller``) and answer it with END_TRANSACTION."""
         with self._checks_lock:
@@ -282,7 +283,7 @@ class _CheckRouter:
     half message's producer group (several producers may share one instance)."""
 
     _lock = threading.Lock()
-    _tables: "weakref.WeakKeyDictionary[ClientInstance, dict[str, TransactionProducer]]" = weakref.WeakKeyDictionary()
+    _tables: weakref.WeakKeyDictionary[ClientInstance, dict[str, TransactionProducer]] = weakref.WeakKeyDictionary()
 
     @classmethod
     def add(cls, instance: ClientInstance, producer: TransactionProducer) -> None:

@@ -15,16 +15,17 @@ are logged.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from rocketmesh.filter import SubscriptionData
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageQueue
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.validators import check_group
+from rocketmesh.filter import SubscriptionData
+from rocketmesh.model.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("client", component="group_registration")
 
@@ -39,7 +40,7 @@ class GroupRegistration:
         subscriptions: Sequence[SubscriptionData],
         *,
         consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-        instance_name: Optional[str] = None,
+        instance_name: str | None = None,
         heartbeat_broker_interval_ms: int = 30_000,
     ) -> None:
         check_group(group)
@@ -51,10 +52,10 @@ class GroupRegistration:
         self._namesrv = namesrv
         self._instance_options: dict[str, Any] = dict(instance_name=instance_name,
                                                       heartbeat_broker_interval_ms=heartbeat_broker_interval_ms)
-        self._instance: Optional[ClientInstance] = None
-        self._store: Optional[RemoteBrokerOffsetStore] = None
+        self._instance: ClientInstance | None = None
+        self._store: RemoteBrokerOffsetStore | None = None
 
-    def start(self, timeout_ms: int = 3000) -> "GroupRegistration":
+    def start(self, timeout_ms: int = 3000) -> GroupRegistration:
         """Register the group and send a first heartbeat to the topics' brokers (bounded by ``timeout_ms``)."""
         if self._instance is not None:
             return self
@@ -81,7 +82,7 @@ class GroupRegistration:
         inst.unregister_consumer(self.group)
         inst.release()
 
-    def __enter__(self) -> "GroupRegistration":
+    def __enter__(self) -> GroupRegistration:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
@@ -102,7 +103,7 @@ class GroupRegistration:
             store.update(mq, int(offset), False)
         store.persist_all(list(offsets))
 
-    def committed(self, mq: MessageQueue) -> Optional[int]:
+    def committed(self, mq: MessageQueue) -> int | None:
         """The group's offset of ``mq`` as the broker stores it; None when it has none."""
         self._require()
         assert self._store is not None

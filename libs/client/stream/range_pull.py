@@ -16,19 +16,20 @@ from __future__ import annotations
 
 import struct
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING
 
-from rocketmesh.filter import SubscriptionData
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageQueue
-from rocketmesh.model.codec import POS_QUEUE_OFFSET
-from rocketmesh.remoting import ResponseCode
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader
 from rocketmesh.client.api import PullResponse
 from rocketmesh.client.errors import MQClientError, RequestTimeoutError
+from rocketmesh.filter import SubscriptionData
+from rocketmesh.model.codec import POS_QUEUE_OFFSET
+from rocketmesh.model.message import MessageQueue
+from rocketmesh.remoting import ResponseCode
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -82,7 +83,7 @@ def _count(records: bytes) -> int:
 
 
 def pull_range(
-    instance: "ClientInstance",
+    instance: ClientInstance,
     group: str,
     mq: MessageQueue,
     subscription: SubscriptionData,
@@ -105,7 +106,7 @@ def pull_range(
     if not 1 <= pull_batch_size <= 1024:
         raise MQClientError(f"pull_batch_size must be within 1..1024, got {pull_batch_size}")
 
-    def send(offset: int) -> tuple[str, "Future[PullResponse]"]:
+    def send(offset: int) -> tuple[str, Future[PullResponse]]:
         header = PullMessageRequestHeader(
             consumer_group=group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
             max_msg_nums=min(pull_batch_size, end - offset), sys_flag=0, commit_offset=0,
@@ -114,7 +115,7 @@ def pull_range(
         addr = instance.find_master_addr(mq)
         future: Future[PullResponse] = Future()
 
-        def done(answer: Optional[PullResponse], error: Optional[BaseException]) -> None:
+        def done(answer: PullResponse | None, error: BaseException | None) -> None:
             if answer is None:
                 future.set_exception(error)  # type: ignore[arg-type]
             else:
@@ -123,7 +124,7 @@ def pull_range(
         instance.api.pull_message_async(addr, header, timeout_ms, done)
         return addr, future
 
-    def answer(addr: str, future: "Future[PullResponse]") -> PullResponse:
+    def answer(addr: str, future: Future[PullResponse]) -> PullResponse:
         try:
             return future.result(timeout=timeout_ms / 1000.0 + 1.0)
         except FutureTimeoutError:

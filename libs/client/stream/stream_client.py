@@ -14,7 +14,7 @@ tells the brokers how far its group got so that the mesh's tools show its progre
 
 from __future__ import annotations
 
-from typing import Iterator, Mapping, Optional, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.errors import MQClientError
@@ -32,13 +32,13 @@ class StreamClient:
         self,
         namesrv: str | Sequence[str] | None = None,
         *,
-        instance_name: Optional[str] = None,
+        instance_name: str | None = None,
         request_timeout_ms: int = DEFAULT_TIMEOUT_MS,
-        access_key: Optional[str] = None,
-        secret_key: Optional[str] = None,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         """Connect to ``namesrv`` (``"host:port;host:port"``, a list, or None for NAMESRV_ADDR)."""
-        self._instance: Optional[ClientInstance] = ClientInstance.acquire(
+        self._instance: ClientInstance | None = ClientInstance.acquire(
             namesrv, instance_name=instance_name, request_timeout_ms=request_timeout_ms,
             access_key=access_key, secret_key=secret_key)
 
@@ -53,7 +53,7 @@ class StreamClient:
         if inst is not None:
             inst.release()
 
-    def __enter__(self) -> "StreamClient":
+    def __enter__(self) -> StreamClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -80,7 +80,7 @@ class StreamClient:
         return pull_range(self._require(), group, mq, subscription, start, end,
                           pull_batch_size=pull_batch_size, timeout_ms=timeout_ms)
 
-    def committed_offset(self, group: str, mq: MessageQueue) -> Optional[int]:
+    def committed_offset(self, group: str, mq: MessageQueue) -> int | None:
         """``group``'s offset of ``mq`` as its broker stores it (the next message to consume); None when the
         group has none. Raises MQError when the broker cannot be asked."""
         return RemoteBrokerOffsetStore(self._require(), group).fetch_from_broker(mq)

@@ -21,13 +21,13 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from rocketmesh.client.errors import MQError
 from rocketmesh.client.results import SendResult
-from rocketmesh.client.trace.tracing import message_type
 from rocketmesh.client.trace.trace_data import (
     ConsumeReturnType,
     TraceMessageType,
@@ -36,6 +36,7 @@ from rocketmesh.client.trace.trace_data import (
     encode_record,
     trace_keys,
 )
+from rocketmesh.client.trace.tracing import message_type
 from rocketmesh.client.unique_id import create_unique_id
 from rocketmesh.model.codec import decode_message_id
 from rocketmesh.model.message import Message, MessageConst, MessageExt
@@ -68,10 +69,10 @@ class TraceDispatcher:
     most its timeout.
     """
 
-    def __init__(self, group: str, namesrv: Any, trace_topic: Optional[str] = None, *,
+    def __init__(self, group: str, namesrv: Any, trace_topic: str | None = None, *,
                  new_producer: Callable[..., Any], queue_size: int = DEFAULT_QUEUE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
-                 max_msg_size: int = DEFAULT_MAX_MSG_SIZE, instance_name: Optional[str] = None,
-                 access_key: Optional[str] = None, secret_key: Optional[str] = None) -> None:
+                 max_msg_size: int = DEFAULT_MAX_MSG_SIZE, instance_name: str | None = None,
+                 access_key: str | None = None, secret_key: str | None = None) -> None:
         self.group = group
         self.trace_topic = trace_topic or TRACE_TOPIC
         self.batch_size = batch_size
@@ -85,7 +86,7 @@ class TraceDispatcher:
         self._instance_name = instance_name
         # The traced client's ACL account: its trace messages need PUB on the trace topic.
         self._credentials = dict(access_key=access_key, secret_key=secret_key)
-        self._queue: "queue_mod.Queue[TraceRecord]" = queue_mod.Queue(queue_size)
+        self._queue: queue_mod.Queue[TraceRecord] = queue_mod.Queue(queue_size)
         self._producer: Any = None
         self._stopping = threading.Event()
         self._deadline = 0.0
@@ -204,7 +205,7 @@ def _ms() -> int:
 class MsgTracer:
     """The trace hooks of one producer or consumer group; records go to its :class:`TraceDispatcher`."""
 
-    def __init__(self, group: str, namesrv: Any, trace_topic: Optional[str] = None, **dispatcher: Any) -> None:
+    def __init__(self, group: str, namesrv: Any, trace_topic: str | None = None, **dispatcher: Any) -> None:
         self.group = group
         self.dispatcher = TraceDispatcher(group, namesrv, trace_topic, **dispatcher)
         self.trace_topic = self.dispatcher.trace_topic
@@ -235,7 +236,7 @@ class MsgTracer:
             self.pub(msg, result, begin)  # type: ignore[arg-type]
         return result
 
-    def pub(self, msg: Message, result: Optional[SendResult], begin_ms: int) -> None:
+    def pub(self, msg: Message, result: SendResult | None, begin_ms: int) -> None:
         """Record a Pub of ``msg``; ``result`` None for a failed send."""
         if msg.topic == self.trace_topic:
             return
@@ -260,7 +261,7 @@ class MsgTracer:
 
     # -- push consumers (ConsumeMessageTraceHookImpl) -------------------------
 
-    def before(self, msgs: Sequence[MessageExt]) -> Optional[SubTrace]:
+    def before(self, msgs: Sequence[MessageExt]) -> SubTrace | None:
         """Record a SubBefore of each message of a listener call; None when none is traced."""
         now = _ms()
         sub = SubTrace(create_unique_id(), now)
@@ -273,7 +274,7 @@ class MsgTracer:
             self.dispatcher.put(r)
         return sub if sub.before else None
 
-    def after(self, sub: SubTrace, status: Any, success_status: Any, timeout_ms: Optional[float] = None) -> None:
+    def after(self, sub: SubTrace, status: Any, success_status: Any, timeout_ms: float | None = None) -> None:
         """Record a SubAfter of each message of ``sub``: the listener returned ``status``."""
         now = _ms()
         success = status == success_status
@@ -303,7 +304,7 @@ class MsgTracer:
             self.after(sub, True, True)
 
 
-def store_host_of(offset_msg_id: Optional[str]) -> str:
+def store_host_of(offset_msg_id: str | None) -> str:
     """The address of the broker that stored a message, as its offset message id (the first of a batch's)
     says it; "" when it says none."""
     try:

@@ -18,9 +18,9 @@ absent string field is written as ``null``, as Java's StringBuilder writes it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import Iterable, Optional
 
 from rocketmesh.client.errors import MQClientError
 
@@ -80,8 +80,8 @@ class TraceRecord:
     region_id: str = DEFAULT_REGION_ID
     group: str = ""
     topic: str = ""
-    tags: Optional[str] = None
-    keys: Optional[str] = None
+    tags: str | None = None
+    keys: str | None = None
     store_host: str = ""
     body_length: int = 0
     cost_ms: int = 0
@@ -97,7 +97,7 @@ class TraceRecord:
     from_transaction_check: bool = False
 
 
-def _s(value: Optional[object]) -> str:
+def _s(value: object | None) -> str:
     return _NULL if value is None or value == "" else str(value)
 
 
@@ -105,7 +105,7 @@ def _b(value: bool) -> str:
     return "true" if value else "false"
 
 
-def _opt(text: str) -> Optional[str]:
+def _opt(text: str) -> str | None:
     return None if text == _NULL or text == "" else text
 
 

@@ -17,16 +17,17 @@ request header (the broker's span is its child).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import Any, Optional, Protocol, Sequence
+from typing import Any, Protocol
 
 from opentelemetry.trace import Link, Span, SpanKind, StatusCode
 
 from rocketmesh.model.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
 from rocketmesh.telemetry.propagation import (
-    TRACEPARENT,
     ROOT,
+    TRACEPARENT,
     DroppedSpan,
     enter_dropped,
     make_current,
@@ -76,7 +77,7 @@ def message_type(props: dict[str, str], ordered: bool) -> sc.MessageType:
 _TP_KEY = TRACEPARENT.encode() + b"\x01"
 
 
-def _traceparent_in(msg: MessageExt) -> Optional[str]:
+def _traceparent_in(msg: MessageExt) -> str | None:
     """``msg.properties.get("traceparent")`` without decoding every property of a message whose properties
     nobody has read yet (a pulled message keeps them raw until then): a consumer's span reads only this one."""
     try:
@@ -114,7 +115,7 @@ class SendTrace:
 
     __slots__ = ("span", "traceparent", "recording")
 
-    def __init__(self, span: Span, traceparent: Optional[str]) -> None:
+    def __init__(self, span: Span, traceparent: str | None) -> None:
         self.span = span
         #: The span's context as the messages and the request header carry it (None when invalid).
         self.traceparent = traceparent
@@ -135,21 +136,21 @@ class SendTrace:
             attrs["exception.message"] = str(exc)
             self.span.add_event(ATTEMPT_FAILED_EVENT, attrs)
 
-    def finish(self, exc: Optional[BaseException] = None) -> None:
+    def finish(self, exc: BaseException | None = None) -> None:
         """End the span: sent, or failed with ``exc``."""
         if exc is not None and self.recording:
             _fail(self.span, exc)
         self.span.end()
 
-    def finish_future(self, fut: "Future[Any]") -> None:
+    def finish_future(self, fut: Future[Any]) -> None:
         """End the span as ``fut`` (a send's Future) completed (a done-callback)."""
         exc = None if fut.cancelled() else fut.exception()
         self.finish(exc)
 
-    def __enter__(self) -> "SendTrace":
+    def __enter__(self) -> SendTrace:
         return self
 
-    def __exit__(self, exc_type: object, exc: Optional[BaseException], tb: object) -> None:
+    def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         """Around a sync send: the span ends with the block, failed when it raised."""
         self.finish(exc)
 
@@ -170,7 +171,7 @@ UNTRACED = _Untraced()
 
 
 def start_send(group: str, topic: str, msgs: Sequence[Message], *, ordered: bool = False,
-               batch: bool = False) -> Optional[SendTrace]:
+               batch: bool = False) -> SendTrace | None:
     """Start the ``send <topic>`` span (PRODUCER, a child of the current span) of one send call and write its
     context into each message's ``traceparent`` property; call before the messages are encoded. None when
     tracing is off."""
@@ -217,7 +218,7 @@ class SettleTrace:
         self.traceparent = traceparent_of(span)
         self._token = make_current(span)
 
-    def finish(self, state: Optional[str], exc: Optional[BaseException] = None) -> None:
+    def finish(self, state: str | None, exc: BaseException | None = None) -> None:
         """End the span with the transaction's outcome (``state``), or the error that kept it from being sent."""
         span = self.span
         if span.is_recording():
@@ -230,7 +231,7 @@ class SettleTrace:
 
 
 def start_settle(group: str, msg: Message | MessageExt, *, check: bool = False,
-                 caller: Optional[str] = None) -> Optional[SettleTrace]:
+                 caller: str | None = None) -> SettleTrace | None:
     """Start and make current the span of settling ``msg``'s transaction, parented to the message's
     ``traceparent`` (its send span): ``settle <topic>`` (CLIENT) after the send, or ``check <topic>``
     (CONSUMER) for a check the broker pushed, linked to the pusher's span (``caller``, a traceparent).
@@ -320,7 +321,7 @@ class _SampledOutProcessSpan(DroppedSpan):
     finish = DroppedSpan.exit
 
 
-def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> Optional[ListenerTrace]:
+def start_process(group: str, mq: MessageQueue, msgs: Sequence[MessageExt]) -> ListenerTrace | None:
     """Start and make current the ``process <topic>`` span (CONSUMER) of a listener call on ``msgs`` (pulled
     from ``mq``; their topic is the one the listener sees). One message: the span is a child of its
     ``traceparent`` (it joins the producer's trace). Several: a new trace with a link to each. None when
@@ -372,7 +373,7 @@ class ReceiveTrace:
         #: What the PULL_MESSAGE request header carries.
         self.traceparent = traceparent_of(span)
 
-    def finish(self, msgs: Optional[Sequence[MessageExt]], exc: Optional[BaseException] = None) -> None:
+    def finish(self, msgs: Sequence[MessageExt] | None, exc: BaseException | None = None) -> None:
         """End the span with what the pull brought (a link to each message's send), or its error."""
         span = self.span
         if span.is_recording():
@@ -387,7 +388,7 @@ class ReceiveTrace:
         span.end()
 
 
-def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> Optional[ReceiveTrace]:
+def start_receive(group: str, mq: MessageQueue, addr: str | None = None) -> ReceiveTrace | None:
     """Start the ``receive <topic>`` span (CLIENT) of a pull from ``mq``; None when tracing is off."""
     if not tracing_enabled():
         return None
@@ -405,6 +406,6 @@ def start_receive(group: str, mq: MessageQueue, addr: Optional[str] = None) -> O
     return ReceiveTrace(span)
 
 
-def current_traceparent() -> Optional[str]:
+def current_traceparent() -> str | None:
     """The current span's ``traceparent`` for a request header; None when tracing is off or no span is current."""
     return traceparent_of() if tracing_enabled() else None

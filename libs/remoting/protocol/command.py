@@ -26,8 +26,9 @@ connection layer's business, not this module's.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any
 
 import orjson
 
@@ -61,10 +62,10 @@ class RemotingCommand:
     code: int
     opaque: int = 0
     flag: int = 0
-    remark: Optional[str] = None
+    remark: str | None = None
     ext: dict[str, Any] = field(default_factory=dict)
     body: bytes = b""
-    traceparent: Optional[str] = None
+    traceparent: str | None = None
 
     @property
     def is_response(self) -> bool:
@@ -76,7 +77,7 @@ class RemotingCommand:
         """True for a request that wants no response."""
         return bool(self.flag & ONEWAY_FLAG)
 
-    def mark_oneway(self) -> "RemotingCommand":
+    def mark_oneway(self) -> RemotingCommand:
         """Set the oneway bit and return self."""
         self.flag |= ONEWAY_FLAG
         return self
@@ -102,10 +103,10 @@ class RemotingCommand:
 
 def request(
     code: int,
-    ext: Optional[dict[str, Any]] = None,
+    ext: dict[str, Any] | None = None,
     body: bytes = b"",
     oneway: bool = False,
-    traceparent: Optional[str] = None,
+    traceparent: str | None = None,
 ) -> RemotingCommand:
     """A new request; the client fills in ``opaque`` when it sends it."""
     return RemotingCommand(
@@ -122,8 +123,8 @@ def request(
 def response_to(
     req: RemotingCommand,
     code: int,
-    remark: Optional[str] = None,
-    ext: Optional[dict[str, Any]] = None,
+    remark: str | None = None,
+    ext: dict[str, Any] | None = None,
     body: bytes = b"",
 ) -> RemotingCommand:
     """A response to ``req``: same opaque, response bit set."""

@@ -9,14 +9,15 @@ typed header or a :class:`HeaderError` naming the field, never a KeyError.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from dataclasses import dataclass
 from enum import Enum
-from functools import lru_cache
-from typing import Any, Optional, TypeVar
+from functools import cache
+from typing import Any, TypeVar
 
-from rocketmesh.runtime.config import camel_case
 from rocketmesh.model.topics import DEFAULT_TOPIC
+from rocketmesh.runtime.config import camel_case
 
 H = TypeVar("H")
 
@@ -27,14 +28,14 @@ class HeaderError(ValueError):
     """A request header field is missing or of the wrong type."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _schema(cls: type) -> tuple[tuple[str, str, type, bool, Any], ...]:
     hints = typing.get_type_hints(cls)
     out = []
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
         optional = False
-        if typing.get_origin(tp) is typing.Union:
+        if typing.get_origin(tp) in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(tp) if a is not type(None)]
             tp, optional = args[0], True
         has_default = f.default is not _MISSING or f.default_factory is not _MISSING  # type: ignore[misc]
@@ -136,7 +137,7 @@ class SendMessageRequestHeader(Header):
     properties: str = ""
     reconsume_times: int = 0
     batch: bool = False
-    max_reconsume_times: Optional[int] = None
+    max_reconsume_times: int | None = None
 
     # The hot path's own codec: the same fields as the generic one (a unit test holds them equal), spelled
     # out because a send pays for it twice (producer and broker). Anything off the fast path (a missing,
@@ -162,7 +163,7 @@ class SendMessageRequestHeader(Header):
         return ext
 
     @classmethod
-    def from_ext(cls, ext: Any) -> "SendMessageRequestHeader":
+    def from_ext(cls, ext: Any) -> SendMessageRequestHeader:
         """The header in ``ext``; raises HeaderError naming the bad field."""
         try:
             get = ext.get
@@ -188,7 +189,7 @@ class SendMessageResponseHeader(Header):
     msg_id: str
     queue_id: int
     queue_offset: int
-    transaction_id: Optional[str] = None
+    transaction_id: str | None = None
 
     def to_ext(self) -> dict[str, Any]:
         """The header as an ``ext`` object (hot path: spelled out, as the generic encoder would)."""
@@ -198,7 +199,7 @@ class SendMessageResponseHeader(Header):
         return ext
 
     @classmethod
-    def from_ext(cls, ext: Any) -> "SendMessageResponseHeader":
+    def from_ext(cls, ext: Any) -> SendMessageResponseHeader:
         """The header in ``ext`` (hot path); raises HeaderError naming the bad field."""
         try:
             h = cls(ext["msgId"], ext["queueId"], ext["queueOffset"], ext.get("transactionId"))
@@ -269,8 +270,8 @@ class TopicRequestHeader(Header):
 @dataclass(slots=True)
 class UnregisterClientRequestHeader(Header):
     client_id: str
-    producer_group: Optional[str] = None
-    consumer_group: Optional[str] = None
+    producer_group: str | None = None
+    consumer_group: str | None = None
 
 
 # --- consumers ---
@@ -322,7 +323,7 @@ class PullMessageRequestHeader(Header):
         }
 
     @classmethod
-    def from_ext(cls, ext: Any) -> "PullMessageRequestHeader":
+    def from_ext(cls, ext: Any) -> PullMessageRequestHeader:
         """The header in ``ext``; raises HeaderError naming the bad field."""
         try:
             h = cls(ext["consumerGroup"], ext["topic"], ext["queueId"], ext["queueOffset"], ext.get("maxMsgNums", 32),
@@ -354,7 +355,7 @@ class PullMessageResponseHeader(Header):
                 "maxOffset": self.max_offset, "suggestWhichBrokerId": self.suggest_which_broker_id}
 
     @classmethod
-    def from_ext(cls, ext: Any) -> "PullMessageResponseHeader":
+    def from_ext(cls, ext: Any) -> PullMessageResponseHeader:
         """The header in ``ext`` (hot path); raises HeaderError naming the bad field."""
         try:
             h = cls(ext["nextBeginOffset"], ext["minOffset"], ext["maxOffset"], ext.get("suggestWhichBrokerId", 0))
@@ -397,7 +398,7 @@ class GetConsumeStatsRequestHeader(Header):
     """GET_CONSUME_STATS: one group's progress, over every topic it consumes or just ``topic``."""
 
     consumer_group: str
-    topic: Optional[str] = None
+    topic: str | None = None
 
 
 @dataclass(slots=True)
@@ -426,10 +427,10 @@ class ConsumerSendMsgBackRequestHeader(Header):
     offset: int
     group: str
     delay_level: int = 0
-    origin_msg_id: Optional[str] = None
-    origin_topic: Optional[str] = None
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
     unit_mode: bool = False
-    max_reconsume_times: Optional[int] = None
+    max_reconsume_times: int | None = None
 
 
 @dataclass(slots=True)
@@ -485,7 +486,7 @@ class QueryConsumeQueueRequestHeader(Header):
     queue_id: int
     index: int = 0
     count: int = 32
-    consumer_group: Optional[str] = None
+    consumer_group: str | None = None
 
 
 # --- transactions ---
@@ -501,8 +502,8 @@ class EndTransactionRequestHeader(Header):
     commit_log_offset: int
     commit_or_rollback: int
     from_transaction_check: bool = False
-    msg_id: Optional[str] = None
-    transaction_id: Optional[str] = None
+    msg_id: str | None = None
+    transaction_id: str | None = None
 
 
 @dataclass(slots=True)
@@ -512,9 +513,9 @@ class CheckTransactionStateRequestHeader(Header):
 
     tran_state_table_offset: int
     commit_log_offset: int
-    msg_id: Optional[str] = None
-    transaction_id: Optional[str] = None
-    offset_msg_id: Optional[str] = None
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
 
 
 class HalfCheckOutcome(str, Enum):
@@ -627,8 +628,8 @@ class RegisterBrokerRequestHeader(Header):
 class RegisterBrokerResponseHeader(Header):
     """The answer to REGISTER_BROKER: for a slave, its master's HA and broker addresses."""
 
-    ha_server_addr: Optional[str] = None
-    master_addr: Optional[str] = None
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
 
 
 @dataclass(slots=True)

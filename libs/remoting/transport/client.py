@@ -37,14 +37,20 @@ import secrets
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import zmq
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import tcp_endpoint
+from rocketmesh.remoting.errors import (
+    ProtocolError,
+    RemotingConnectError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+)
 from rocketmesh.remoting.protocol.codes import ResponseCode, code_name
 from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
@@ -53,21 +59,15 @@ from rocketmesh.remoting.protocol.command import (
     decode,
     response_to,
 )
-from rocketmesh.remoting.errors import (
-    ProtocolError,
-    RemotingConnectError,
-    RemotingError,
-    RemotingSendRequestError,
-    RemotingTimeoutError,
-)
 from rocketmesh.remoting.protocol.frames import readable, recv_frames, send_frames
 from rocketmesh.remoting.transport.mailbox import Mailbox
 from rocketmesh.remoting.transport.monitor import EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
 from rocketmesh.remoting.transport.options import SocketOptions
 from rocketmesh.remoting.transport.pending import CallbackSink, PendingRequest, PendingTable, settle
+from rocketmesh.runtime.log import get_logger
 
 #: ``on_request(addr, cmd)``: handles a request the server pushed; its return value is the response.
-PushHandler = Callable[[str, RemotingCommand], Optional[RemotingCommand]]
+PushHandler = Callable[[str, RemotingCommand], RemotingCommand | None]
 #: ``callback(future)``: told when an async request completes.
 InvokeCallback = Callable[["Future[RemotingCommand]"], None]
 #: ``hook(cmd)``: called with each request just before it is encoded (RocketMQ's RPCHook.doBeforeRequest);
@@ -121,7 +121,7 @@ class _Connection:
     backlog: collections.deque = field(default_factory=collections.deque)
     pollout: bool = False
     #: Tells when ``sock``'s connection closes (None where ZeroMQ cannot monitor).
-    monitor: Optional[zmq.Socket] = None
+    monitor: zmq.Socket | None = None
 
 
 class RemotingClient:
@@ -136,14 +136,14 @@ class RemotingClient:
 
     def __init__(
         self,
-        identity: Optional[str | bytes] = None,
-        on_request: Optional[PushHandler] = None,
+        identity: str | bytes | None = None,
+        on_request: PushHandler | None = None,
         *,
-        options: Optional[SocketOptions] = None,
-        context: Optional[zmq.Context] = None,
+        options: SocketOptions | None = None,
+        context: zmq.Context | None = None,
         push_workers: int = 2,
         name: str = "client",
-        rpc_hook: Optional[RpcHook] = None,
+        rpc_hook: RpcHook | None = None,
     ) -> None:
         if identity is None:
             identity = f"{name}-{os.getpid()}-{next(_seq)}-{secrets.token_hex(3)}"
@@ -157,7 +157,7 @@ class RemotingClient:
         self._rpc_hook = rpc_hook
         self._ctx = context or zmq.Context.instance()
         self._log = get_logger("remoting", client=self.identity.decode("utf-8", "replace"))
-        self._mailbox: Mailbox[tuple[str, Optional[list], Optional[PendingRequest]]] = Mailbox()
+        self._mailbox: Mailbox[tuple[str, list | None, PendingRequest | None]] = Mailbox()
         self._pending = PendingTable()
         self._opaque = itertools.count(1)
         self._endpoints: dict[str, str] = {}
@@ -168,7 +168,7 @@ class RemotingClient:
         self._push_pool = ThreadPoolExecutor(max(1, push_workers), thread_name_prefix=f"{name}-push")
         self._callback_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{name}-callback")
         self._local = threading.local()
-        self._direct: "weakref.WeakSet[_DirectSocket]" = weakref.WeakSet()
+        self._direct: weakref.WeakSet[_DirectSocket] = weakref.WeakSet()
         self._direct_seq = itertools.count(1)
         #: addr -> how many times the I/O thread's connection to it closed (read by invoke_sync's waits).
         self._closes: dict[str, int] = {}
@@ -184,8 +184,8 @@ class RemotingClient:
         addr: str,
         cmd: RemotingCommand,
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
-        callback: Optional[InvokeCallback] = None,
-    ) -> "Future[RemotingCommand]":
+        callback: InvokeCallback | None = None,
+    ) -> Future[RemotingCommand]:
         """Send ``cmd`` to ``addr`` and return a Future of the response (any thread).
 
         The future fails with RemotingTimeoutError when no response came
@@ -210,7 +210,7 @@ class RemotingClient:
         addr: str,
         cmd: RemotingCommand,
         timeout_ms: int,
-        fn: Callable[[Optional[RemotingCommand], Optional[BaseException]], None],
+        fn: Callable[[RemotingCommand | None, BaseException | None], None],
     ) -> None:
         """Like :meth:`invoke_async`, but ``fn(response, None)`` or ``fn(None, error)`` is called instead of
         completing a Future: cheaper for a caller that completes a Future of its own. ``fn`` runs on the
@@ -293,7 +293,7 @@ class RemotingClient:
         if not self._thread.is_alive():
             self._mailbox.close()
 
-    def __enter__(self) -> "RemotingClient":
+    def __enter__(self) -> RemotingClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -346,7 +346,7 @@ class RemotingClient:
         return sock
 
     def _direct_socket(self, addr: str) -> _DirectSocket:
-        table: Optional[_DirectSockets] = getattr(self._local, "table", None)
+        table: _DirectSockets | None = getattr(self._local, "table", None)
         if table is None:
             table = self._local.table = _DirectSockets()
         ds = table.by_addr.get(addr)
@@ -413,7 +413,7 @@ class RemotingClient:
                 continue  # the late response of an earlier call that timed out
             self._on_push(ds.addr, cmd)
 
-    def _post(self, addr: str, cmd: RemotingCommand, timeout_ms: int, fut: Optional[Future]) -> None:
+    def _post(self, addr: str, cmd: RemotingCommand, timeout_ms: int, fut: Future | None) -> None:
         if self._closed:
             raise RemotingSendRequestError("client is closed")
         self._endpoint(addr)

@@ -25,7 +25,7 @@ Not thread-safe: the server's I/O thread alone uses it.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 
 class ClosedRoute(NamedTuple):
@@ -47,14 +47,14 @@ class ConnectionTable:
         self._identity_of: dict[bytes, bytes] = {}
         self._routes: dict[bytes, set[bytes]] = {}
 
-    def accepted(self, fd: int) -> Optional[ClosedRoute]:
+    def accepted(self, fd: int) -> ClosedRoute | None:
         """An ACCEPTED event: a new connection on ``fd``. Returns a connection this shows to have closed
         (only where a DISCONNECTED event went missing)."""
         self._open.add(fd)
         route = self._fd_route.pop(fd, None)
         return None if route is None else self._drop(route)
 
-    def disconnected(self, fd: int) -> Optional[ClosedRoute]:
+    def disconnected(self, fd: int) -> ClosedRoute | None:
         """A DISCONNECTED event: the connection on ``fd`` closed. Returns it, or None when it was never
         announced."""
         self._open.discard(fd)

@@ -36,7 +36,6 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import zmq
 import zmq.auth
@@ -78,14 +77,14 @@ class CurveKeys:
     """
 
     server_public: bytes
-    server_secret: Optional[bytes] = None
-    client_public: Optional[bytes] = None
-    client_secret: Optional[bytes] = None
-    authorized_clients: Optional[str] = None
+    server_secret: bytes | None = None
+    client_public: bytes | None = None
+    client_secret: bytes | None = None
+    authorized_clients: str | None = None
     source: str = ""
 
     @classmethod
-    def for_client(cls, server_key_file: str | os.PathLike[str]) -> "CurveKeys":
+    def for_client(cls, server_key_file: str | os.PathLike[str]) -> CurveKeys:
         """A client's keys from the mesh's public server key file (the SDK's explicit road)."""
         public, _ = read_key_file(server_key_file, SERVER_KEY_ENV)
         return cls(public, source=str(server_key_file))
@@ -118,7 +117,7 @@ class CurveKeys:
                 f"handshake)")
 
 
-def read_key_file(path: str | os.PathLike[str], what: str) -> tuple[bytes, Optional[bytes]]:
+def read_key_file(path: str | os.PathLike[str], what: str) -> tuple[bytes, bytes | None]:
     """``(public, secret or None)`` from a zmq.auth certificate or a text file holding a Z85 public key;
     ConfigError naming ``what`` (the setting) when it cannot be read."""
     try:
@@ -132,7 +131,7 @@ def read_key_file(path: str | os.PathLike[str], what: str) -> tuple[bytes, Optio
         raise ConfigError(f"{what}: cannot read {path}: {exc}") from exc
 
 
-def load_curve(config: CurveConfig) -> Optional[CurveKeys]:
+def load_curve(config: CurveConfig) -> CurveKeys | None:
     """The keys ``config`` names, or None when no key file is set (plain ZMTP)."""
     if not (config.curve_secret_key_file or config.curve_server_key_file):
         if config.curve_client_key_file or config.curve_authorized_clients:
@@ -169,13 +168,13 @@ def load_curve(config: CurveConfig) -> Optional[CurveKeys]:
                      config.curve_authorized_clients or None, source)
 
 
-def curve_from_env() -> Optional[CurveKeys]:
+def curve_from_env() -> CurveKeys | None:
     """The process's CURVE keys from its environment (SocketOptions' default), or None."""
     return load_curve(load_config(CurveConfig))
 
 
 _lock = threading.Lock()
-_keypair: Optional[tuple[bytes, bytes]] = None
+_keypair: tuple[bytes, bytes] | None = None
 _authenticators: dict[int, object] = {}
 
 

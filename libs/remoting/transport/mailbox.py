@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import collections
 import os
-from typing import Generic, Iterator, TypeVar
+from collections.abc import Iterator
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 

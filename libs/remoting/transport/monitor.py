@@ -10,7 +10,7 @@ from __future__ import annotations
 import itertools
 import os
 import struct
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 import zmq
 
@@ -42,7 +42,7 @@ def open_monitor(ctx: zmq.Context, sock: zmq.Socket, events: int) -> zmq.Socket:
     return monitor
 
 
-def close_monitor(sock: zmq.Socket, monitor: Optional[zmq.Socket]) -> None:
+def close_monitor(sock: zmq.Socket, monitor: zmq.Socket | None) -> None:
     """Stop monitoring ``sock`` and close ``monitor`` (either may already be gone)."""
     if monitor is None:
         return

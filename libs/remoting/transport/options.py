@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 import zmq
 
@@ -37,7 +36,7 @@ class SocketOptions:
     heartbeat_ivl_ms: int = 5_000
     heartbeat_timeout_ms: int = 15_000
     #: Read once per SocketOptions (a client or server), never per socket or message.
-    curve: Optional[CurveKeys] = field(default_factory=curve_from_env)
+    curve: CurveKeys | None = field(default_factory=curve_from_env)
 
     def apply(self, sock: zmq.Socket, server: bool = False) -> None:
         """Set the options common to both ends on ``sock`` (a ROUTER that binds when ``server``), before it

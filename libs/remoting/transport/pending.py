@@ -9,12 +9,12 @@ when they surface, and the heap is rebuilt when such slots pile up.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Callable, Optional
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.protocol.command import RemotingCommand
+from rocketmesh.runtime.log import get_logger
 
 _log = get_logger("remoting", component="pending")
 
@@ -28,7 +28,7 @@ class PendingRequest:
     timeout_ms: int
     deadline: float
     #: Told the outcome (a Future, or a CallbackSink); None for oneway requests.
-    future: Optional["Future[RemotingCommand] | CallbackSink"]
+    future: Future[RemotingCommand] | CallbackSink | None
     #: False while the request sits in a send backlog (no connection yet).
     sent: bool = False
 
@@ -42,7 +42,7 @@ class CallbackSink:
 
     __slots__ = ("fn",)
 
-    def __init__(self, fn: Callable[[Optional[RemotingCommand], Optional[BaseException]], None]) -> None:
+    def __init__(self, fn: Callable[[RemotingCommand | None, BaseException | None], None]) -> None:
         self.fn = fn
 
     def set_result(self, result: RemotingCommand) -> None:
@@ -51,7 +51,7 @@ class CallbackSink:
     def set_exception(self, error: BaseException) -> None:
         self._call(None, error)
 
-    def _call(self, result: Optional[RemotingCommand], error: Optional[BaseException]) -> None:
+    def _call(self, result: RemotingCommand | None, error: BaseException | None) -> None:
         fn, self.fn = self.fn, None
         if fn is None:
             return
@@ -61,7 +61,7 @@ class CallbackSink:
             _log.exception("response_callback_failed")
 
 
-def settle(future: "Future[RemotingCommand]", result: RemotingCommand | None, error: BaseException | None) -> None:
+def settle(future: Future[RemotingCommand], result: RemotingCommand | None, error: BaseException | None) -> None:
     """Complete ``future`` unless the caller already cancelled it."""
     try:
         if error is None:
@@ -89,18 +89,18 @@ class PendingTable:
         self._by_opaque[entry.opaque] = entry
         heapq.heappush(self._heap, (entry.deadline, entry.opaque))
 
-    def pop(self, opaque: int) -> Optional[PendingRequest]:
+    def pop(self, opaque: int) -> PendingRequest | None:
         """Remove and return the entry for ``opaque`` (None when unknown or already expired)."""
         return self._by_opaque.pop(opaque, None)
 
-    def get(self, opaque: int) -> Optional[PendingRequest]:
+    def get(self, opaque: int) -> PendingRequest | None:
         """The entry for ``opaque`` without removing it."""
         return self._by_opaque.get(opaque)
 
     def __contains__(self, opaque: int) -> bool:
         return opaque in self._by_opaque
 
-    def next_deadline(self) -> Optional[float]:
+    def next_deadline(self) -> float | None:
         """The earliest deadline still in the heap (may belong to an answered request)."""
         return self._heap[0][0] if self._heap else None
 

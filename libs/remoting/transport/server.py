@@ -28,15 +28,20 @@ import itertools
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Optional
 
 import zmq
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.remoting.addr import join_addr
-from rocketmesh.remoting.protocol.headers import HeaderError
+from rocketmesh.remoting.errors import (
+    ProtocolError,
+    RemotingError,
+    RemotingSendRequestError,
+    RemotingTimeoutError,
+    RequestError,
+)
 from rocketmesh.remoting.protocol.codes import ResponseCode, code_name
 from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
@@ -45,21 +50,22 @@ from rocketmesh.remoting.protocol.command import (
     decode,
     response_to,
 )
-from rocketmesh.remoting.transport.connections import ClosedRoute, ConnectionTable
-from rocketmesh.remoting.errors import (
-    ProtocolError,
-    RemotingError,
-    RemotingSendRequestError,
-    RemotingTimeoutError,
-    RequestError,
-)
 from rocketmesh.remoting.protocol.frames import readable, recv_routed, send_routed
+from rocketmesh.remoting.protocol.headers import HeaderError
+from rocketmesh.remoting.transport.connections import ClosedRoute, ConnectionTable
 from rocketmesh.remoting.transport.mailbox import Mailbox
-from rocketmesh.remoting.transport.monitor import EVENT_ACCEPTED, EVENT_DISCONNECTED, close_monitor, open_monitor, read_events
+from rocketmesh.remoting.transport.monitor import (
+    EVENT_ACCEPTED,
+    EVENT_DISCONNECTED,
+    close_monitor,
+    open_monitor,
+    read_events,
+)
 from rocketmesh.remoting.transport.options import SocketOptions
 from rocketmesh.remoting.transport.pending import PendingRequest, PendingTable, settle
+from rocketmesh.runtime.log import get_logger
 
-Handler = Callable[[RemotingCommand, "RequestContext"], Optional[RemotingCommand]]
+Handler = Callable[[RemotingCommand, "RequestContext"], RemotingCommand | None]
 #: ``callback(identity)``: the client with this identity has no connection open any more.
 DisconnectCallback = Callable[[bytes], object]
 
@@ -86,7 +92,7 @@ class RequestContext:
     ``enqueued_at`` the ``time.monotonic()`` at which the request was read.
     """
 
-    server: "RemotingServer"
+    server: RemotingServer
     identity: bytes
     remote: str
     request: RemotingCommand
@@ -94,7 +100,7 @@ class RequestContext:
     #: The identity of the connection the request came on; the response goes there.
     route: bytes = b""
     #: Told the response once it is sent (a traced request's span ends there).
-    on_respond: Optional[Callable[[RemotingCommand], object]] = None
+    on_respond: Callable[[RemotingCommand], object] | None = None
     # One token; whoever pops it sends the response. list.pop is atomic, so a
     # response races safely between, say, a long-poll waker and its timeout.
     _token: list = field(default_factory=lambda: [True])
@@ -144,7 +150,7 @@ class RequestContext:
 @dataclass(slots=True, eq=False)
 class _Processor:
     handler: Handler
-    executor: Optional[Executor]
+    executor: Executor | None
     queue_capacity: int
     inflight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -174,8 +180,8 @@ class RemotingServer:
         bind_addr: str,
         name: str,
         *,
-        options: Optional[SocketOptions] = None,
-        context: Optional[zmq.Context] = None,
+        options: SocketOptions | None = None,
+        context: zmq.Context | None = None,
         busy_poll_us: int = 0,
         disconnect_grace_ms: int = DEFAULT_DISCONNECT_GRACE_MS,
     ) -> None:
@@ -195,13 +201,13 @@ class RemotingServer:
         self._ctx = context or zmq.Context.instance()
         self._log = get_logger("remoting", server=name)
         self._processors: dict[int, _Processor] = {}
-        self._default_handler: Optional[Handler] = None
-        self._mailbox: Mailbox[tuple[bytes, list, Optional[PendingRequest]]] = Mailbox()
+        self._default_handler: Handler | None = None
+        self._mailbox: Mailbox[tuple[bytes, list, PendingRequest | None]] = Mailbox()
         self._pending = PendingTable()
         self._opaque = itertools.count(1)
         self._peers: dict[bytes, tuple[bytes, str]] = {}
-        self._sock: Optional[zmq.Socket] = None
-        self._monitor: Optional[zmq.Socket] = None
+        self._sock: zmq.Socket | None = None
+        self._monitor: zmq.Socket | None = None
         # Liveness, on the I/O thread only: open connections, and clients left without one (identity ->
         # when they count as gone).
         self._connections = ConnectionTable()
@@ -209,23 +215,23 @@ class RemotingServer:
         self._srcfd_failed = False
         self._disconnect_callbacks: list[DisconnectCallback] = []
         self._after_reads: list[Callable[[], None]] = []
-        self._notifier: Optional[ThreadPoolExecutor] = None
-        self._thread: Optional[threading.Thread] = None
+        self._notifier: ThreadPoolExecutor | None = None
+        self._thread: threading.Thread | None = None
         self._io_ident = -1
         self._accepting = False
-        self._stop_deadline: Optional[float] = None
+        self._stop_deadline: float | None = None
         self._settle = False
         self._port = 0
         self._malformed_logged_at = 0.0
         self._malformed_suppressed = 0
         #: When the I/O thread last began reading without having found the socket empty since (None: it
         #: found it empty at its last read).
-        self._backlog_since: Optional[float] = None
+        self._backlog_since: float | None = None
         #: ``(request code, response code, enqueued_at)`` for each response, on the responding thread (metrics).
-        self.response_observer: Optional[Callable[[int, int, float], None]] = None
+        self.response_observer: Callable[[int, int, float], None] | None = None
         #: ``hook(cmd, ctx)`` before each request's handler, on the handler's thread (the ACL check); it
         #: refuses a request by raising RequestError, which is the answer.
-        self.request_hook: Optional[Handler] = None
+        self.request_hook: Handler | None = None
 
     # -- set-up ---------------------------------------------------------
 
@@ -233,7 +239,7 @@ class RemotingServer:
         self,
         code: int,
         handler: Handler,
-        executor: Optional[Executor] = None,
+        executor: Executor | None = None,
         queue_capacity: int = 0,
     ) -> None:
         """Route requests with ``code`` to ``handler(cmd, ctx) -> RemotingCommand | None``.
@@ -281,7 +287,7 @@ class RemotingServer:
         """``host:port`` as bound (after ``start``)."""
         return join_addr(self._bind_host, self._port)
 
-    def start(self) -> "RemotingServer":
+    def start(self) -> RemotingServer:
         """Bind and start the I/O thread; raises RemotingError when the address cannot be bound."""
         if self._thread is not None:
             raise RemotingError("server already started")
@@ -351,7 +357,7 @@ class RemotingServer:
 
     def invoke_client(
         self, identity: bytes, cmd: RemotingCommand, timeout_ms: int = 3000
-    ) -> "Future[RemotingCommand]":
+    ) -> Future[RemotingCommand]:
         """Send ``cmd`` to the client with ``identity`` and get its response as a Future.
 
         The future fails with RemotingTimeoutError after ``timeout_ms`` and
@@ -379,7 +385,7 @@ class RemotingServer:
         else:
             self._mailbox.put((identity, frames, None))
 
-    def _send(self, identity: bytes, frames: list, entry: Optional[PendingRequest]) -> None:
+    def _send(self, identity: bytes, frames: list, entry: PendingRequest | None) -> None:
         sock = self._sock
         if sock is None or sock.closed:
             return
@@ -627,7 +633,7 @@ class RemotingServer:
 
     # -- liveness (I/O thread) ------------------------------------------------
 
-    def _open_monitor(self, sock: zmq.Socket) -> Optional[zmq.Socket]:
+    def _open_monitor(self, sock: zmq.Socket) -> zmq.Socket | None:
         """Watch ``sock``'s connections come and go; None (and no disconnect reports) where ZeroMQ cannot."""
         try:
             return open_monitor(self._ctx, sock, zmq.EVENT_ACCEPTED | zmq.EVENT_DISCONNECTED)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
 from rocketmesh.runtime.log import get_logger
 
@@ -53,10 +54,10 @@ class ClientManager:
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self._lock = threading.Lock()
         #: Called with a group whose member list changed (NOTIFY_CONSUMER_IDS_CHANGED).
-        self.on_consumer_ids_changed: Optional[Callable[[str], None]] = None
+        self.on_consumer_ids_changed: Callable[[str], None] | None = None
         #: Called with (group, client id) of each consumer that left (unregistered, connection closed,
         #: expired) before its group is told: what it held (its orderly queue locks) is free at once.
-        self.on_consumer_left: Optional[Callable[[str, str], object]] = None
+        self.on_consumer_left: Callable[[str, str], object] | None = None
 
     def heartbeat(self, data: dict[str, Any], identity: bytes, remote: str) -> None:
         """Record a HEARTBEAT body (RocketMQ's HeartbeatData)."""
@@ -89,7 +90,7 @@ class ClientManager:
         for group in changed:
             self._notify(group)
 
-    def unregister(self, client_id: str, producer_group: Optional[str], consumer_group: Optional[str]) -> None:
+    def unregister(self, client_id: str, producer_group: str | None, consumer_group: str | None) -> None:
         with self._lock:
             if producer_group and producer_group in self.producers:
                 self.producers[producer_group].pop(client_id, None)
@@ -138,7 +139,7 @@ class ClientManager:
         with self._lock:
             return list(self.producers.get(group, {}).values())
 
-    def consumer_group(self, group: str) -> Optional[ConsumerGroupInfo]:
+    def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
         """A copy of ``group``'s entry (members, subscriptions, model), or None when it has none."""
         with self._lock:
             info = self.consumers.get(group)

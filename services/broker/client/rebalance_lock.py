@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="rebalance_lock")
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
 from rocketmesh.runtime.log import get_logger

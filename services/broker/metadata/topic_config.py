@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any
 
-
-from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
 from rocketmesh.model.topics import (
     BENCHMARK_TOPIC,
     DEFAULT_TOPIC,
     OFFSET_MOVED_EVENT,
     SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
     TIMER_TOPIC,
     TRACE_TOPIC,
-    SELF_TEST_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="topic_config")
 
@@ -38,7 +38,7 @@ class DataVersion:
         self.counter += 1
 
     @classmethod
-    def of(cls, doc: dict[str, Any]) -> "DataVersion":
+    def of(cls, doc: dict[str, Any]) -> DataVersion:
         """The ``dataVersion`` of a table document (RocketMQ's JSON); zeros when it has none."""
         dv = doc.get("dataVersion") or {}
         return cls(int(dv.get("timestamp", 0)), int(dv.get("counter", 0)))
@@ -54,7 +54,7 @@ class TopicConfigManager:
         self.data_version = DataVersion()
         self._lock = threading.Lock()
         #: Called after the table changed (the broker re-registers with namesrv).
-        self.on_change: Optional[Callable[[], None]] = None
+        self.on_change: Callable[[], None] | None = None
         rw = PERM_READ_WRITE
         self._system(SELF_TEST_TOPIC, 1, 1, rw)
         if auto_create:
@@ -97,7 +97,7 @@ class TopicConfigManager:
         return {"topicConfigTable": {n: c.to_json() for n, c in self.table.items()},
                 "dataVersion": asdict(self.data_version)}
 
-    def get(self, topic: str) -> Optional[TopicConfig]:
+    def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
 
     def replace_all(self, doc: dict[str, Any]) -> bool:
@@ -132,7 +132,7 @@ class TopicConfigManager:
         return existed
 
     def create_in_send(self, topic: str, default_topic: str, queue_nums: int,
-                       topic_sys_flag: int = 0) -> Optional[TopicConfig]:
+                       topic_sys_flag: int = 0) -> TopicConfig | None:
         """Auto-create ``topic`` from ``default_topic`` (which must carry Perm.INHERIT), as RocketMQ does."""
         with self._lock:
             existing = self.table.get(topic)

@@ -6,8 +6,10 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from rocketmesh.runtime.config import to_properties
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.broker.processor.handlers import ok, register_all
+from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE
+from rocketmesh.model.route import TopicConfig
+from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     CreateTopicRequestHeader,
@@ -22,10 +24,8 @@ from rocketmesh.remoting.protocol.headers import (
     UnregisterClientRequestHeader,
     ViewMessageRequestHeader,
 )
-from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
-from rocketmesh.broker.processor.handlers import ok, register_all
-from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE
-from rocketmesh.model.route import TopicConfig
+from rocketmesh.runtime.config import to_properties
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -37,7 +37,7 @@ class AdminProcessor:
     """RocketMQ's AdminBrokerProcessor, QueryMessageProcessor and ClientManageProcessor, for what the
     mesh core needs; each handler is registered for its request code by :meth:`register`."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics

@@ -3,12 +3,14 @@ subscription groups (RocketMQ's ConsumerManageProcessor and the consumer part of
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from rocketmesh.broker.message_filter import filter_for
+from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupConfig
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.filter import FilterSyntaxError
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.protocol.headers import (
@@ -20,9 +22,7 @@ from rocketmesh.remoting.protocol.headers import (
     SubscriptionGroupRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
-from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
-from rocketmesh.broker.message_filter import filter_for
-from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupConfig
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -46,7 +46,7 @@ def mq_from_json(d: Any) -> MessageQueue:
 class ConsumerManageProcessor:
     """Handlers for consumer-side requests other than PULL_MESSAGE; see :meth:`register`."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         self.offsets = broker.offsets
@@ -168,7 +168,7 @@ class ConsumerManageProcessor:
 
     # --- progress and reset ---
 
-    def _group_topics(self, group: str, topic: Optional[str]) -> list[str]:
+    def _group_topics(self, group: str, topic: str | None) -> list[str]:
         if topic:
             return [topic]
         topics = set(self.offsets.topics_of_group(group))

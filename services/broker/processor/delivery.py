@@ -29,17 +29,17 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageConst
-from rocketmesh.model.codec import encode_host_text, encode_properties
-from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, DeliverDueMessagesResponseHeader
-from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
-from rocketmesh.telemetry.propagation import TRACEPARENT
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
+from rocketmesh.model.codec import encode_host_text, encode_properties
+from rocketmesh.model.message import MessageConst
+from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.protocol.headers import DeliverDueMessagesRequestHeader, DeliverDueMessagesResponseHeader
+from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.telemetry.propagation import TRACEPARENT
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -67,7 +67,7 @@ class _Delivered:
 class DeliveryProcessor:
     """Answers DELIVER_DUE_MESSAGES; counts what it re-put."""
 
-    def __init__(self, broker: "BrokerController", path: str) -> None:
+    def __init__(self, broker: BrokerController, path: str) -> None:
         self.broker = broker
         self.path = path
         self._lock = threading.Lock()

@@ -21,9 +21,11 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.store import BrokerRole
+from rocketmesh.broker.store.commitlog import ReplicaGap
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     HaAppendRequestHeader,
@@ -31,9 +33,7 @@ from rocketmesh.remoting.protocol.headers import (
     HaTransferRequestHeader,
     HaTransferResponseHeader,
 )
-from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
-from rocketmesh.broker.store import BrokerRole
-from rocketmesh.broker.store.commitlog import ReplicaGap
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -58,7 +58,7 @@ class _HeldTransfer:
 class HaProcessor:
     """Serves HA_TRANSFER on a master and HA_APPEND on a slave (see the module docstring)."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         self.store_config = broker.store_config
@@ -103,7 +103,7 @@ class HaProcessor:
 
     # --- master ---
 
-    def transfer(self, req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+    def transfer(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
         """HA_TRANSFER: bytes from the asked offset, now or once written."""
         h = HaTransferRequestHeader.from_ext(req.ext)
         role = self.store_config.broker_role
@@ -150,7 +150,7 @@ class HaProcessor:
             log.warning("ha_slave_disconnected", slave=slave)
             self.store.replicas.gone(slave)
 
-    def _read(self, req: RemotingCommand, h: HaTransferRequestHeader, start: int) -> Optional[RemotingCommand]:
+    def _read(self, req: RemotingCommand, h: HaTransferRequestHeader, start: int) -> RemotingCommand | None:
         data = self.store.read_commitlog(start, min(h.max_bytes, MAX_TRANSFER_BYTES))
         if not data:
             return None

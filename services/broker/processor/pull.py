@@ -19,19 +19,19 @@ import heapq
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
+from rocketmesh.broker.message_filter import filter_for
+from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.filter import FilterSyntaxError
-from rocketmesh.runtime.log import get_logger
+from rocketmesh.model.route import MASTER_ID, Perm
 from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     PullSysFlag,
 )
-from rocketmesh.model.route import MASTER_ID, Perm
-from rocketmesh.broker.message_filter import filter_for
-from rocketmesh.broker.store import GetMessageStatus
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -70,7 +70,7 @@ class _HeldPull:
 class PullMessageProcessor:
     """Answers PULL_MESSAGE; holds pulls that find nothing (see the module docstring)."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         cfg = broker.config
@@ -109,7 +109,7 @@ class PullMessageProcessor:
 
     # --- requests ---
 
-    def handle(self, req: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+    def handle(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
         """PULL_MESSAGE (register it guarded: a bad header raises HeaderError)."""
         header = PullMessageRequestHeader.from_ext(req.ext)
         resp = self._process(req, header, header.queue_offset, allow_suspend=True, ctx=ctx)
@@ -124,7 +124,7 @@ class PullMessageProcessor:
         return resp
 
     def _process(self, req: RemotingCommand, h: PullMessageRequestHeader, offset: int, allow_suspend: bool,
-                 ctx: Optional[RequestContext] = None) -> Optional[RemotingCommand]:
+                 ctx: RequestContext | None = None) -> RemotingCommand | None:
         """The response for a pull from ``offset``; None when the pull was held."""
         broker = self.broker
         if not broker.config.broker_permission & Perm.READ:
@@ -284,7 +284,7 @@ class PullMessageProcessor:
             return
         self._respond(held, self._process(held.request, held.header, held.offset, allow_suspend=False))
 
-    def _respond(self, held: _HeldPull, resp: Optional[RemotingCommand]) -> None:
+    def _respond(self, held: _HeldPull, resp: RemotingCommand | None) -> None:
         held.done = True
         if resp is not None:
             held.ctx.respond(resp)

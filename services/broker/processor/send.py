@@ -24,22 +24,10 @@ import collections
 import random
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import SysFlag
-from rocketmesh.model.codec import encode_host
-from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
-from rocketmesh.model.topics import (
-    DLQ_GROUP_TOPIC_PREFIX,
-    RETRY_GROUP_TOPIC_PREFIX,
-    SYSTEM_TOPICS,
-    TRANS_HALF_TOPIC,
-    validate_topic_name,
-)
-from rocketmesh.model.route import Perm
 from rocketmesh.broker.metrics import message_type_of
+from rocketmesh.broker.processor.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import (
     MessageExtBatch,
@@ -47,7 +35,19 @@ from rocketmesh.broker.store import (
     PutMessageResult,
     PutMessageStatus,
 )
-from rocketmesh.broker.processor.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
+from rocketmesh.model.codec import encode_host
+from rocketmesh.model.message import SysFlag
+from rocketmesh.model.route import Perm
+from rocketmesh.model.topics import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SYSTEM_TOPICS,
+    TRANS_HALF_TOPIC,
+    validate_topic_name,
+)
+from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -84,7 +84,7 @@ class SendError(Exception):
 class SendMessageProcessor:
     """Validates sends, turns them into store puts, answers with where they went."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics
@@ -96,7 +96,7 @@ class SendMessageProcessor:
         self._queue: collections.deque[tuple[RemotingCommand, RequestContext]] = collections.deque()
         self._wake = threading.Event()
         self._running = False
-        self._thread: Optional[threading.Thread] = None
+        self._thread: threading.Thread | None = None
         #: The worker is storing or answering a batch: newer sends must queue behind it.
         self._busy = False
         #: Answers wait for the store to make the puts durable (SYNC_FLUSH, SYNC_MASTER).
@@ -107,7 +107,7 @@ class SendMessageProcessor:
 
     # --- queueing (remoting I/O thread) ---
 
-    def enqueue(self, cmd: RemotingCommand, ctx: RequestContext) -> Optional[RemotingCommand]:
+    def enqueue(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
         """Inline handler: queue the send for the worker, or refuse it when the queue is full."""
         if not self._running:
             return response_to(cmd, ResponseCode.SERVICE_NOT_AVAILABLE,

@@ -25,19 +25,19 @@ exists before the first retry (as RocketMQ's heartbeat does).
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageConst, MessageExt
-from rocketmesh.model.codec import encode_host_text, encode_properties
-from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
-from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
-from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
+from rocketmesh.broker.metadata.subscription_group import is_sys_consumer_group
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES, park_at_level
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
-from rocketmesh.broker.metadata.subscription_group import is_sys_consumer_group
+from rocketmesh.model.codec import encode_host_text, encode_properties
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
+from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
+from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -53,7 +53,7 @@ RETRY_BASE_DELAY_LEVEL = 3
 class SendBackProcessor:
     """Answers CONSUMER_SEND_MSG_BACK and creates retry / dead-letter topics on demand."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics
@@ -67,7 +67,7 @@ class SendBackProcessor:
 
     # --- topics on demand ---
 
-    def ensure_retry_topic(self, group: str) -> Optional[TopicConfig]:
+    def ensure_retry_topic(self, group: str) -> TopicConfig | None:
         """``%RETRY%<group>`` with the group's retry queue count, created when absent (RocketMQ does this on
         a consumer heartbeat). None for system groups, unknown groups and groups without retry queues."""
         if is_sys_consumer_group(group):
@@ -143,7 +143,7 @@ class SendBackProcessor:
                       reconsume_times=times, delay_level=min(max(level, 1), self.max_level))
         return ok(req)
 
-    def _look(self, offset: int) -> Optional[MessageExt]:
+    def _look(self, offset: int) -> MessageExt | None:
         if offset < self.store.commitlog.min_offset:
             return None
         return self.store.look_message_by_offset(offset)

@@ -31,16 +31,34 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageConst, MessageExt, SysFlag
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 from rocketmesh.model.codec import CorruptRecord, decode_properties, decode_record, encode_host_text, encode_properties
-from rocketmesh.remoting import RemotingCommand, RemotingError, RequestCode, RequestContext, ResponseCode, request, response_to
+from rocketmesh.model.message import MessageConst, MessageExt, SysFlag
+from rocketmesh.model.route import PERM_READ_WRITE
+from rocketmesh.model.topics import (
+    TRANS_CHECK_GROUP,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    TRANS_OP_REMOVE_TAG,
+)
+from rocketmesh.remoting import (
+    RemotingCommand,
+    RemotingError,
+    RequestCode,
+    RequestContext,
+    ResponseCode,
+    request,
+    response_to,
+)
 from rocketmesh.remoting.protocol.headers import (
     CheckHalfMessageRequestHeader,
     CheckHalfMessageResponseHeader,
@@ -50,17 +68,8 @@ from rocketmesh.remoting.protocol.headers import (
     PendingHalfMessagesRequestHeader,
     PendingHalfMessagesResponseHeader,
 )
-from rocketmesh.model.topics import (
-    TRANS_CHECK_GROUP,
-    TRANS_CHECK_MAX_TIME_TOPIC,
-    TRANS_HALF_TOPIC,
-    TRANS_OP_HALF_TOPIC,
-    TRANS_OP_REMOVE_TAG,
-)
-from rocketmesh.model.route import PERM_READ_WRITE
+from rocketmesh.runtime.log import get_logger
 from rocketmesh.telemetry.propagation import traceparent_of
-from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
-from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 
 if TYPE_CHECKING:
     from rocketmesh.broker.controller import BrokerController
@@ -131,7 +140,7 @@ class DecidedTable:
         self._table: OrderedDict[str, str] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, tid: str) -> Optional[str]:
+    def get(self, tid: str) -> str | None:
         with self._lock:
             return self._table.get(tid)
 
@@ -154,7 +163,7 @@ class DecidedTable:
 class TransactionProcessor:
     """END_TRANSACTION, CHECK_HALF_MESSAGE and GET_PENDING_HALF_MESSAGES (see the module docstring)."""
 
-    def __init__(self, broker: "BrokerController") -> None:
+    def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self.store = broker.store
         cfg = broker.config
@@ -250,7 +259,7 @@ class TransactionProcessor:
         return response_to(req, code, remark)
 
     @staticmethod
-    def _not_matching(half: MessageExt, h: EndTransactionRequestHeader) -> Optional[str]:
+    def _not_matching(half: MessageExt, h: EndTransactionRequestHeader) -> str | None:
         if half.topic != TRANS_HALF_TOPIC:
             return f"the message at commitlog offset {h.commit_log_offset} is not a half message"
         group = half.properties.get(MessageConst.PRODUCER_GROUP)
@@ -263,7 +272,7 @@ class TransactionProcessor:
         return None
 
     def _decide(self, half: MessageExt, outcome: str,
-                extra: Optional[MessageExtBrokerInner]) -> tuple[ResponseCode, Optional[str]]:
+                extra: MessageExtBrokerInner | None) -> tuple[ResponseCode, str | None]:
         """Store ``extra`` (the committed or discarded message, if any) and the op of ``half``, once per
         transaction; (SUCCESS, None) when this call decided it."""
         tid = transaction_id(half)
@@ -294,7 +303,7 @@ class TransactionProcessor:
         return ResponseCode.SUCCESS, None
 
     @staticmethod
-    def _restored(half: MessageExt) -> Optional[MessageExtBrokerInner]:
+    def _restored(half: MessageExt) -> MessageExtBrokerInner | None:
         """The committed message: the half's body and properties in its real queue."""
         props = dict(half.properties)
         real_topic = props.pop(MessageConst.REAL_TOPIC, None)
@@ -314,7 +323,7 @@ class TransactionProcessor:
                                      half.sys_flag & ~_TRANSACTION_BITS, half.born_timestamp, encode_host_text(half.born_host),
                                      half.reconsume_times)
 
-    def _half_at(self, commitlog_offset: int) -> Optional[tuple[MessageExt, bytes]]:
+    def _half_at(self, commitlog_offset: int) -> tuple[MessageExt, bytes] | None:
         if commitlog_offset < 0:
             return None
         rec = self.store.commitlog.read_record(commitlog_offset)

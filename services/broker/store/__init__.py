@@ -1,6 +1,5 @@
 """The broker's store engine: CommitLog, ConsumeQueue, IndexFile, flush, recovery, expiry."""
 
-from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.message_store import MessageFilter, MessageStore, StoreLockedError
@@ -12,6 +11,7 @@ from rocketmesh.broker.store.results import (
     PutMessageStatus,
     QueryMessageResult,
 )
+from rocketmesh.model.delay_levels import parse_delay_levels
 
 __all__ = [
     "AppendResult", "BrokerRole", "FlushDiskType", "GetMessageResult", "GetMessageStatus",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import MessageStoreConfig

@@ -13,10 +13,15 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import SysFlag
+from rocketmesh.broker.store.config import MessageStoreConfig
+from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY
+from rocketmesh.broker.store.index.consume_queue import LiveConsumeQueue
+from rocketmesh.broker.store.index.queue_entry import tail_tags_code
+from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
+from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
+from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
 from rocketmesh.model.codec import (
     BATCH_ITEM_HEADER,
     BATCH_ITEM_HEADER_SIZE,
@@ -32,12 +37,8 @@ from rocketmesh.model.codec import (
     has_schedule_property,
 )
 from rocketmesh.model.delay_levels import parse_delay_levels
-from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
-from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
-from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
-from rocketmesh.broker.store.index.queue_entry import tail_tags_code
-from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
+from rocketmesh.model.message import SysFlag
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="commitlog")
 
@@ -74,7 +75,7 @@ class CommitLog:
     """Append, read and recover the commitlog. Owned by :class:`MessageStore`."""
 
     def __init__(self, config: MessageStoreConfig,
-                 open_queue: Optional[Callable[[str, int], LiveConsumeQueue]] = None) -> None:
+                 open_queue: Callable[[str, int], LiveConsumeQueue] | None = None) -> None:
         self.config = config
         self.delay_levels = parse_delay_levels(config.message_delay_level)
         self.queue = MappedFileQueue(config.store_path_commit_log, config.mapped_file_size_commit_log,
@@ -91,7 +92,7 @@ class CommitLog:
         self.open_queue = open_queue
         self.begin_time_in_lock = 0.0
         #: Called (outside the lock) with the end offset of every put; the sync flush waits there.
-        self.after_append: Optional[Callable[[int], PutMessageStatus]] = None
+        self.after_append: Callable[[int], PutMessageStatus] | None = None
         #: Told the new written end after every put, under the lock (the dispatch worker follows it).
         self.publish: Callable[[int], None] = lambda end: None
         #: A slave: where the records not yet given queue entries start (see append_replica).
@@ -470,7 +471,7 @@ class CommitLog:
     # --- recovery ---
 
     def recover(self, start: int, check_crc: bool,
-                on_records: Optional[Callable[[list[DispatchRecord]], None]] = None) -> int:
+                on_records: Callable[[list[DispatchRecord]], None] | None = None) -> int:
         """Walk from ``start`` (a record boundary), truncate after the last good record.
 
         ``on_records`` sees the good records past ``start`` in runs (the store

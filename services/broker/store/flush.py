@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.runtime.service_thread import ServiceThread
 from rocketmesh.broker.store.mapped_file import MappedFileQueue
 from rocketmesh.broker.store.results import PutMessageStatus
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.runtime.service_thread import ServiceThread
 
 log = get_logger("broker", component="flush")
 
@@ -45,7 +45,7 @@ class GroupCommitService:
     """
 
     def __init__(self, queue: MappedFileQueue, timeout_ms: int,
-                 on_flushed: Optional[Callable[[int], None]] = None) -> None:
+                 on_flushed: Callable[[int], None] | None = None) -> None:
         self.queue = queue
         #: Told the flushed offset at most once a second (the checkpoint).
         self.on_flushed = on_flushed
@@ -65,7 +65,7 @@ class GroupCommitService:
         self._thread: threading.Thread | None = None
         self.flush_count = 0
         #: Told how long each flush round that found something to flush took (ms), for metrics.
-        self.flush_observer: Optional[Callable[[float], None]] = None
+        self.flush_observer: Callable[[float], None] | None = None
 
     def start(self) -> None:
         self._running = True
@@ -186,7 +186,7 @@ class FlushRealTimeService(ServiceThread):
         self.on_flushed = on_flushed
         self._last_thorough = time.monotonic()
         #: Told how long each flush round that found something to flush took (ms), for metrics.
-        self.flush_observer: Optional[Callable[[float], None]] = None
+        self.flush_observer: Callable[[float], None] | None = None
 
     def run_once(self) -> None:
         least = self.least_pages

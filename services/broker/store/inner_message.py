@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Optional
 
-from rocketmesh.model.message import MessageConst
 from rocketmesh.model.codec import decode_properties, encode_host, encode_properties
+from rocketmesh.model.message import MessageConst
 
 _LOCAL_HOST = encode_host("127.0.0.1", 0)
 
@@ -30,11 +29,11 @@ class MessageExtBrokerInner:
     born_host: bytes = _LOCAL_HOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
-    _props_cache: Optional[dict[str, str]] = field(default=None, repr=False)
+    _props_cache: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
-    def of(cls, topic: str, body: bytes, queue_id: int = 0, properties: Optional[dict[str, str]] = None,
-           tags: Optional[str] = None, keys: Optional[str] = None, **kw) -> "MessageExtBrokerInner":
+    def of(cls, topic: str, body: bytes, queue_id: int = 0, properties: dict[str, str] | None = None,
+           tags: str | None = None, keys: str | None = None, **kw) -> MessageExtBrokerInner:
         """Build one from decoded parts (convenient for tests and internal re-puts)."""
         props = dict(properties or {})
         if tags:

@@ -13,7 +13,7 @@ import mmap
 import os
 import threading
 import time
-from typing import Callable, Optional
+from collections.abc import Callable
 
 from rocketmesh.runtime.log import get_logger
 
@@ -175,7 +175,7 @@ class MappedFile:
             self.flushed_position = wrote
         return self.flushed_position
 
-    def zero_from(self, pos: int, end: Optional[int] = None) -> None:
+    def zero_from(self, pos: int, end: int | None = None) -> None:
         """Zero ``[pos, end)`` so stale bytes past a truncation can never be read as records."""
         end = self.file_size if end is None else end
         while pos < end:
@@ -211,7 +211,7 @@ class MappedFileQueue:
         self.reserve = reserve
         #: Prepare the next file in the background (RocketMQ's AllocateMappedFileService).
         self.preallocate = preallocate
-        self._next: Optional[tuple[int, threading.Thread, list[MappedFile]]] = None
+        self._next: tuple[int, threading.Thread, list[MappedFile]] | None = None
         self._followed_end = 0
         self.files: list[MappedFile] = []
         #: Logical offset up to which data is fsynced.
@@ -238,10 +238,10 @@ class MappedFileQueue:
             f.wrote_position = f.flushed_position = self.file_size
             self.files.append(f)
 
-    def last_file(self) -> Optional[MappedFile]:
+    def last_file(self) -> MappedFile | None:
         return self.files[-1] if self.files else None
 
-    def first_file(self) -> Optional[MappedFile]:
+    def first_file(self) -> MappedFile | None:
         return self.files[0] if self.files else None
 
     def get_last_mapped_file(self, start_offset: int = 0) -> MappedFile:
@@ -289,7 +289,7 @@ class MappedFileQueue:
         t.start()
         self._next = (offset, t, out)
 
-    def _take_prepared(self, offset: int) -> Optional[MappedFile]:
+    def _take_prepared(self, offset: int) -> MappedFile | None:
         nxt, self._next = self._next, None
         if nxt is None:
             return None
@@ -309,7 +309,7 @@ class MappedFileQueue:
             for f in nxt[2]:
                 f.destroy()
 
-    def find_file(self, offset: int) -> Optional[MappedFile]:
+    def find_file(self, offset: int) -> MappedFile | None:
         """The file holding logical ``offset``, or None when it is deleted or not written yet."""
         files = self.files
         if not files:

@@ -20,24 +20,21 @@ import fcntl
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Optional, Protocol
+from typing import Any, Protocol
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.model.message import MessageConst, MessageExt
-from rocketmesh.model.codec import decode_record
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
 from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, CommitLog, ReplicaGap
-from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE, LiveConsumeQueue
 from rocketmesh.broker.store.dispatch.dispatch_link import DispatchLink
 from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
+from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE, LiveConsumeQueue
 from rocketmesh.broker.store.index.index_file import IndexService
-from rocketmesh.broker.store.mapped_file import mapped_file_names
 from rocketmesh.broker.store.index.queue_entry import UNRESOLVED_TAGS_CODE, record_tags_code
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
+from rocketmesh.broker.store.mapped_file import mapped_file_names
 from rocketmesh.broker.store.replication import ReplicaTracker
 from rocketmesh.broker.store.results import (
     GetMessageResult,
@@ -46,6 +43,10 @@ from rocketmesh.broker.store.results import (
     PutMessageStatus,
     QueryMessageResult,
 )
+from rocketmesh.model.codec import decode_record
+from rocketmesh.model.delay_levels import parse_delay_levels
+from rocketmesh.model.message import MessageConst, MessageExt
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="store")
 
@@ -133,14 +134,14 @@ class MessageStore:
         self._queues_lock = threading.Lock()
         self.listeners: list[ArrivingListener] = []
         self.stats = StoreStats()
-        self.link: Optional[DispatchLink] = None
+        self.link: DispatchLink | None = None
         #: Commitlog offset the dispatch worker has built queues and index up to.
         self.dispatched_offset = 0
         self._dispatched_cond = threading.Condition()
-        self.group_commit: Optional[GroupCommitService] = None
+        self.group_commit: GroupCommitService | None = None
         #: Told the duration of each commitlog flush round (ms); set before ``start()``.
-        self.flush_observer: Optional[Callable[[float], None]] = None
-        self.flush_commitlog: Optional[FlushRealTimeService] = None
+        self.flush_observer: Callable[[float], None] | None = None
+        self.flush_commitlog: FlushRealTimeService | None = None
         self.cleaner = CleanService(self.config, self.commitlog, self.check_disk_space, self.clean_logics)
         #: A master's slaves and how far each has the commitlog.
         self.replicas = ReplicaTracker(config.ha_housekeeping_interval, config.ha_max_gap_not_in_sync)
@@ -151,7 +152,7 @@ class MessageStore:
         #: Puts are refused while the dispatch worker is too far behind (see _stall_puts).
         self._dispatch_stalled = False
         #: Why puts are refused for want of disk space, None while there is enough (see check_disk_space).
-        self._disk_full: Optional[str] = None
+        self._disk_full: str | None = None
         self._shutdown = False
 
     # --- life cycle ---
@@ -249,7 +250,7 @@ class MessageStore:
 
     # --- writing ---
 
-    def _check_writable(self) -> Optional[PutMessageResult]:
+    def _check_writable(self) -> PutMessageResult | None:
         commitlog = self.commitlog
         if self._writable and not commitlog.begin_time_in_lock:
             return None
@@ -524,7 +525,7 @@ class MessageStore:
 
     # --- consume queues ---
 
-    def find_consume_queue(self, topic: str, queue_id: int) -> Optional[LiveConsumeQueue]:
+    def find_consume_queue(self, topic: str, queue_id: int) -> LiveConsumeQueue | None:
         """The read side of ``topic``/``queue_id``'s consume queue, None before its first message."""
         return self._queues.get((topic, queue_id))
 
@@ -592,7 +593,7 @@ class MessageStore:
         return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
 
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
-                    message_filter: Optional[MessageFilter] = None) -> GetMessageResult:
+                    message_filter: MessageFilter | None = None) -> GetMessageResult:
         """Read up to ``max_msg_nums`` records of one queue from ``offset`` (RocketMQ's getMessage)."""
         cq = self._queues.get((topic, queue_id))
         if cq is None:
@@ -660,7 +661,7 @@ class MessageStore:
         return self._count(result)
 
     def _read_matching(self, phys: int, size: int, tags_code: int,
-                       message_filter: Optional[MessageFilter]) -> Optional[bytes]:
+                       message_filter: MessageFilter | None) -> bytes | None:
         """The record at ``phys`` if ``message_filter`` takes it (tag code first, then the record), None
         if it does not, b"" if the record is gone."""
         if message_filter is None:
@@ -692,7 +693,7 @@ class MessageStore:
             self.stats.get_message_times_total_miss += 1
         return result
 
-    def look_message_by_offset(self, commitlog_offset: int) -> Optional[MessageExt]:
+    def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
         """The message stored at ``commitlog_offset`` (the offset inside a message id), or None."""
         rec = self.commitlog.read_record(commitlog_offset)
         if not rec:
@@ -703,7 +704,7 @@ class MessageStore:
             return None
 
     def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
-                      end: Optional[int] = None) -> QueryMessageResult:
+                      end: int | None = None) -> QueryMessageResult:
         """Messages of ``topic`` indexed under ``key`` (a KEYS entry or UNIQ_KEY), stored within [begin, end]."""
         end = end if end is not None else int(time.time() * 1000) + 1000
         self.index_service.refresh()

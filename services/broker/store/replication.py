@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.results import PutMessageStatus
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="replication")
 
@@ -46,7 +46,7 @@ class ReplicaTracker:
         self._acked = 0
         #: (offset, deadline, callback), offsets growing with each put.
         self._waiters: list[tuple[int, float, Callable[[PutMessageStatus], None]]] = []
-        self._timer: Optional[threading.Thread] = None
+        self._timer: threading.Thread | None = None
 
     def ack(self, slave: str, offset: int) -> None:
         """The ha service of ``slave`` asked for bytes from ``offset``: the slave has all below it."""

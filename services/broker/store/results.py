@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Optional
 
 
 class PutMessageStatus(Enum):
@@ -61,7 +60,7 @@ class PutMessageResult:
         return self.status is PutMessageStatus.PUT_OK
 
     @property
-    def first(self) -> Optional[AppendResult]:
+    def first(self) -> AppendResult | None:
         return self.appended[0] if self.appended else None
 
 

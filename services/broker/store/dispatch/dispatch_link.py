@@ -7,13 +7,14 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Optional
+from typing import Any
 
-from rocketmesh.runtime.python_process import python_module_argv
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.dispatch.position_cell import PositionCell
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.runtime.python_process import python_module_argv
 
 log = get_logger("broker", component="dispatch_link")
 
@@ -39,13 +40,13 @@ class DispatchLink:
         self.on_ready = on_ready
         #: cell[0]: the commitlog's written end, set by the broker after each put.
         self.cell = PositionCell.create()
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: subprocess.Popen | None = None
         self._conn: Any = None
         self._send_lock = threading.Lock()
         self._replies: dict[int, Any] = {}
         self._reply_cond = threading.Condition()
         self._ids = itertools.count(1)
-        self._reader: Optional[threading.Thread] = None
+        self._reader: threading.Thread | None = None
         self._stopping = False
         self.restarts = 0
 
@@ -136,7 +137,7 @@ class DispatchLink:
                 self._reply_cond.wait(left)
             return self._replies.pop(req_id)
 
-    def stop(self, final_end: int, timeout_s: float = 60.0) -> Optional[int]:
+    def stop(self, final_end: int, timeout_s: float = 60.0) -> int | None:
         """Let the worker dispatch up to ``final_end``, flush and exit; returns where it got."""
         if self._proc is None:
             return None
@@ -163,5 +164,5 @@ class DispatchLink:
         return reached
 
     @property
-    def pid(self) -> Optional[int]:
+    def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None

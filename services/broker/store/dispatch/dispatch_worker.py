@@ -26,13 +26,13 @@ import time
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rocketmesh.runtime.log import get_logger
-from rocketmesh.server.log import configure_service
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.commitlog import CommitLog
 from rocketmesh.broker.store.config import MessageStoreConfig
 from rocketmesh.broker.store.dispatch.dispatcher import Dispatcher, Persisted
 from rocketmesh.broker.store.dispatch.position_cell import PositionCell
+from rocketmesh.runtime.log import get_logger
+from rocketmesh.server.log import configure_service
 
 log = get_logger("broker", component="dispatch_worker")
 

@@ -26,7 +26,7 @@ class PositionCell:
         self.mm = mmap.mmap(fd, 16)
 
     @classmethod
-    def create(cls) -> "PositionCell":
+    def create(cls) -> PositionCell:
         fd = os.memfd_create("rocketmesh-commit-position")
         os.ftruncate(fd, 16)
         return cls(fd, os.eventfd(0, os.EFD_NONBLOCK))

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 import struct
-from typing import Callable, Iterator, Optional
+from collections.abc import Callable, Iterator
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.mapped_file import MappedFileQueue
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="consume_queue")
 
@@ -197,7 +197,7 @@ class ConsumeQueue:
         """Logical offset the next message will get (number of entries ever written)."""
         return self.queue.max_offset // CQ_STORE_UNIT_SIZE
 
-    def get(self, index: int) -> Optional[tuple[int, int, int]]:
+    def get(self, index: int) -> tuple[int, int, int] | None:
         """(commitlog offset, size, tag code) of entry ``index``, or None."""
         pos = index * CQ_STORE_UNIT_SIZE
         if pos < self.min_logic_offset:
@@ -377,7 +377,7 @@ class LiveConsumeQueue(ConsumeQueue):
         """Entries below this offset are on file (the rest are in the tail only)."""
         return self._persisted
 
-    def get(self, index: int) -> Optional[tuple[int, int, int]]:
+    def get(self, index: int) -> tuple[int, int, int] | None:
         start, buf = self._tail
         if index < start:
             return super().get(index)

@@ -25,10 +25,9 @@ import threading
 import time
 import zlib
 from datetime import datetime
-from typing import Optional
 
-from rocketmesh.runtime.log import get_logger
 from rocketmesh.broker.store.mapped_file import release_mapping, unlink_quietly
+from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="index")
 
@@ -266,7 +265,7 @@ class IndexService:
             self.files.append(f)
         return f
 
-    def build_index(self, items: list[tuple[bytes, Optional[bytes], Optional[bytes], int, int]]) -> None:
+    def build_index(self, items: list[tuple[bytes, bytes | None, bytes | None, int, int]]) -> None:
         """Index a run of messages: (topic, KEYS, UNIQ_KEY, commitlog offset, store time) each.
 
         ``topic#key`` goes in for every space-separated key and for the unique key;
