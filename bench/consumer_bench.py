@@ -2,7 +2,7 @@
 
 Run::
 
-    python bench/consumer_bench.py                               # backlog of 1,000,000 1 KiB messages, e2e at 2,000 msg/s
+    python bench/consumer_bench.py               # backlog of 1,000,000 1 KiB messages, e2e at 2,000 msg/s
     python bench/consumer_bench.py --modes pull --backlog 200000  # a smaller backlog, pull consumer only
     python bench/consumer_bench.py --modes e2e --rate 2000 --duration 10
     python bench/consumer_bench.py --modes pull,e2e --acl on   # plain ACL on, every request signed (see producer_bench)
@@ -161,7 +161,8 @@ def wake(namesrv: str, n: int) -> tuple[float, float]:
         admin.create_topic("ConsumerBenchWake", read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route("ConsumerBenchWake")
     out = []
-    with PullConsumer(f"bench-wake-{time.time_ns()}", namesrv, **CLIENT_ACCOUNT) as c, Producer("bench-wake", namesrv, **CLIENT_ACCOUNT) as p:
+    with PullConsumer(f"bench-wake-{time.time_ns()}", namesrv, **CLIENT_ACCOUNT) as c, \
+            Producer("bench-wake", namesrv, **CLIENT_ACCOUNT) as p:
         c.subscribe("ConsumerBenchWake")
         while not c.assignment():
             time.sleep(0.05)

@@ -221,7 +221,7 @@ class RedisPeer:
             while not done.is_set():
                 resp = c.xreadgroup("g", "c", {"e2e": ">"}, count=s.pull_batch, block=200)
                 for _, entries in resp or []:
-                    for entry_id, fields in entries:
+                    for _entry_id, fields in entries:
                         lat.append(stamped_latency(fields[b"b"]))
                     c.xack("e2e", "g", *[entry_id for entry_id, _ in entries])
 
@@ -419,7 +419,8 @@ class RabbitPeer:
         for sub in ("mnesia", "log"):
             os.makedirs(os.path.join(d, sub))
         self.server.env = {
-            "HOME": d, "ERL_EPMD_PORT": str(self.epmd_port), "RABBITMQ_NODENAME": f"bench{os.getpid()}@localhost", "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+            "HOME": d, "ERL_EPMD_PORT": str(self.epmd_port), "RABBITMQ_NODENAME": f"bench{os.getpid()}@localhost",
+            "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
             "RABBITMQ_NODE_PORT": str(self.port), "RABBITMQ_DIST_PORT": str(dist),
             "RABBITMQ_MNESIA_BASE": os.path.join(d, "mnesia"), "RABBITMQ_LOG_BASE": os.path.join(d, "log"),
             "RABBITMQ_ENABLED_PLUGINS_FILE": os.path.join(d, "enabled_plugins"),

@@ -16,7 +16,6 @@ each finished micro-batch's offsets to the consumer group (listener.py).
 from __future__ import annotations
 
 import threading
-from typing import Optional
 
 from pyspark.sql import SparkSession
 

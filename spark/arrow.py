@@ -71,7 +71,10 @@ def _cut(data: pa.Buffer, begin: np.ndarray, end: np.ndarray, type_: pa.DataType
     return interleaved.take(pa.array(np.arange(0, 2 * n, 2, dtype=np.int32)))
 
 
-def _binary(offsets: np.ndarray, data: bytes, type_: pa.DataType = pa.binary()) -> pa.Array:
+_BINARY = pa.binary()
+
+
+def _binary(offsets: np.ndarray, data: bytes, type_: pa.DataType = _BINARY) -> pa.Array:
     return pa.Array.from_buffers(type_, len(offsets) - 1, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 

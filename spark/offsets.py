@@ -69,7 +69,8 @@ def queue_bounds(admin: Admin, topics: tuple[str, ...]) -> QueueBounds:
         except MQBrokerError as exc:
             if exc.response_code == ResponseCode.TOPIC_NOT_EXIST:
                 raise OptionError(f"option 'topic': topic {topic!r} does not exist on the name server "
-                                  f"{admin.namesrv_addrs[0]}; create it (rocketmesh admin update-topic) first") from None
+                                  f"{admin.namesrv_addrs[0]}; create it (rocketmesh admin update-topic) first"
+                                  ) from None
             raise
         out[topic] = {queue_key(mq): Bounds(o.min_offset, o.max_offset) for mq, o in status.items()}
     return out

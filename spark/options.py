@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Union
 
 import orjson
 
@@ -21,7 +20,7 @@ from rocketmesh.filter import SubscriptionData
 #: Queue offsets as users write them: ``{"broker-a:0": 17}`` or, for several topics, ``{"T": {"broker-a:0": 17}}``.
 QueueOffsets = dict[str, dict[str, int]]
 #: A starting point: "group", "earliest", "latest", a store time in epoch ms, or explicit offsets.
-Start = Union[str, int, QueueOffsets]
+Start = str | int | QueueOffsets
 
 SOURCE_OPTIONS = {
     "namesrv": "namesrv", "topic": "topic", "consumergroup": "consumerGroup", "subexpression": "subExpression",

@@ -1,4 +1,5 @@
-"""Shared fixtures for every test folder: real service processes (see tests/procs.py), a remoting client, tracing receivers, and the RELIABILITY.md recorder."""
+"""Shared fixtures for every test folder: real service processes (see tests/procs.py), a remoting client,
+tracing receivers, and the RELIABILITY.md recorder."""
 
 from __future__ import annotations
 
@@ -49,7 +50,8 @@ def namesrv(start_namesrv: Callable[..., NamesrvProcess]) -> NamesrvProcess:
 
 
 @pytest.fixture
-def start_broker(tmp_path: Path, start_namesrv: Callable[..., NamesrvProcess]) -> Iterator[Callable[..., BrokerProcess]]:
+def start_broker(tmp_path: Path,
+                 start_namesrv: Callable[..., NamesrvProcess]) -> Iterator[Callable[..., BrokerProcess]]:
     """Factory: ``start_broker(namesrv_addr, name="broker-a", registerNameServerPeriod=500, ...)``
     starts a broker with small store files and waits until the name server lists it; all stop at teardown,
     before the name servers (so their unregistering is answered)."""

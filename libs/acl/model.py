@@ -139,7 +139,7 @@ class RemoteAddressPattern:
         if len(parts) != 4:
             return False
         try:
-            return all(int(p) in allowed for p, allowed in zip(parts, self.segments))
+            return all(int(p) in allowed for p, allowed in zip(parts, self.segments, strict=False))
         except ValueError:
             return False
 

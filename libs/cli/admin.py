@@ -353,7 +353,9 @@ def pending_half_messages(a: argparse.Namespace, admin: Admin) -> None:
     print(f"{len(pending)} half message(s) of topic {a.topic} wait for their transaction's outcome")
 
 
-COMMANDS: dict[str, tuple[str, Callable[[argparse.Namespace, Admin], None], Callable[[argparse.ArgumentParser], None]]] = {}
+Command = Callable[[argparse.Namespace, Admin], None]
+Arguments = Callable[[argparse.ArgumentParser], None]
+COMMANDS: dict[str, tuple[str, Command, Arguments]] = {}
 
 
 def _command(name: str, help_text: str):

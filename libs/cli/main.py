@@ -147,7 +147,8 @@ UP_DESCRIPTION = """\
 Run a local mesh until Ctrl-C: a name server, broker broker-a, the scheduler (delayed and timer
 messages) and the txn-checker (undecided transactions), each its own process, restarted when it
 crashes. With --ha, broker-a gets a slave (its own store under the data dir) and the ha service
-that replicates it; --set keys reach master and slave alike, but brokerRole and brokerId. It prints "mesh is up" once every service serves and the broker's topics are routable.
+that replicates it; --set keys reach master and slave alike, but brokerRole and brokerId. It prints
+"mesh is up" once every service serves and the broker's topics are routable.
 
 examples:
   rocketmesh up

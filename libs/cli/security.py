@@ -110,7 +110,8 @@ def add_keys_command(sub: argparse._SubParsersAction) -> None:
                        description=KEYS_DESCRIPTION, formatter_class=HelpFormatter,
                        epilog="examples:\n  rocketmesh keys ./mesh-keys\n  rocketmesh up --curve-keys ./mesh-keys")
     p.add_argument("dir", help="where the key files go (made if missing)")
-    p.add_argument("--force", action="store_true", help="replace the keys this command made in DIR (other keys in authorized_clients/ stay)")
+    p.add_argument("--force", action="store_true",
+                   help="replace the keys this command made in DIR (other keys in authorized_clients/ stay)")
     p.set_defaults(func=cmd_keys)
 
 

@@ -239,7 +239,7 @@ class ClientAPI:
         wait_futures(pending, timeout=timeout / 1000.0 + 1.0)
         accepted = frozenset(accept)
         out: list[RemotingCommand | MQError] = []
-        for (addr, _), f in zip(calls, futures):
+        for (addr, _), f in zip(calls, futures, strict=False):
             if not isinstance(f, Future):
                 out.append(f)
                 continue
@@ -265,7 +265,7 @@ class ClientAPI:
     def _map(addrs: Sequence[str], outcomes: Sequence[RemotingCommand | MQError],
              read: Callable[[RemotingCommand, str], T]) -> list[T | MQError]:
         out: list[T | MQError] = []
-        for addr, res in zip(addrs, outcomes):
+        for addr, res in zip(addrs, outcomes, strict=False):
             if isinstance(res, MQError):
                 out.append(res)
                 continue

@@ -498,7 +498,7 @@ class ClientInstance:
             return {}
         results = self._api().heartbeat([addr for _, _, addr in targets], data, timeout_ms)
         out: dict[str, bool] = {}
-        for (name, broker_id, addr), err in zip(targets, results):
+        for (name, broker_id, addr), err in zip(targets, results, strict=False):
             out[addr] = err is None
             if broker_id != MASTER_ID:
                 continue

@@ -117,7 +117,7 @@ def set_unique_ids(msgs: Sequence[Message]) -> list[str]:
     key = _UNIQ_KEY
     missing = [m for m in msgs if key not in m.properties]
     if missing:
-        for m, uid in zip(missing, (_generator or _default_generator()).create_many(len(missing))):
+        for m, uid in zip(missing, (_generator or _default_generator()).create_many(len(missing)), strict=False):
             m.properties[key] = uid
     return [m.properties[key] for m in msgs]
 

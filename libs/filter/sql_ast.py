@@ -9,7 +9,6 @@ number, which RocketMQ evaluates to null).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from rocketmesh.filter.java_values import JavaType
 
@@ -132,4 +131,4 @@ class BooleanCast:
     is_condition = True
 
 
-Node = Union[Literal, Property, Negation, Ordering, Equality, Not, And, Or, In, Between, BooleanCast]
+Node = Literal | Property | Negation | Ordering | Equality | Not | And | Or | In | Between | BooleanCast

@@ -1,9 +1,10 @@
 """Start a service of ours as a child process on free ports, wait until it serves, stop it with a bound.
 
 ``rocketmesh up`` (cli/supervisor.py), the tests' service processes and the benches start services this one
-way: :func:`launch` runs ``python -P -m rocketmesh.<service> ...`` (:func:`rocketmesh.runtime.python_process.python_module_argv`) in a
-session of its own, its output appended to a log file, with this process's pid in its environment (it stops
-by itself should this process die without stopping it); :meth:`Launched.wait_ready` waits for the line
+way: :func:`launch` runs ``python -P -m rocketmesh.<service> ...``
+(:func:`rocketmesh.runtime.python_process.python_module_argv`) in a session of its own, its output
+appended to a log file, with this process's pid in its environment (it stops by itself should this process
+die without stopping it); :meth:`Launched.wait_ready` waits for the line
 ``<name> listening on <host:port>`` the service prints once it serves, in what this start of it wrote (a
 line an earlier run left in the log never counts), or for a check of the caller's; :func:`stop_process`
 sends SIGTERM and, past the bound, SIGKILL. Nothing here imports a service.

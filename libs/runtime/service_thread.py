@@ -28,7 +28,7 @@ class ServiceThread(ABC):
     def run_once(self) -> None:
         """One turn of the loop."""
 
-    def on_stop(self) -> None:
+    def on_stop(self) -> None:  # noqa: B027 (an optional hook: most loops have no last work)
         """Last work after the loop ends (a final flush, say)."""
 
     @property

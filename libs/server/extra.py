@@ -1,8 +1,9 @@
 """Whether the ``server`` extra is installed: a service started without it says so in one line and exits.
 
 ``pip install rocketmesh`` is the SDK and the CLI; the services' own dependencies (the OpenTelemetry SDK and
-its exporters, the Prometheus client, PyYAML for the ACL file, zlib-ng for the store's checksums, structlog for the JSON-lines log) come with
-``pip install 'rocketmesh[server]'``. This module uses the standard library only, so that it can run first.
+its exporters, the Prometheus client, PyYAML for the ACL file, zlib-ng for the store's checksums, structlog for
+the JSON-lines log) come with ``pip install 'rocketmesh[server]'``. This module uses the standard library
+only, so that it can run first.
 """
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ class Tally:
         """Every count with its labels."""
         with self._lock:
             items = list(self._counts.items())
-        return [(v, dict(zip(self.labels, k))) for k, v in items]
+        return [(v, dict(zip(self.labels, k, strict=False))) for k, v in items]
 
 
 class LatencyHistogram:
@@ -136,7 +136,7 @@ class LatencyHistogram:
             series = [(k, list(v[0]), v[1]) for k, v in self._series.items()]
         for key, counts, total in series:
             running, buckets = 0, []
-            for bound, n in zip((*map(str, self.bounds), "+Inf"), counts):
+            for bound, n in zip((*map(str, self.bounds), "+Inf"), counts, strict=False):
                 running += n
                 buckets.append((bound, running))
             family.add_metric(const + [str(v) for v in key], buckets, total)

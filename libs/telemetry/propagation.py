@@ -261,7 +261,7 @@ def traceparent_of(span: Span | None = None) -> str | None:
     ctx = (span if span is not None else trace.get_current_span()).get_span_context()
     if not ctx.is_valid:
         return None
-    return "00-%032x-%016x-%02x" % (ctx.trace_id, ctx.span_id, ctx.trace_flags)
+    return f"00-{ctx.trace_id:032x}-{ctx.span_id:016x}-{ctx.trace_flags:02x}"
 
 
 def context_of(traceparent: str | None) -> Context | None:

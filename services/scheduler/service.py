@@ -183,7 +183,7 @@ class ScheduleService:
         roll_at = _now_ms() + self.config.timer_roll_window_ms
         with self._cond:
             due_queue = self._due
-            for due, h, trace in zip(dues, held, traces):
+            for due, h, trace in zip(dues, held, traces, strict=False):
                 due_queue.push(min(due, roll_at), _Entry(req, h, due, trace))
             first = due_queue.next_due()
             if self._waiting_until is None or (first is not None and first < self._waiting_until):
@@ -262,7 +262,7 @@ class ScheduleService:
             return
         results = self.core.instance.api.deliver_due_messages(calls, self.config.deliver_timeout_ms)
         now = _now_ms()
-        for (req, chunk), resp in zip(chunks, results):
+        for (req, chunk), resp in zip(chunks, results, strict=False):
             entries = [e for _, e in chunk]
             if isinstance(resp, MQError):
                 self.failures += 1

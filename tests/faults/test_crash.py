@@ -87,7 +87,7 @@ def test_broker_sigkilled_under_load_loses_no_acknowledged_message(
     with load:
         for cycle in range(CYCLES):
             begin = time.monotonic()
-            wait_for(lambda: len(load.ledger.acks_since(begin)) >= BURST, 30,
+            wait_for(lambda begin=begin: len(load.ledger.acks_since(begin)) >= BURST, 30,
                      what=f"cycle {cycle}: {BURST} SEND_OKs before the kill")
             killed_at = time.monotonic()
             master.kill()
@@ -100,7 +100,7 @@ def test_broker_sigkilled_under_load_loses_no_acknowledged_message(
                             == a.body.encode()]
                 assert len(on_slave) == len(tail), f"cycle {cycle}: SEND_OK messages missing on the slave"
             restart(master)
-            first = wait_for(lambda: load.ledger.first_ack_after(killed_at), 30,
+            first = wait_for(lambda killed_at=killed_at: load.ledger.first_ack_after(killed_at), 30,
                              what=f"cycle {cycle}: a SEND_OK after the restart")
             recovery.append(first - killed_at)
             lost_at_restart += sum(1 for a in tail if view_at(remoting_client, master.addr, a.offset_msg_id)

@@ -43,7 +43,7 @@ def test_a_frozen_broker_is_avoided_nothing_piles_up_and_it_rejoins(
         namesrv: NamesrvProcess, start_broker: Callable[..., BrokerProcess],
         reliability: ReliabilityRecorder) -> None:
     a = start_broker(namesrv.addr, "broker-a", registerNameServerPeriod=1000)
-    b = start_broker(namesrv.addr, "broker-b", registerNameServerPeriod=1000)
+    start_broker(namesrv.addr, "broker-b", registerNameServerPeriod=1000)
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
         # wait_topic_route: the first broker's registration of the topic may not have reached the name server
@@ -96,7 +96,8 @@ def test_a_frozen_broker_is_avoided_nothing_piles_up_and_it_rejoins(
         note=f"recovery: {moved_s:.2f} s from the freeze to the last send slowed by it ({len(slow)} sends slowed, "
              f"{failed_during} failed), {rejoined - thawed_at:.2f} s from SIGCONT to a SEND_OK from broker-a; "
              f"{len(during)} SEND_OKs during the freeze, all from broker-b; producer requests pending at most "
-             f"{peak_in_flight} (plus one sync send a thread); this process's RSS {own_rss // 1024} -> {own_rss_frozen // 1024} MB, broker-a's "
+             f"{peak_in_flight} (plus one sync send a thread); this process's RSS {own_rss // 1024} -> "
+             f"{own_rss_frozen // 1024} MB, broker-a's "
              f"{a_rss // 1024} -> {a_rss_after // 1024} MB; broker-a answered {drained_s:.2f} s after SIGCONT")
     assert lost == 0, f"{lost} acknowledged messages lost: {got.missing(acked)[:10]}"
     assert not moved, "SEND_OK from the frozen broker"

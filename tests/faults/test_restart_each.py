@@ -62,7 +62,7 @@ def test_each_service_killed_in_turn_the_mesh_converges_and_nothing_is_lost_stuc
         start_ha: Callable[..., HaProcess], reliability: ReliabilityRecorder) -> None:
     ns = start_namesrv()
     master = start_broker(ns.addr, "broker-a", **BROKER_ARGS)
-    slave = start_broker(ns.addr, "broker-a", brokerId=1, brokerRole="SLAVE", **BROKER_ARGS)
+    start_broker(ns.addr, "broker-a", brokerId=1, brokerRole="SLAVE", **BROKER_ARGS)
     ha = start_ha(ns.addr, brokerName="broker-a", requestTimeoutMillis=1000, retryMaxDelayMillis=500)
     with Admin(ns.addr) as admin:
         for topic in (TOPIC, DELAYED, TXN):

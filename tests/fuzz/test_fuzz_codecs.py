@@ -66,8 +66,9 @@ def _header(**fields: Any) -> bytes:
 
 frames_strategy = st.lists(
     st.binary(max_size=64)
-    | st.builds(lambda h, b: pack_frame(h, b), st.builds(_header, ext=st.dictionaries(st.text(max_size=8), json_values,
-                                                                                      max_size=4)), st.binary(max_size=8))
+    | st.builds(lambda h, b: pack_frame(h, b),
+                st.builds(_header, ext=st.dictionaries(st.text(max_size=8), json_values, max_size=4)),
+                st.binary(max_size=8))
     | st.builds(_header, ext=st.dictionaries(st.text(max_size=8), json_values, max_size=4))
     | st.integers() | st.none() | st.text(max_size=8) | st.builds(bytearray, st.binary(max_size=8)),
     max_size=4,
@@ -157,7 +158,8 @@ def test_from_ext_raises_only_header_error(reliability) -> None:
 
     run()
     reliability.fuzz("request headers (ext -> typed header)", inputs=tally.inputs,
-                     note=f"{len(HEADER_CLASSES)} header classes, every field as every JSON type: HeaderError naming it")
+                     note=f"{len(HEADER_CLASSES)} header classes, every field as every JSON type: "
+                          "HeaderError naming it")
 
 
 # --- properties ------------------------------------------------------------------------------------
@@ -258,7 +260,8 @@ def test_record_decoders_raise_only_corrupt_record(reliability) -> None:
 messages = st.builds(
     lambda body, props, flag: Message("T", body, properties=props, flag=flag),
     st.binary(max_size=16),
-    st.dictionaries(st.text(alphabet="abcXYZ_", min_size=1, max_size=6), st.text(alphabet="vw1é", max_size=6), max_size=3),
+    st.dictionaries(st.text(alphabet="abcXYZ_", min_size=1, max_size=6), st.text(alphabet="vw1é", max_size=6),
+                    max_size=3),
     st.integers(-(2**31), 2**31 - 1),
 )
 
@@ -300,7 +303,9 @@ def test_truncated_batch_is_refused_or_a_whole_prefix() -> None:
             out = decode_batch("T", body[:cut])
         except CorruptRecord:
             return
-        assert [(m.body, m.properties, m.flag) for m in out] == [(m.body, m.properties, m.flag) for m in msgs[:len(out)]]
+        def fields(ms: list[Message]) -> list[tuple[bytes, dict[str, str], int]]:
+            return [(m.body, m.properties, m.flag) for m in ms]
+        assert fields(out) == fields(msgs[:len(out)])
         assert len(encode_batch(out)) == cut
 
     run()

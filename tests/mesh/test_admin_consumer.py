@@ -156,7 +156,8 @@ def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, 
     assert missing.returncode == 1
     assert len(missing.stderr.strip().splitlines()) == 1 and "no progress" in missing.stderr
 
-    reset = run_cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "now")
+    reset_args = ("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT")
+    reset = run_cli(*reset_args, "-s", "now")
     assert reset.returncode == 0, reset.stderr
     assert "#brokerName" in reset.stdout
     assert re.search(r"^broker-a\s+0\s+3$", reset.stdout, re.MULTILINE)
@@ -166,7 +167,7 @@ def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, 
                 "-s", "2000-01-01#00:00:00:000", "-f", "true")
     assert dated.returncode == 0, dated.stderr
     assert admin.consume_stats("cli-group").total_diff() == 5
-    bad = run_cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT", "-s", "soon")
+    bad = run_cli(*reset_args, "-s", "soon")
     assert bad.returncode == 1 and "bad timestamp" in bad.stderr
 
     update = run_cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-b", broker.addr,

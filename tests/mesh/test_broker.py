@@ -38,7 +38,8 @@ def test_registers_with_every_namesrv_and_unregisters_on_shutdown(start_namesrv,
     ns1, ns2 = start_namesrv(), start_namesrv()
     broker = start_broker(f"{ns1.addr};{ns2.addr}")
     for ns in (ns1, ns2):
-        assert wait_for(lambda: route_brokers(remoting_client, ns.addr, "TBW102"), 15, what="route") == {"broker-a"}
+        routed = wait_for(lambda ns=ns: route_brokers(remoting_client, ns.addr, "TBW102"), 15, what="route")
+        assert routed == {"broker-a"}
     broker.stop()
     assert broker.returncode == 0, broker.output()
     # A clean shutdown unregisters at once; no waiting for the liveness expiry.

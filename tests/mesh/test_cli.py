@@ -190,7 +190,8 @@ def test_up_with_acl_serves_accounts_and_refuses_the_rest(tmp_path, reliability)
 def _small_up(tmp_path, *prefix: str) -> subprocess.Popen:
     """``rocketmesh up`` (run by ``prefix``, if any) on free ports with small store files and no metrics, up
     and serving."""
-    up = subprocess.Popen([*prefix, *cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(free_port()),
+    up = subprocess.Popen([*prefix, *cli_command(), "up", "--data-dir", str(tmp_path / "mesh"),
+                           "--namesrv-port", str(free_port()),
                            "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
                            "--txn-checker-port", str(free_port()), "--no-metrics",
                            "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",

@@ -41,7 +41,8 @@ def test_hash_selector_is_abs_mod() -> None:
 
 
 def test_hash_is_stable_across_processes() -> None:
-    code = "from rocketmesh.client.producer.selector import stable_hash; print(stable_hash('order-42'), stable_hash(b'k'))"
+    code = ("from rocketmesh.client.producer.selector import stable_hash; "
+            "print(stable_hash('order-42'), stable_hash(b'k'))")
     outs = set()
     for seed in ("1", "2", "random"):
         env = {**os.environ, "PYTHONHASHSEED": seed}

@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_BROKER, FAST_CHECKER, TxnCheckerProcess, wait_for
-from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
+from rocketmesh import LocalTransactionState, Message, MQError, Producer, TransactionProducer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.telemetry import semconv as sc
@@ -231,7 +231,7 @@ def test_a_failed_send_ends_its_span_with_an_error(namesrv, broker, admin, spans
     topic = "TraceFail"
     make_topic(admin, topic, 1)
     with Producer("trace-fail-p", namesrv.addr, **FAST_CLIENT) as producer:
-        with pytest.raises(Exception):
+        with pytest.raises(MQError):
             producer.send(Message(topic, "x"), queue=MessageQueue(topic, "no-such-broker", 0))
     [send] = named(spans, f"send {topic}")
     assert send.status.status_code is StatusCode.ERROR

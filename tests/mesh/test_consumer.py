@@ -365,11 +365,11 @@ def test_tag_and_sql92_subscriptions_receive_exactly_the_matching_messages(names
             else:
                 c.subscribe(topic, expression)
             consumers.append(c.start())
-        got = [_poll_all(c, len(expected)) for c, (_, expected) in zip(consumers, cases)]
+        got = [_poll_all(c, len(expected)) for c, (_, expected) in zip(consumers, cases, strict=False)]
     finally:
         for c in consumers:
             c.shutdown()
-    wrong = {expr: (g, x) for (expr, x), g in zip(cases, got) if g != x}
+    wrong = {expr: (g, x) for (expr, x), g in zip(cases, got, strict=False) if g != x}
     assert not wrong, f"expression -> (received, expected): {wrong}"
 
 

@@ -147,7 +147,8 @@ def test_namesrv_serves_the_topics_it_routes_and_its_rpc_latency(start_namesrv, 
         admin.wait_topic_route("MetricsNsT")
         wait_for(lambda: sample(scrape(url), "rocketmq_namesrv_topics") == before + 1, what="one topic more routed")
     text = scrape(url)
-    assert sample(text, "rocketmq_rpc_latency_count", request_code="get_routeinfo_by_topic", response_code="success") >= 1
+    assert sample(text, "rocketmq_rpc_latency_count", request_code="get_routeinfo_by_topic",
+                  response_code="success") >= 1
     assert 'node_type="namesrv"' in text
 
 

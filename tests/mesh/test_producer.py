@@ -64,7 +64,8 @@ def assert_consecutive(results) -> collections.Counter:
     return collections.Counter({mq: len(v) for mq, v in by_queue.items()})
 
 
-def test_sync_sends_land_in_queues_with_offsets(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:
+def test_sync_sends_land_in_queues_with_offsets(start_broker: StartBroker, namesrv, admin: Admin,
+                                                producer: Producer) -> None:
     start_broker(namesrv.addr)
     make_topic(admin, "SyncT")
     results = [producer.send(Message("SyncT", f"m{i}".encode(), keys=f"k{i}")) for i in range(40)]
@@ -157,7 +158,8 @@ def test_selector_keeps_order_per_key(start_broker: StartBroker, namesrv, admin:
         assert [m.body for m in stored] == [f"{order}:{s}".encode() for s in range(10)]
 
 
-def test_find_by_offset_id_unique_key_and_key(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:
+def test_find_by_offset_id_unique_key_and_key(start_broker: StartBroker, namesrv, admin: Admin,
+                                              producer: Producer) -> None:
     start_broker(namesrv.addr)
     make_topic(admin, "FindT")
     r = producer.send(Message("FindT", b"find me", tags="TagA", keys=["order-77", "user-5"]))
@@ -216,7 +218,8 @@ def test_retries_go_to_the_live_broker(start_broker: StartBroker, admin: Admin, 
     assert elapsed < 3.0, elapsed
 
 
-def test_broker_errors_carry_response_codes(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:
+def test_broker_errors_carry_response_codes(start_broker: StartBroker, namesrv, admin: Admin,
+                                            producer: Producer) -> None:
     start_broker(namesrv.addr, maxMessageSize=2048)
     make_topic(admin, "ErrT")
     with pytest.raises(MQBrokerError) as ei:

@@ -58,7 +58,7 @@ def read_back(namesrv, topic: str, expected: int, timeout_s: float = 30.0) -> di
 def runs(results) -> list[int]:
     """Lengths of the runs of results (in send order) stored one after another in one queue: the batches."""
     lengths = [1]
-    for prev, cur in zip(results, results[1:]):
+    for prev, cur in zip(results, results[1:], strict=False):
         if cur.message_queue == prev.message_queue and cur.queue_offset == prev.queue_offset + 1:
             lengths[-1] += 1
         else:
@@ -78,7 +78,7 @@ def test_async_sends_each_get_their_own_result_and_land_once(namesrv, admin: Adm
     assert len({r.offset_msg_id for r in results}) == 2000 and not any("," in r.offset_msg_id for r in results)
     stored = read_back(namesrv, "AutoA", 2000)
     assert sorted(m.body for m in stored.values()) == sorted(m.body for m in msgs)  # every body, once
-    for m, r in zip(msgs, results):
+    for m, r in zip(msgs, results, strict=False):
         s = stored[(r.message_queue.queue_id, r.queue_offset)]
         assert s.body == m.body and s.unique_key == r.msg_id and s.msg_id == r.offset_msg_id
         assert s.keys == m.keys and s.tags == m.tags

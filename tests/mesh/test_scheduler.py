@@ -131,7 +131,7 @@ def test_timer_messages_arrive_in_due_order_never_early(namesrv, broker, admin, 
         wait_for(lambda: len(arrivals.bodies()) >= len(due), 15, "every timer delivered")
         time.sleep(0.3)
         assert sorted(arrivals.bodies()) == sorted(due)
-        for arrived_at, m in arrivals.got:
+        for _arrived_at, m in arrivals.got:
             assert m.store_timestamp >= due[m.body.decode()] - 5, "delivered before its time"
         # In due order, by the time each was stored again (one broker clock). Messages due in the same delivery
         # round (a wake-up that comes a few ms late takes every entry due by then) go to their queues in

@@ -127,7 +127,8 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
     # 1. A query runs; the group is registered while it does; it is stopped part way.
     query = start(100)
     try:
-        conn = wait_for(lambda: _connection(admin, group), QUERY_TIMEOUT_S, "the Spark driver listed by consumer-connection")
+        conn = wait_for(lambda: _connection(admin, group), QUERY_TIMEOUT_S,
+                        "the Spark driver listed by consumer-connection")
         assert topic in conn.subscriptions
         assert conn.consume_type == "CONSUME_ACTIVELY"
         shown = _cli("admin", "consumer-connection", "-n", ns, "-g", group)
@@ -439,7 +440,8 @@ def test_merchant_totals_job_writes_closed_windows_and_alerts(spark, ns, admin, 
     assert lag_is_zero(admin, "spark-merchants", topic) and lag_is_zero(admin, "spark-merchants-alerts", topic)
 
     rows = spark.read.parquet(str(tmp_path / "totals")).collect()
-    got = {(int(r.window_start.timestamp() * 1000 - start_ms) // 60_000, r.merchant): (r.orders, r.amount) for r in rows}
+    got = {(int(r.window_start.timestamp() * 1000 - start_ms) // 60_000, r.merchant): (r.orders, r.amount)
+           for r in rows}
     assert sorted(got) == sorted(want)
     for key, (orders, amount) in want.items():
         assert got[key][0] == orders and abs(got[key][1] - amount) < 0.011, key
@@ -472,7 +474,8 @@ def test_a_broker_added_while_a_query_runs_is_read(spark, ns, admin, mesh, tmp_p
         wait_for(lambda: len(admin.topic_route(topic).broker_datas) == 2, 30, "the route naming broker-b")
         with Producer("spark-test-grown", ns) as p:
             p.instance.update_topic_route(topic)
-            p.send_batch([Message(topic, f"b{i}".encode()) for i in range(30)], queue=MessageQueue(topic, "broker-b", 1))
+            p.send_batch([Message(topic, f"b{i}".encode()) for i in range(30)],
+                         queue=MessageQueue(topic, "broker-b", 1))
         wait_for(lambda: spark.table("grown").where("broker = 'broker-b'").count() == 30, QUERY_TIMEOUT_S,
                  "broker-b's messages")
     finally:

@@ -144,7 +144,7 @@ def test_a_batch_is_stored_as_its_items_with_consecutive_offsets_and_one_result(
     store.register_arriving_listener(grown.append)
     try:
         store.put_message(msg(queue_id=2))
-        sent = [Message("TopicTest", b"body-%d" % i, tags="T%d" % (i % 2), keys="key-%d" % i) for i in range(20)]
+        sent = [Message("TopicTest", f"body-{i}".encode(), tags=f"T{i % 2}", keys=f"key-{i}") for i in range(20)]
         r = store.put_batch(_batch("TopicTest", sent, queue_id=2))
         assert r.ok and len(r.appended) == 1
         a = r.first

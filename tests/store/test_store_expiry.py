@@ -24,7 +24,7 @@ def age_commitlog(root, hours):
 
 
 def not_now_hour():
-    return "%02d" % ((time.localtime().tm_hour + 12) % 24)
+    return f"{(time.localtime().tm_hour + 12) % 24:02d}"
 
 
 def test_expired_files_stay_outside_delete_hour_and_go_on_request(tmp_path):

@@ -15,7 +15,7 @@ def test_sync_flush_acknowledges_only_flushed_data_and_groups_commits(tmp_path):
     lock = threading.Lock()
 
     def writer(n):
-        for i in range(n):
+        for _i in range(n):
             r = store.put_message(msg(body=b"x" * 512))
             with lock:
                 results.append(r)

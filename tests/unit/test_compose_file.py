@@ -150,7 +150,7 @@ def test_adding_broker_b_to_a_running_mesh_leaves_mesh_as_it_is():
         published += new
     assert published == sorted(published)
     served: set[int] = set()
-    for name, svc in over["services"].items():
+    for _name, svc in over["services"].items():
         cmd = svc["command"]
         if cmd[0] == "broker":  # the brokers' ports (the ha service's status port is not published, as ha's)
             served.add(int(cmd[cmd.index("--listen-port") + 1]))

@@ -11,7 +11,8 @@ from rocketmesh.client.consumer.options import ConsumerOptions, PullConsumerOpti
 
 
 def test_keywords_and_an_options_object_are_the_same_settings() -> None:
-    by_keywords = PushConsumer("opts-group", "127.0.0.1:1", consume_thread_nums=4, consume_from="CONSUME_FROM_FIRST_OFFSET")
+    by_keywords = PushConsumer("opts-group", "127.0.0.1:1", consume_thread_nums=4,
+                               consume_from="CONSUME_FROM_FIRST_OFFSET")
     by_object = PushConsumer("opts-group", "127.0.0.1:1",
                              options=PushConsumerOptions(consume_thread_nums=4, consume_timestamp=0,
                                                          consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET))

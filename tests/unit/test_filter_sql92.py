@@ -312,7 +312,8 @@ def test_syntax_error_is_a_value_error_with_the_position():
         compile_sql("a = 1 AND b >")
     assert isinstance(info.value, FilterSyntaxError)
     assert info.value.position == 13
-    assert str(info.value) == "bad SQL92 expression 'a = 1 AND b >': expected a value but found end of input at position 13"
+    assert str(info.value) == ("bad SQL92 expression 'a = 1 AND b >': expected a value but found end of input "
+                               "at position 13")
 
 
 def test_non_string_expression_is_refused():
@@ -363,7 +364,8 @@ VALUES = st.one_of(
     st.integers().map(str),
     st.integers(min_value=-10, max_value=10).map(str),
     st.floats(allow_nan=True, allow_infinity=True).map(str),
-    st.sampled_from(["true", "FALSE", "NaN", "Infinity", "-Infinity", " 1 ", "0x1p3", "1d", "x", "hello", "TagA", "''"]),
+    st.sampled_from(["true", "FALSE", "NaN", "Infinity", "-Infinity", " 1 ", "0x1p3", "1d", "x", "hello", "TagA",
+                     "''"]),
 )
 PROPERTIES = st.dictionaries(st.one_of(st.sampled_from(NAMES), st.text(max_size=5)), VALUES, max_size=6)
 

@@ -44,10 +44,10 @@ def test_message_id_is_store_host_and_offset():
 
 
 def test_batch_round_trip_and_garbage():
-    msgs = [Message("T", b"body%d" % i, tags="A", keys=["k%d" % i, "x"]) for i in range(5)]
+    msgs = [Message("T", f"body{i}".encode(), tags="A", keys=[f"k{i}", "x"]) for i in range(5)]
     back = decode_batch("T", encode_batch(msgs))
     assert [m.body for m in back] == [m.body for m in msgs]
-    assert [m.keys for m in back] == ["k%d x" % i for i in range(5)]
+    assert [m.keys for m in back] == [f"k{i} x" for i in range(5)]
     with pytest.raises(CorruptRecord):
         decode_batch("T", encode_batch(msgs)[:-3])
 

@@ -29,7 +29,8 @@ def test_queue_data_write_permission_is_wiped_and_given_back() -> None:
 def test_route_json_round_trip_sorted_by_broker_and_without_a_null_order_conf() -> None:
     route = TopicRouteData.from_json({
         "queueDatas": [QueueData("b", 2, 2).to_json(), QueueData("a", 4, 4).to_json()],
-        "brokerDatas": [BrokerData("c", "b", {1: "h:2", 0: "h:1"}).to_json(), BrokerData("c", "a", {0: "h:0"}).to_json()],
+        "brokerDatas": [BrokerData("c", "b", {1: "h:2", 0: "h:1"}).to_json(),
+                        BrokerData("c", "a", {0: "h:0"}).to_json()],
     })
     assert [q.broker_name for q in route.queue_datas] == ["a", "b"]
     assert route.broker_data("b").broker_addrs == {0: "h:1", 1: "h:2"}

@@ -131,7 +131,8 @@ def test_a_dropped_span_gets_one_span_id_whichever_thread_asks_first(monkeypatch
         span = propagation.enter_dropped(propagation.DroppedSpan, UNSAMPLED)
         span.exit()
         seen = []
-        threads = [threading.Thread(target=lambda: seen.append(span.get_span_context())) for _ in range(4)]
+        threads = [threading.Thread(target=lambda seen=seen, span=span: seen.append(span.get_span_context()))
+                   for _ in range(4)]
         for t in threads:
             t.start()
         for t in threads:

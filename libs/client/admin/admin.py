@@ -188,7 +188,7 @@ class Admin:
         results = self.api.get_topic_stats_info([addr for _, addr in targets], topic, self.timeout_ms)
         raise_first(results)
         out: dict[MessageQueue, TopicOffset] = {}
-        for (broker_name, addr), data in zip(targets, results):
+        for (broker_name, _addr), data in zip(targets, results, strict=False):
             table = data.get("offsetTable") or []  # type: ignore[union-attr]
             entries = table.values() if isinstance(table, dict) else table
             for e in entries:
@@ -329,7 +329,7 @@ class Admin:
                                                          self.timeout_ms)
         raise_first(results)
         out: dict[MessageQueue, int] = {}
-        for (broker_name, addr), data in zip(targets, results):
+        for (broker_name, addr), data in zip(targets, results, strict=False):
             assert isinstance(data, dict)
             try:
                 for e in data.get("offsetTable") or []:
@@ -534,7 +534,7 @@ class Admin:
         results = self.api.get_pending_half_messages([b.addr for b in masters],
                                                      PendingHalfMessagesRequestHeader(topic, max_num), self.timeout_ms)
         raise_first(results)
-        for broker, entries in zip(masters, results):
+        for broker, entries in zip(masters, results, strict=False):
             assert isinstance(entries, list)
             try:
                 out.extend(PendingHalfMessage(
@@ -573,7 +573,7 @@ class Admin:
         )
         found: list[MessageExt] = []
         errors: list[MQError] = []
-        for addr, res in zip(addrs, self.api.query_message(addrs, header, self.timeout_ms)):
+        for addr, res in zip(addrs, self.api.query_message(addrs, header, self.timeout_ms), strict=False):
             if isinstance(res, MQBrokerError) and res.response_code == ResponseCode.QUERY_NOT_FOUND:
                 continue
             if isinstance(res, MQError):

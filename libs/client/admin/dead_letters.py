@@ -285,7 +285,7 @@ class DeadLetters:
             if not entries:
                 return
             views = instance.api.view_messages(addr, [phys for _, phys in entries], timeout)
-            for (queue_offset, _), record in zip(entries, views):
+            for (_queue_offset, _), record in zip(entries, views, strict=False):
                 if isinstance(record, MQBrokerError):
                     continue  # the message's commitlog file expired: nothing left to show
                 if isinstance(record, MQError):

@@ -116,7 +116,7 @@ class RemoteBrokerOffsetStore(_MemoryTable):
             which.append(mq)
         if not calls:
             return
-        for mq, err in zip(which, self.instance.api.update_consumer_offsets(calls)):
+        for mq, err in zip(which, self.instance.api.update_consumer_offsets(calls), strict=False):
             if err is not None:
                 log.warning("persist_offset_failed", group=self.group, mq=str(mq), error=str(err))
 

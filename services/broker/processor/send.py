@@ -193,7 +193,7 @@ class SendMessageProcessor:
             return
 
         def answer(durable: PutMessageStatus) -> None:
-            for cmd, ctx, header, result in stored:
+            for _cmd, ctx, header, result in stored:
                 status = result.status if durable is PutMessageStatus.PUT_OK else durable
                 first = result.appended[0]
                 ext = SendMessageResponseHeader(first.msg_id, header.queue_id, first.queue_offset).to_ext()

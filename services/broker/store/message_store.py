@@ -284,7 +284,7 @@ class MessageStore:
         result = self._put(self.commitlog.put_messages, msgs, wait_flush)
         if result.appended and self.listeners:
             grown: list[tuple[str, int, int]] = []
-            for m, a in zip(msgs, result.appended):
+            for m, a in zip(msgs, result.appended, strict=False):
                 if (m.sys_flag & 0xC) not in NOT_DISPATCHED:
                     if grown and grown[-1][0] == m.topic and grown[-1][1] == m.queue_id:
                         grown.pop()
