@@ -10,7 +10,7 @@ copied once into contiguous Arrow buffers; fixed fields are gathered by position
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,7 +37,7 @@ _TS_TYPE = ARROW_SCHEMA.field("store_timestamp").type
 
 def record_starts(data: bytes) -> np.ndarray:
     """Where each record of ``data`` starts (the one loop over records: TOTALSIZE links them)."""
-    starts = []
+    starts: list[int] = []
     append = starts.append
     size = _SIZE.unpack_from
     pos, n = 0, len(data)
@@ -120,7 +120,7 @@ def _properties_map_slow(props: pa.Array) -> _Properties:
 
 
 def records_to_batch(data: bytes, topic: str, broker: str, queue_id: int,
-                     tags: Sequence[str] | None = None) -> pa.RecordBatch:
+                     tags: Collection[str] | None = None) -> pa.RecordBatch:
     """The records in ``data`` (all of ``topic``'s queue ``queue_id`` on ``broker``) as one batch of
     :data:`ARROW_SCHEMA`; with ``tags``, only the records whose tag is one of them."""
     starts = record_starts(data)

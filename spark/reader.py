@@ -158,7 +158,8 @@ class RocketMeshReader(DataSourceReader):
         end = resolve(self._planner.admin, opts.ending, opts.group, bounds, left_out=LATEST)
         return plan(start, end) or [QueueRange(opts.topics[0], "", 0, 0, 0)]
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
+    # Spark hands back only the partitions this reader planned: QueueRanges.
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         if partition.end <= partition.start:
             return iter(())
         return read_range(self.opts, partition)
@@ -229,7 +230,8 @@ class RocketMeshStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         return plan(unwrap(start), unwrap(end))
 
-    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:
+    # Spark hands back only the partitions this reader planned: QueueRanges.
+    def read(self, partition: QueueRange) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
         return read_range(self.opts, partition)
 
     def commit(self, end: dict) -> None:

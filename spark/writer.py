@@ -105,7 +105,8 @@ def _messages(batch: pa.RecordBatch, opts: SinkOptions, write_id: str, partition
               first_row: int) -> Iterator[tuple[Message, str | None]]:
     """(message, sharding key) for each row of ``batch``."""
     n = batch.num_rows
-    bodies = _column(batch, "body")
+    # No body column: every row lacks a body, which each row says.
+    bodies = _column(batch, "body") or [None] * n
     topics = _column(batch, "topic") or [None] * n
     keys = _column(batch, "keys") or [None] * n
     tags = _column(batch, "tags") or [None] * n

@@ -15,11 +15,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Unpack
 
 # Where --access-key / --secret-key default from: the names the services read their own keys from.
 from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
+from rocketmesh.client.instance import Credentials
 from rocketmesh.client.trace.trace_data import TraceMessageType, TraceRecord, TraceType
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX, TRACE_TOPIC
@@ -545,7 +546,7 @@ def run_produce(a: argparse.Namespace) -> int:
     return 0
 
 
-def require_topic(namesrv: str | None, topic: str, **account: str | None) -> None:
+def require_topic(namesrv: str | None, topic: str, **account: Unpack[Credentials]) -> None:
     """MQClientError(TOPIC_NOT_EXIST) saying what to do when no name server has a route for ``topic``;
     ``account``: the ACL keys (access_key, secret_key) to ask with."""
     with Admin(namesrv=namesrv, **account) as admin:
@@ -632,9 +633,10 @@ def run_consume(a: argparse.Namespace) -> int:
     return 0
 
 
-def credentials(a: argparse.Namespace) -> dict[str, str | None]:
+def credentials(a: argparse.Namespace) -> Credentials:
     """The ACL keywords (access_key, secret_key) of a command's --access-key / --secret-key."""
-    return dict(access_key=getattr(a, "access_key", None) or None, secret_key=getattr(a, "secret_key", None) or None)
+    return Credentials(access_key=getattr(a, "access_key", None) or None,
+                       secret_key=getattr(a, "secret_key", None) or None)
 
 
 def add_admin_commands(sub: Any) -> None:

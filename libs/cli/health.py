@@ -25,6 +25,7 @@ from rocketmesh.client.api import ClientAPI
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.remoting import RemotingClient, ResponseCode
 from rocketmesh.remoting.addr import reachable_addr
+from rocketmesh.remoting.protocol.codes import code_name
 from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.python_process import ADDRESS_FILE_ENV
 
@@ -99,7 +100,7 @@ def check(service: str, addr: str, timeout_ms: int = 3000) -> str:
             if exc.response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
                 raise RuntimeError(f"{addr} answers, but it is not a {service} (it does not serve {how.request})"
                                    ) from None
-            raise RuntimeError(f"{service} at {addr} answered {ResponseCode(exc.response_code).name}: {exc.remark}"
+            raise RuntimeError(f"{service} at {addr} answered {code_name(exc.response_code, True)}: {exc.remark}"
                                ) from None
         except MQClientError as exc:
             if exc.__cause__ is None:  # it answered, with a body that is no status

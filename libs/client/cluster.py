@@ -43,7 +43,7 @@ class ClusterInfo:
     def brokers(self, cluster: str | None = None) -> list[BrokerInfo]:
         """Every broker process (of ``cluster`` when given), sorted by cluster, name, id."""
         names = self.cluster_addr_table.get(cluster, ()) if cluster is not None else self.broker_addr_table.keys()
-        out = []
+        out: list[BrokerInfo] = []
         for name in names:
             bd = self.broker_addr_table.get(name)
             if bd is None:

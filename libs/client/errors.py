@@ -63,6 +63,9 @@ class MQClientError(MQError):
 class MQBrokerError(MQError):
     """A broker (or name server) answered with an error ``response_code`` and ``remark``."""
 
+    #: Always set: the code the broker answered.
+    response_code: int
+
     def __init__(self, response_code: int, remark: str | None, broker_addr: str | None = None) -> None:
         self.remark = remark or ""
         self.broker_addr = broker_addr

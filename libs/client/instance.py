@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 import orjson
 
@@ -115,6 +115,13 @@ def namesrv_addrs_from(namesrv: str | Sequence[str] | None) -> tuple[str, ...]:
             ClientErrorCode.NO_NAME_SERVER_EXCEPTION,
         )
     return tuple(addrs)
+
+
+class Credentials(TypedDict):
+    """An ACL account as the clients' keyword arguments take it (both or neither)."""
+
+    access_key: str | None
+    secret_key: str | None
 
 
 @dataclass(frozen=True, slots=True)

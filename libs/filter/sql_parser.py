@@ -154,10 +154,10 @@ class _Parser:
         return And(tuple(parts))
 
     @staticmethod
-    def _join(parts: list[Node], kind: type, node: Node) -> None:
+    def _join(parts: list[Node], kind: type[And] | type[Or], node: Node) -> None:
         # (a AND b) AND c evaluates exactly like a AND b AND c: flatten.
         if isinstance(node, kind):
-            parts.extend(node.operands)  # type: ignore[attr-defined]
+            parts.extend(node.operands)
         else:
             parts.append(node)
 

@@ -108,7 +108,7 @@ class Message:
         if tags:
             self.properties[MessageConst.TAGS] = tags
         if keys:
-            self.keys = keys  # type: ignore[assignment]
+            self.keys = keys
         if delay_level:
             self.delay_level = delay_level
         if deliver_at_ms is not None:
@@ -240,7 +240,7 @@ class MessageExt:
         if props is None:
             props = {}
             raw = self._raw_properties
-            if type(raw) is tuple:  # the record's own, then what the pull added (MIN_OFFSET, MAX_OFFSET)
+            if isinstance(raw, tuple):  # the record's own, then what the pull added (MIN_OFFSET, MAX_OFFSET)
                 raw = raw[0] + raw[1]
             if raw:
                 props = decode_properties(raw)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from rocketmesh.broker.metadata.consumer_offsets import ConsumerOffsetManager, O
 from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupManager
 from rocketmesh.broker.metadata.topic_config import TopicConfigManager
 from rocketmesh.broker.metrics import BrokerMetrics
+from rocketmesh.broker.parts import BrokerParts
 from rocketmesh.broker.processor.admin import AdminProcessor
 from rocketmesh.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketmesh.broker.processor.delivery import DeliveryProcessor
@@ -33,7 +35,7 @@ from rocketmesh.broker.processor.transaction import TransactionProcessor
 from rocketmesh.broker.registration import NamesrvRegistration
 from rocketmesh.broker.slave_sync import SlaveSynchronize
 from rocketmesh.broker.stats import RateSampler
-from rocketmesh.broker.store import BrokerRole, MessageStore, MessageStoreConfig
+from rocketmesh.broker.store import MessageStore, MessageStoreConfig
 from rocketmesh.broker.tracing import traced
 from rocketmesh.remoting import (
     RemotingClient,
@@ -71,8 +73,9 @@ class BrokerController:
                                      name=f"broker-{config.broker_name}", busy_poll_us=config.server_busy_poll_us)
         self.client = RemotingClient(rpc_hook=signer_for(config.access_key, config.secret_key))
         self.namesrvs = parse_addr_list(config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
+        #: What the processors work with, once ``start()`` has loaded the store.
+        self.parts: BrokerParts | None = None
         self.store: MessageStore | None = None
-        self.topics: TopicConfigManager | None = None
         self.clients = ClientManager(config.channel_expired_timeout)
         self.executor = ThreadPoolExecutor(config.admin_broker_thread_pool_nums, thread_name_prefix="broker-admin")
         self.send: SendMessageProcessor | None = None
@@ -82,9 +85,7 @@ class BrokerController:
         self.transactions: TransactionProcessor | None = None
         self.ha: HaProcessor | None = None
         self.slave_sync: SlaveSynchronize | None = None
-        self.offsets: ConsumerOffsetManager | None = None
         self.offset_persister: OffsetPersister | None = None
-        self.subscription_groups: SubscriptionGroupManager | None = None
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.registration: NamesrvRegistration | None = None
         self.sampler: RateSampler | None = None
@@ -119,76 +120,78 @@ class BrokerController:
         self.server.register_default(self._starting)
         self.server.start()
         self.store_config.store_host = self.broker_addr
-        self.store = MessageStore(self.store_config)
-        self.store.load()
-        self.topics = TopicConfigManager(
-            os.path.join(self.store_config.store_path_root_dir, "config", "topics.json"),
-            cfg.broker_cluster_name, cfg.broker_name, cfg.auto_create_topic_enable,
-            cfg.default_topic_queue_nums, len(self.store.delay_levels), cfg.timer_queue_nums)
-        self.topics.load()
+        # Set as soon as it exists: a start that fails later still releases the store's lock on shutdown.
+        store = self.store = MessageStore(self.store_config)
+        store.load()
         config_dir = os.path.join(self.store_config.store_path_root_dir, "config")
-        self.offsets = ConsumerOffsetManager(os.path.join(config_dir, "consumerOffset.json"))
-        self.offsets.load()
-        self.subscription_groups = SubscriptionGroupManager(os.path.join(config_dir, "subscriptionGroup.json"),
-                                                            cfg.auto_create_subscription_group)
-        self.subscription_groups.load()
-        self.clients.on_consumer_ids_changed = self._notify_consumer_ids_changed
+        topics = TopicConfigManager(
+            os.path.join(config_dir, "topics.json"),
+            cfg.broker_cluster_name, cfg.broker_name, cfg.auto_create_topic_enable,
+            cfg.default_topic_queue_nums, len(store.delay_levels), cfg.timer_queue_nums)
+        topics.load()
+        offsets = ConsumerOffsetManager(os.path.join(config_dir, "consumerOffset.json"))
+        offsets.load()
+        groups = SubscriptionGroupManager(os.path.join(config_dir, "subscriptionGroup.json"),
+                                          cfg.auto_create_subscription_group)
+        groups.load()
+        parts = self.parts = BrokerParts(cfg, self.store_config, store, topics, offsets, groups, self.clients,
+                                         self.locks, self.server, self.client)
+        self.clients.on_consumer_ids_changed = functools.partial(self._notify_consumer_ids_changed, groups)
         # A consumer that left holds no orderly queue: the group's others may lock its queues at once,
         # not a lock lifetime (60 s) later.
         self.clients.on_consumer_left = self.locks.unlock_all
         self.server.on_disconnect(self.clients.channel_closed)
-        self.metrics = BrokerMetrics(self)
-        self.store.start()
-        self.send = SendMessageProcessor(self)
-        self.send.start()
+        metrics = self.metrics = BrokerMetrics(parts)
+        store.start()
+        send = self.send = SendMessageProcessor(parts, metrics)
+        send.start()
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            self.server.register(code, traced(code, self.send.enqueue))
-        if self.store.group_commit is not None:
+            self.server.register(code, traced(code, send.enqueue))
+        if store.group_commit is not None:
             # Sends stored on the I/O thread under SYNC_FLUSH are flushed there, once per round of reading.
-            self.server.after_reads(self.store.flush_pending)
-        self.pull = PullMessageProcessor(self)
-        self.pull.start()
-        self.server.register(RequestCode.PULL_MESSAGE, traced(RequestCode.PULL_MESSAGE, guarded(self.pull.handle)))
-        AdminProcessor(self).register(self.server, self.executor)
-        ConsumerManageProcessor(self).register(self.server, self.executor)
-        self.send_back = SendBackProcessor(self)
-        self.send_back.register(self.server, self.executor)
-        self.delivery = DeliveryProcessor(self, os.path.join(config_dir, "scheduleDelivered.json"))
-        self.delivery.load()
-        self.delivery.register(self.server, self.executor)
-        self.transactions = TransactionProcessor(self)
-        self.transactions.load()
-        self.transactions.register(self.server, self.executor)
-        self.ha = HaProcessor(self)
-        self.ha.register(self.server)
-        self.offset_persister = OffsetPersister(self.offsets, cfg.flush_consumer_offset_interval, (self.delivery,))
+            self.server.after_reads(store.flush_pending)
+        pull = self.pull = PullMessageProcessor(parts, metrics)
+        pull.start()
+        self.server.register(RequestCode.PULL_MESSAGE, traced(RequestCode.PULL_MESSAGE, guarded(pull.handle)))
+        self.sampler = RateSampler(functools.partial(self._counters, store))
+        send_back = self.send_back = SendBackProcessor(parts)
+        AdminProcessor(parts, send_back, metrics.metrics,
+                       functools.partial(self._runtime_info, parts, self.sampler)).register(self.server, self.executor)
+        ConsumerManageProcessor(parts).register(self.server, self.executor)
+        send_back.register(self.server, self.executor)
+        delivery = self.delivery = DeliveryProcessor(parts, os.path.join(config_dir, "scheduleDelivered.json"))
+        delivery.load()
+        delivery.register(self.server, self.executor)
+        transactions = self.transactions = TransactionProcessor(parts)
+        transactions.load()
+        transactions.register(self.server, self.executor)
+        metrics.count_outcomes(lambda: transactions.committed, lambda: transactions.rolled_back,
+                               lambda: send_back.dead_lettered_total)
+        ha = self.ha = HaProcessor(parts)
+        ha.register(self.server)
+        self.offset_persister = OffsetPersister(offsets, cfg.flush_consumer_offset_interval, (delivery,))
         self.offset_persister.start()
         self.server.register_default(self._not_supported)
-        self.sampler = RateSampler(self._counters)
         self.sampler.start()
         self.scanner.start()
-        metrics_url = self.metrics.metrics.start()
-        self.registration = NamesrvRegistration(
+        metrics_url = metrics.metrics.start()
+        registration = self.registration = NamesrvRegistration(
             self.client, self.namesrvs, cfg.register_name_server_period, cfg.register_broker_timeout_mills,
-            self._registration_header, self.topics.snapshot)
-        self.topics.on_change = self.registration.wakeup
-        self.registration.start()
-        if self.is_slave:
-            self.slave_sync = SlaveSynchronize(self, cfg.slave_sync_interval_mills)
+            self._registration_header, topics.snapshot)
+        topics.on_change = registration.wakeup
+        registration.start()
+        if parts.is_slave:
+            self.slave_sync = SlaveSynchronize(parts, delivery, registration, cfg.slave_sync_interval_mills)
             self.slave_sync.start()
         # As RocketMQ's start() registers before it returns: once the ready line is out, the name
         # servers route this broker's topics. A name server that is down only delays this, bounded.
-        if self.namesrvs and not self.registration.registered.wait(cfg.register_broker_timeout_mills / 1000 + 1):
+        if self.namesrvs and not registration.registered.wait(cfg.register_broker_timeout_mills / 1000 + 1):
             self.log.warning("broker_not_registered_yet", namesrv=self.namesrvs,
                              hint="the name servers did not answer; registration goes on in the background")
         self.log.info("broker_started", address=self.broker_addr, namesrv=self.namesrvs,
                       store=self.store_config.store_path_root_dir, broker_id=cfg.broker_id,
                       broker_role=self.store_config.broker_role.value,
                       flush_disk_type=self.store_config.flush_disk_type.value, metrics_url=metrics_url)
-
-    @property
-    def is_slave(self) -> bool:
-        return self.store_config.broker_role is BrokerRole.SLAVE
 
     def _starting(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return response_to(req, ResponseCode.SYSTEM_BUSY, "broker is starting, try again shortly")
@@ -197,9 +200,9 @@ class BrokerController:
         return response_to(req, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                            f"request code {req.code} is not supported by this broker")
 
-    def _notify_consumer_ids_changed(self, group: str) -> None:
+    def _notify_consumer_ids_changed(self, groups: SubscriptionGroupManager, group: str) -> None:
         """Tell every member of ``group`` that the member list changed, so each rebalances now."""
-        group_cfg = self.subscription_groups.find(group) if self.subscription_groups else None
+        group_cfg = groups.find(group)
         if group_cfg is not None and not group_cfg.notify_consumer_ids_changed_enable:
             return
         info = self.clients.consumer_group(group)
@@ -214,18 +217,18 @@ class BrokerController:
         return RegisterBrokerRequestHeader(c.broker_name, self.broker_addr, c.broker_cluster_name, c.broker_id,
                                            f"{c.broker_ip1}:{c.ha_listen_port}")
 
-    def _counters(self) -> dict[str, int]:
-        st = self.store.stats
+    @staticmethod
+    def _counters(store: MessageStore) -> dict[str, int]:
+        st = store.stats
         return {"put": st.put_message_times_total, "get": st.get_message_transferred_msg_count}
 
-    def runtime_info(self) -> dict[str, Any]:
+    def _runtime_info(self, parts: BrokerParts, s: RateSampler) -> dict[str, Any]:
         """GET_BROKER_RUNTIME_INFO: RocketMQ's names, rates as "10s 60s 600s" where it has them."""
-        info: dict[str, Any] = dict(self.store.runtime_info())
-        s = self.sampler
+        info: dict[str, Any] = dict(parts.store.runtime_info())
         put = [s.rate("put", w) for w in (10, 60, 600)]
         get = [s.rate("get", w) for w in (10, 60, 600)]
         producers, consumers = self.clients.counts()
-        info.update(self._ha_info())
+        info.update(self._ha_info(parts))
         info.update({
             "brokerVersionDesc": f"rocketmesh {__version__}",
             "brokerName": self.config.broker_name,
@@ -238,7 +241,7 @@ class BrokerController:
             "consumerCount": consumers,
             "sendThreadPoolQueueSize": len(self.send._queue) if self.send else 0,
             "sendBusyRejections": self.send.busy_rejections if self.send else 0,
-            "topicCount": len(self.topics.table),
+            "topicCount": len(parts.topics.table),
             "cpuDmaLatencyUs": self.cpu_latency.latency_us if self.cpu_latency is not None else -1,
             "sendBackRetried": self.send_back.retried_total if self.send_back else 0,
             "sendBackDeadLettered": self.send_back.dead_lettered_total if self.send_back else 0,
@@ -247,12 +250,12 @@ class BrokerController:
         })
         return info
 
-    def _ha_info(self) -> dict[str, Any]:
+    def _ha_info(self, parts: BrokerParts) -> dict[str, Any]:
         """Role and replication figures: a master's slaves and how far behind each is; a slave's master."""
-        store = self.store
+        store = parts.store
         end = store.max_physical_offset
         info: dict[str, Any] = {"brokerRole": self.store_config.broker_role.value, "brokerId": self.config.broker_id}
-        if self.is_slave:
+        if parts.is_slave:
             master = self.slave_sync.master_addr() if self.slave_sync is not None else None
             info.update({"masterAddr": master or "", "slaveSyncs": self.slave_sync.syncs if self.slave_sync else 0,
                          "haAppendedBytes": self.ha.appended_bytes if self.ha else 0})
@@ -291,8 +294,8 @@ class BrokerController:
         self.executor.shutdown(wait=True, cancel_futures=True)
         if self.metrics is not None:
             self.metrics.metrics.shutdown()
-        if self.offsets is not None:
-            self.offsets.persist()
+        if self.parts is not None:
+            self.parts.offsets.persist()
         if self.store is not None:
             self.store.shutdown()
         self.client.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from rocketmesh.broker.metadata.consumer_offsets import TOPIC_GROUP_SEPARATOR
@@ -17,7 +17,7 @@ from rocketmesh.model.topics import SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_CHECK_GRO
 from rocketmesh.server.metrics import ServiceMetrics, observe_rpc_latency
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
 
 #: Bucket bounds of rocketmq_storage_flush_latency (ms).
 FLUSH_LATENCY_BOUNDS_MS = (0.1, 0.5, 1, 2, 5, 10, 50, 100, 500, 1000)
@@ -39,7 +39,7 @@ def message_type_of(topic: str, stored_topic: str) -> str:
 class BrokerMetrics:
     """Declares the broker's instruments on its ServiceMetrics; the processors call ``sent`` and ``pulled``."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         cfg = broker.config
         self.broker = broker
         self.metrics = ServiceMetrics("broker", cfg, cfg.listen_address, meter_name="broker-meter",
@@ -77,16 +77,20 @@ class BrokerMetrics:
         m.gauge("rocketmq_storage_flush_behind_bytes", "Commitlog bytes not yet flushed",
                 lambda: [(max(0, broker.store.commitlog.max_offset - broker.store.commitlog.queue.flushed_where), {})])
         m.gauge("rocketmq_replication_lag_bytes", "Commitlog bytes a slave has not acknowledged", self._replication)
-        m.counter_of("rocketmq_commit_messages_total", "Transactions committed",
-                lambda: [(broker.transactions.committed, {})] if broker.transactions else [])
-        m.counter_of("rocketmq_rollback_messages_total", "Transactions rolled back",
-                lambda: [(broker.transactions.rolled_back, {})] if broker.transactions else [])
-        m.counter_of("rocketmq_send_to_dlq_messages_total", "Messages moved to a dead-letter queue",
-                lambda: [(broker.send_back.dead_lettered_total, {})] if broker.send_back else [])
         #: (group, topic, queue) -> the next offset the group's latest pull asked for, for inflight.
         self._pulled_to: dict[tuple[str, str, int], int] = {}
         self._lock = threading.Lock()
         broker.store.flush_observer = lambda ms: self.flush_latency.record((), ms)
+
+    def count_outcomes(self, committed: Callable[[], int], rolled_back: Callable[[], int],
+                       dead_lettered: Callable[[], int]) -> None:
+        """Counters of what the processors tally: transactions committed and rolled back, messages moved
+        to a dead-letter queue (the processors are built after the metrics, which they report to)."""
+        m = self.metrics
+        m.counter_of("rocketmq_commit_messages_total", "Transactions committed", lambda: [(committed(), {})])
+        m.counter_of("rocketmq_rollback_messages_total", "Transactions rolled back", lambda: [(rolled_back(), {})])
+        m.counter_of("rocketmq_send_to_dlq_messages_total", "Messages moved to a dead-letter queue",
+                     lambda: [(dead_lettered(), {})])
 
     # --- hot path ---
 

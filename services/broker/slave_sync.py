@@ -19,7 +19,9 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.broker.processor.delivery import DeliveryProcessor
+    from rocketmesh.broker.registration import NamesrvRegistration
 
 log = get_logger("broker", component="slave_sync")
 
@@ -29,9 +31,12 @@ _TIMEOUT_MS = 3000
 class SlaveSynchronize(ServiceThread):
     """Runs on a slave: one sync per interval, from whichever address is the master now."""
 
-    def __init__(self, broker: BrokerController, interval_ms: int) -> None:
+    def __init__(self, broker: BrokerParts, delivery: DeliveryProcessor, registration: NamesrvRegistration,
+                 interval_ms: int) -> None:
         super().__init__("SlaveSynchronize", interval_ms / 1000)
         self.broker = broker
+        self.delivery = delivery
+        self.registration = registration
         self.synced_from: str | None = None
         self.syncs = 0
 
@@ -40,8 +45,7 @@ class SlaveSynchronize(ServiceThread):
         configured = self.broker.store_config.ha_master_address
         if configured:
             return configured
-        registration = self.broker.registration
-        answers = list(registration.answers.values()) if registration is not None else []
+        answers = list(self.registration.answers.values())
         return next((a.master_addr for a in answers if a.master_addr), None)
 
     def run_once(self) -> None:
@@ -59,7 +63,7 @@ class SlaveSynchronize(ServiceThread):
             return
         changed_topics = b.topics.replace_all(topics)
         moved = b.offsets.merge_from_master(offsets.get("offsetTable") or {})
-        b.delivery.replace_all(delay)
+        self.delivery.replace_all(delay)
         changed_groups = b.subscription_groups.replace_all(groups)
         if changed_topics or moved or changed_groups or self.synced_from != addr:
             log.info("slave_synced", master=addr, topics=changed_topics, offsets_moved=moved,

@@ -30,7 +30,7 @@ from rocketmesh.telemetry.propagation import (
 Handler = Callable[[RemotingCommand, RequestContext], RemotingCommand | None]
 
 #: (operation type, operation name, the ext field naming the topic, the ext field naming the group).
-_TRACED: dict[int, tuple[str, str, str, str | None]] = {
+_TRACED: dict[int, tuple[semconv.OperationType, str, str, str | None]] = {
     RequestCode.SEND_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
     RequestCode.SEND_MESSAGE_V2: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
     RequestCode.SEND_BATCH_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),

@@ -34,7 +34,8 @@ class DueQueue:
     def discard(self, predicate: Callable[[Any], bool]) -> list[Any]:
         """Drop every item for which ``predicate`` holds and return them (O(n): for rare events such as a
         queue leaving)."""
-        kept, dropped = [], []
+        kept: list[tuple[int, int, Any]] = []
+        dropped: list[tuple[int, int, Any]] = []
         for e in self._heap:
             (dropped if predicate(e[2]) else kept).append(e)
         self._heap = kept
@@ -44,7 +45,7 @@ class DueQueue:
     def pop_due(self, now_ms: int, limit: int = 1 << 30) -> list[tuple[int, Any]]:
         """Up to ``limit`` (due, item) pairs due at or before ``now_ms``, earliest first."""
         heap = self._heap
-        out = []
+        out: list[tuple[int, Any]] = []
         while heap and heap[0][0] <= now_ms and len(out) < limit:
             due, _, item = heapq.heappop(heap)
             out.append((due, item))

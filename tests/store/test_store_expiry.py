@@ -35,11 +35,11 @@ def test_expired_files_stay_outside_delete_hour_and_go_on_request(tmp_path):
         files_before = sorted(os.listdir(tmp_path / "commitlog"))
         index_before = len(os.listdir(tmp_path / "index"))
         age_commitlog(tmp_path, 2)
-        assert store.cleaner.run_once() == 0  # not the hour, disk not full: nothing goes
+        assert store.cleaner.clean_once() == 0  # not the hour, disk not full: nothing goes
         assert sorted(os.listdir(tmp_path / "commitlog")) == files_before
 
         store.delete_expired_files_now()
-        store.cleaner.run_once()
+        store.cleaner.clean_once()
         left = sorted(os.listdir(tmp_path / "commitlog"))
         assert len(left) < len(files_before) and left[0] != files_before[0]
         cl_min = store.commitlog.min_offset
@@ -66,7 +66,7 @@ def test_unexpired_files_stay_even_on_request(tmp_path):
         fill(store)
         before = os.listdir(tmp_path / "commitlog")
         store.delete_expired_files_now()
-        store.cleaner.run_once()
+        store.cleaner.clean_once()
         assert sorted(os.listdir(tmp_path / "commitlog")) == sorted(before)
         assert store.commitlog.min_offset == 0
     finally:
@@ -80,7 +80,7 @@ def test_disk_watermark_triggers_cleaning_and_forcibly_removes_unexpired(tmp_pat
     try:
         fill(store)
         age_commitlog(tmp_path, 2)
-        assert store.cleaner.run_once() > 0
+        assert store.cleaner.clean_once() > 0
         assert store.commitlog.min_offset > 0
     finally:
         store.shutdown()
@@ -91,7 +91,7 @@ def test_disk_watermark_triggers_cleaning_and_forcibly_removes_unexpired(tmp_pat
                        delete_commit_log_files_interval=0)
     try:
         fill(store)
-        assert store.cleaner.run_once() > 0
+        assert store.cleaner.clean_once() > 0
         assert store.commitlog.min_offset > 0
         assert store.put_message(msg(body=b"still writable")).ok
     finally:

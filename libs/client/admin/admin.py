@@ -21,7 +21,7 @@ from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, Resend
 from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI, raise_first
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
-from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
+from rocketmesh.client.instance import ClientInstance, Credentials, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.results import (
     Connection,
@@ -51,8 +51,6 @@ from rocketmesh.remoting.protocol.headers import (
 
 T = TypeVar("T")
 
-_END_OF_TIME_MS = QueryMessageRequestHeader.__dataclass_fields__["end_timestamp"].default
-
 
 class Admin:
     """Administration over a name server list (``"host:port;host:port"``, a list, or NAMESRV_ADDR).
@@ -71,7 +69,7 @@ class Admin:
     ) -> None:
         self.namesrv_addrs = namesrv_addrs_from(namesrv)
         #: The ACL account (both or neither); most admin requests need an admin account.
-        self._credentials = dict(access_key=access_key, secret_key=secret_key)
+        self._credentials = Credentials(access_key=access_key, secret_key=secret_key)
         self.timeout_ms = timeout_ms
         self._instance_name = instance_name
         self._instance: ClientInstance | None = None
@@ -568,9 +566,9 @@ class Admin:
         addrs = [a for a in (bd.select_addr() for bd in route.broker_datas) if a]
         if not addrs:
             raise MQClientError(f"topic {topic!r} has no broker to ask", ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
-        header = QueryMessageRequestHeader(
-            topic, key, max_num, int(begin_ms), _END_OF_TIME_MS if end_ms is None else int(end_ms)
-        )
+        # No end: the header's own default, the end of time.
+        header = (QueryMessageRequestHeader(topic, key, max_num, int(begin_ms)) if end_ms is None
+                  else QueryMessageRequestHeader(topic, key, max_num, int(begin_ms), int(end_ms)))
         found: list[MessageExt] = []
         errors: list[MQError] = []
         for addr, res in zip(addrs, self.api.query_message(addrs, header, self.timeout_ms), strict=False):

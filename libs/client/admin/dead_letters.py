@@ -22,9 +22,10 @@ QUERY_MESSAGE away.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.results import SendResult
@@ -43,7 +44,9 @@ from rocketmesh.remoting import ResponseCode
 from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader
 
 if TYPE_CHECKING:
-    from rocketmesh.client.admin.admin import Admin
+    from rocketmesh.client.instance import ClientInstance
+    from rocketmesh.client.producer.producer import Producer
+    from rocketmesh.model.route import TopicRouteData
 
 #: The producer group resends go out with (RocketMQ's MixAll.CLIENT_INNER_PRODUCER_GROUP).
 RESEND_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
@@ -128,10 +131,30 @@ class ResendResult:
     error: str | None = None
 
 
+class AdminCalls(Protocol):
+    """What dead letters need of an :class:`~rocketmesh.client.admin.admin.Admin` (which builds them)."""
+
+    timeout_ms: int
+
+    @property
+    def instance(self) -> ClientInstance: ...
+
+    def topic_list(self) -> list[str]: ...
+
+    def topic_route(self, topic: str) -> TopicRouteData: ...
+
+    def view_message(self, offset_msg_id: str) -> MessageExt: ...
+
+    def inner_producer(self, group: str) -> Producer: ...
+
+    def _query(self, topic: str, key: str, max_num: int, begin_ms: int,
+               end_ms: int | None) -> list[MessageExt]: ...
+
+
 class DeadLetters:
     """Dead-letter listing, resends and retry history over an :class:`Admin` (see the module docstring)."""
 
-    def __init__(self, admin: Admin) -> None:
+    def __init__(self, admin: AdminCalls) -> None:
         self.admin = admin
 
     # --- dead-letter queue ---
@@ -164,7 +187,7 @@ class DeadLetters:
                 break
         return out
 
-    def resend(self, group: str, msg_id: str | None = None) -> list[ResendResult]:
+    def resend(self, group: str, msg_id: str | None = None) -> builtins.list[ResendResult]:
         """Resend the dead letter ``msg_id`` of ``group`` (any of its ids, see :meth:`DeadLetter.matches`),
         or with ``msg_id=None`` every one, to its original topic.
 
@@ -202,7 +225,8 @@ class DeadLetters:
 
     # --- retry history ---
 
-    def retry_history(self, msg_id: str, group: str | None = None, topic: str | None = None) -> list[MessageExt]:
+    def retry_history(self, msg_id: str, group: str | None = None,
+                      topic: str | None = None) -> builtins.list[MessageExt]:
         """Every stored copy of the message ``msg_id`` (its unique key or the offset id of any copy), oldest
         first: the original in its topic, parked retries in SCHEDULE_TOPIC_XXXX, delivered retries in
         ``%RETRY%<group>`` and a dead-lettered copy in ``%DLQ%<group>``.
@@ -217,19 +241,20 @@ class DeadLetters:
             check_group(group)
         admin = self.admin
         seed = self._view_if_offset_id(msg_id)
-        uniq, origin = msg_id, None
+        uniq = msg_id
+        origin: str | None = None
         groups = [group] if group else []
         topics = [topic] if topic else []
         if seed is not None:
+            if seed.unique_key is None:
+                # A message sent without a unique key is indexed under none: only the copy itself is known.
+                return [seed]
             uniq = seed.unique_key
             origin = seed.properties.get(MessageConst.ORIGIN_MESSAGE_ID) or seed.msg_id
             topics.append(original_topic(seed))
             for prefix in (RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX):
                 if not group and seed.topic.startswith(prefix):
                     groups.append(seed.topic[len(prefix):])
-        if uniq is None:
-            # A message sent without a unique key is indexed under none: only the copy itself is known.
-            return [seed]
         if groups:
             topics += [t for g in groups for t in (retry_topic(g), dlq_topic(g))]
         else:
@@ -257,7 +282,7 @@ class DeadLetters:
                                 ResponseCode.NO_MESSAGE)
         return sorted(found.values(), key=lambda m: (m.store_timestamp, m.commitlog_offset))
 
-    def _copies_in(self, topic: str, uniq: str, origin: str | None) -> list[MessageExt]:
+    def _copies_in(self, topic: str, uniq: str, origin: str | None) -> builtins.list[MessageExt]:
         """The copies of the message in ``topic``'s index under its unique key ([] when no such topic)."""
         try:
             copies = self.admin._query(topic, uniq, 64, 0, None)
@@ -299,7 +324,7 @@ class DeadLetters:
             if index >= max_index:
                 return
 
-    def _route_or_none(self, topic: str):
+    def _route_or_none(self, topic: str) -> TopicRouteData | None:
         try:
             return self.admin.topic_route(topic)
         except MQBrokerError as exc:

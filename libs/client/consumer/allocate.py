@@ -16,7 +16,7 @@ import bisect
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.runtime.log import get_logger
@@ -33,7 +33,7 @@ class AllocateStrategy(ABC):
     ``[]``. Subclasses implement ``_assign`` for the rest.
     """
 
-    name: ClassVar[str]
+    name: str
 
     def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
                  cid_all: Sequence[str]) -> list[MessageQueue]:

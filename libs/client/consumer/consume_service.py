@@ -55,7 +55,7 @@ class _Workers:
     """A fixed pool of consume threads over one FIFO of tasks (cheaper per task than an executor)."""
 
     def __init__(self, name: str, size: int) -> None:
-        self._tasks: queue_mod.SimpleQueue[Callable[[], None] | None] = queue_mod.SimpleQueue()
+        self._tasks: queue_mod.SimpleQueue[Callable[[], object] | None] = queue_mod.SimpleQueue()
         self._stopped = False
         self.size = size
         self._threads = [threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(size)]
@@ -64,10 +64,10 @@ class _Workers:
         for t in self._threads:
             t.start()
 
-    def submit(self, task: Callable[[], None]) -> None:
+    def submit(self, task: Callable[[], object]) -> None:
         self._tasks.put(task)
 
-    def submit_many(self, tasks: list[Callable[[], None]]) -> None:
+    def submit_many(self, tasks: list[Callable[[], object]]) -> None:
         put = self._tasks.put
         for t in tasks:
             put(t)
@@ -238,7 +238,7 @@ class ConcurrentConsumeService:
                     log.warning("broadcast_consume_failed_dropped", group=core.group, msg_id=m.msg_id)
                 done = msgs
             else:
-                later = []  # the broker did not take them: consumed again here
+                later: list[MessageExt] = []  # the broker did not take them: consumed again here
                 for m in msgs:
                     if not pq.holds(m):
                         continue  # the consume timeout already handed it back
@@ -264,7 +264,7 @@ class ConcurrentConsumeService:
     def periodic(self) -> None:
         """Called often by the consumer's task thread: runs the consume-timeout check when it is due."""
         now = time.monotonic()
-        if now < self._next_expiry_check or self.core.rebalance is None:
+        if now < self._next_expiry_check or not self.core.started:
             return
         self._next_expiry_check = now + self._expiry_check_s
         if self.core.message_model is MessageModel.BROADCASTING:

@@ -108,7 +108,7 @@ class _Scheduler:
     """One thread running callables at due times (pulls now and later, retries after a pause)."""
 
     def __init__(self, name: str) -> None:
-        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._heap: list[tuple[float, int, Callable[[], object]]] = []
         self._seq = itertools.count()
         self._cond = threading.Condition()
         self._stopped = False
@@ -125,7 +125,7 @@ class _Scheduler:
         if self._thread is not threading.current_thread():
             self._thread.join(2.0)
 
-    def call_later(self, delay_ms: float, fn: Callable[[], None]) -> None:
+    def call_later(self, delay_ms: float, fn: Callable[[], object]) -> None:
         due = time.monotonic() + delay_ms / 1000.0
         with self._cond:
             if self._stopped:
@@ -134,7 +134,7 @@ class _Scheduler:
             if self._heap[0][2] is fn:
                 self._cond.notify()
 
-    def call_soon(self, fn: Callable[[], None]) -> None:
+    def call_soon(self, fn: Callable[[], object]) -> None:
         self.call_later(0, fn)
 
     def _run(self) -> None:
@@ -160,6 +160,16 @@ class _Scheduler:
                     fn()
                 except Exception:  # noqa: BLE001 - one failed task must not stop the others
                     log.exception("scheduled_task_failed")
+
+
+@dataclass(frozen=True)
+class _Session:
+    """What a consumer's ``start()`` builds: its share of the client instance and what works through it."""
+
+    instance: ClientInstance
+    offset_store: OffsetStore
+    rebalance: Rebalance
+    pull_api: PullAPI
 
 
 class ConsumerCore:
@@ -201,10 +211,8 @@ class ConsumerCore:
         self.namesrv = namesrv
         self.instance_options = options.instance_options()
         self.subscriptions: dict[str, SubscriptionData] = {}
-        self.instance: ClientInstance | None = None
-        self.offset_store: OffsetStore | None = None
-        self.rebalance: Rebalance | None = None
-        self.pull_api: PullAPI | None = None
+        #: What ``start()`` builds; None before it.
+        self._session: _Session | None = None
         self.scheduler = _Scheduler(f"pull-{group}")
         self.running = False
         self.paused = False
@@ -218,6 +226,35 @@ class ConsumerCore:
         #: Pull requests by queue, for seeks and resets.
         self.requests: dict[MessageQueue, PullRequest] = {}
 
+    # --- what start() built ---
+
+    @property
+    def started(self) -> bool:
+        """``start()`` built the client instance, offset store and rebalance (they stay after a shutdown)."""
+        return self._session is not None
+
+    def _live(self) -> _Session:
+        if self._session is None:
+            raise MQClientError(f"the consumer of group {self.group} is not started")
+        return self._session
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The shared client instance (raises MQClientError before ``start()``)."""
+        return self._live().instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        return self._live().offset_store
+
+    @property
+    def rebalance(self) -> Rebalance:
+        return self._live().rebalance
+
+    @property
+    def pull_api(self) -> PullAPI:
+        return self._live().pull_api
+
     # --- subscriptions ---
 
     def subscribe(self, topic: str, expression: str | None = "*", sql: str | None = None, *,
@@ -225,17 +262,17 @@ class ConsumerCore:
         """Subscribe ``topic`` (see :func:`make_subscription`); a running consumer rebalances at once."""
         sub = make_subscription(topic, expression, sql, system=system)
         self.subscriptions[topic] = sub
-        if self.rebalance is not None:
-            self.rebalance.subscriptions[topic] = sub
+        if self._session is not None:
+            self._session.rebalance.subscriptions[topic] = sub
             self._follow_topic(topic)
-            self.instance.send_heartbeat_to_all_brokers()
+            self._session.instance.send_heartbeat_to_all_brokers()
             self.rebalance_now()
         return sub
 
     def unsubscribe(self, topic: str) -> None:
         self.subscriptions.pop(topic, None)
-        if self.rebalance is not None:
-            self.rebalance.subscriptions.pop(topic, None)
+        if self._session is not None:
+            self._session.rebalance.subscriptions.pop(topic, None)
             self.rebalance_now()
 
     def heartbeat_entry(self) -> dict[str, Any]:
@@ -249,27 +286,27 @@ class ConsumerCore:
     def start(self) -> None:
         if self.running:
             raise MQClientError("the consumer is already running")
-        self.instance = ClientInstance.acquire(self.namesrv, **self.instance_options)
+        inst = ClientInstance.acquire(self.namesrv, **self.instance_options)
         try:
-            inst = self.instance
-            self.pull_api = PullAPI(inst, self.group)
+            offset_store: OffsetStore
             if self.message_model is MessageModel.BROADCASTING:
-                self.offset_store = LocalFileOffsetStore(self.offset_store_dir, inst.client_id, self.group)
+                offset_store = LocalFileOffsetStore(self.offset_store_dir, inst.client_id, self.group)
             else:
-                self.offset_store = RemoteBrokerOffsetStore(inst, self.group)
-            self.offset_store.load()
-            self.rebalance = Rebalance(inst, self.group, self.message_model, self.allocate, self.orderly,
-                                       self._on_queue_added, self._on_queue_removed)
-            self.rebalance.subscriptions.update(self.subscriptions)
+                offset_store = RemoteBrokerOffsetStore(inst, self.group)
+            offset_store.load()
+            rebalance = Rebalance(inst, self.group, self.message_model, self.allocate, self.orderly,
+                                  self._on_queue_added, self._on_queue_removed)
+            rebalance.subscriptions.update(self.subscriptions)
+            self._session = _Session(inst, offset_store, rebalance, PullAPI(inst, self.group))
             inst.register_consumer(self.group, self.heartbeat_entry, self)
             for topic in self.subscriptions:
                 self._follow_topic(topic)
             self._check_client_in_broker()
             inst.send_heartbeat_to_all_brokers()
         except BaseException:
-            self.instance.unregister_consumer(self.group)
-            self.instance.release()
-            self.instance = None
+            inst.unregister_consumer(self.group)
+            inst.release()
+            self._session = None
             raise
         self.running = True
         self.scheduler.start()
@@ -322,16 +359,17 @@ class ConsumerCore:
 
     def finish_shutdown(self) -> None:
         """After the front-end drained what it holds: offsets out, locks released, unregister."""
+        session = self._session
+        if session is None:
+            return
         try:
-            if self.rebalance is not None:
-                if self.auto_commit:
-                    self.persist_offsets(self.rebalance.assigned())
-                if self.orderly and self.message_model is MessageModel.CLUSTERING:
-                    self.rebalance.unlock_all()
+            if self.auto_commit:
+                self.persist_offsets(session.rebalance.assigned())
+            if self.orderly and self.message_model is MessageModel.CLUSTERING:
+                session.rebalance.unlock_all()
         finally:
-            if self.instance is not None:
-                self.instance.unregister_consumer(self.group)
-                self.instance.release()
+            session.instance.unregister_consumer(self.group)
+            session.instance.release()
 
     def sync_offsets(self) -> None:
         """Copy how far each queue's consumption got into the offset store (memory)."""
@@ -340,12 +378,13 @@ class ConsumerCore:
                 self.offset_store.update(mq, pq.committed_offset, False)
 
     def persist_offsets(self, mqs: Sequence[MessageQueue] | None = None) -> None:
-        if self.offset_store is None or self.rebalance is None:
+        session = self._session
+        if session is None:
             return
         if self.auto_commit:
             self.sync_offsets()
         try:
-            self.offset_store.persist_all(self.rebalance.assigned() if mqs is None else mqs)
+            session.offset_store.persist_all(session.rebalance.assigned() if mqs is None else mqs)
         except Exception:  # noqa: BLE001
             log.exception("persist_offsets_failed", group=self.group)
 
@@ -396,14 +435,14 @@ class ConsumerCore:
     def _on_queue_removed(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         self.requests.pop(mq, None)
         self.hooks.on_queue_removed(mq, pq)
-        if self.offset_store is not None:
-            if self.auto_commit and pq.committed_offset >= 0:
-                self.offset_store.update(mq, pq.committed_offset, False)
-            try:
-                self.offset_store.persist(mq)
-            except MQError as exc:
-                log.warning("persist_offset_failed", mq=str(mq), error=str(exc))
-            self.offset_store.remove(mq)
+        offset_store = self.offset_store
+        if self.auto_commit and pq.committed_offset >= 0:
+            offset_store.update(mq, pq.committed_offset, False)
+        try:
+            offset_store.persist(mq)
+        except MQError as exc:
+            log.warning("persist_offset_failed", mq=str(mq), error=str(exc))
+        offset_store.remove(mq)
         log.info("queue_dropped", group=self.group, mq=str(mq), client_id=self.instance.client_id)
 
     def compute_pull_from_where(self, mq: MessageQueue) -> int:
@@ -450,9 +489,6 @@ class ConsumerCore:
             self.scheduler.call_later(delay, lambda: self.pull(req))
             return
         sub = self.subscriptions.get(req.mq.topic) or self._assigned_subscription(req.mq.topic)
-        if sub is None:
-            self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
-            return
         commit_offset = 0
         if self.message_model is MessageModel.CLUSTERING and self.auto_commit:
             commit_offset = pq.committed_offset
@@ -490,7 +526,7 @@ class ConsumerCore:
             log.warning("pull_failed", mq=str(req.mq), error=str(exc))
             self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS, lambda: self.pull(req))
 
-    def _assigned_subscription(self, topic: str) -> SubscriptionData | None:
+    def _assigned_subscription(self, topic: str) -> SubscriptionData:
         sub = build_subscription(topic, "*")
         self.subscriptions[topic] = sub
         return sub
@@ -500,7 +536,7 @@ class ConsumerCore:
         pq = req.pq
         if pq.dropped or not self.running:
             return
-        if error is not None:
+        if error is not None or result is None:
             if self.running:
                 log.warning("pull_failed", mq=str(req.mq), error=str(error))
             # The broker may be gone (its slave then serves the queue): look at the route again soon.
@@ -540,11 +576,10 @@ class ConsumerCore:
                 self.offset_store.persist(req.mq)
             except MQError:
                 pass
-            if self.rebalance is not None:
-                with self.rebalance._lock:
-                    if self.rebalance.process_queues.get(req.mq) is pq:
-                        self.rebalance.process_queues.pop(req.mq, None)
-                        self.requests.pop(req.mq, None)
+            with self.rebalance._lock:
+                if self.rebalance.process_queues.get(req.mq) is pq:
+                    self.rebalance.process_queues.pop(req.mq, None)
+                    self.requests.pop(req.mq, None)
             self.rebalance_now()
         self.scheduler.call_later(PULL_DELAY_WHEN_EXCEPTION_MS * 3, fix)
 
@@ -566,7 +601,7 @@ class ConsumerCore:
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: start the queues of ``topic`` over at ``offsets``."""
-        if self.rebalance is None:
+        if self._session is None:
             return
         with self.rebalance._lock:
             for mq, off in offsets.items():

@@ -36,7 +36,8 @@ class ProcessQueue:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         # Offsets arrive in increasing order, so insertion order is offset order.
-        self._msgs: dict[int, MessageExt] = {}
+        #: A holder that needs only offsets keeps HeldOffset stand-ins (see :meth:`keep_offsets_only`).
+        self._msgs: dict[int, MessageExt | HeldOffset] = {}
         #: Held offsets, smallest first; entries already consumed are dropped lazily.
         self._heap: list[int] = []
         #: Orderly consumption: messages taken by the consuming thread, not yet committed.
@@ -120,7 +121,7 @@ class ProcessQueue:
             self.msg_size -= size
         return out
 
-    def remove_messages(self, msgs: Iterable[MessageExt]) -> int:
+    def remove_messages(self, msgs: Iterable[MessageExt | HeldOffset]) -> int:
         """Drop consumed messages; returns the offset now safe to commit, or -1 when nothing was held."""
         with self._lock:
             held = self._msgs
@@ -155,9 +156,11 @@ class ProcessQueue:
         return heap[0]
 
     def first_message(self) -> MessageExt | None:
-        """The held message with the smallest offset (the one holding the committed offset back), or None."""
+        """The held message with the smallest offset (the one holding the committed offset back), or None
+        (also when only its offset is held)."""
         with self._lock:
-            return self._msgs[self._min_held()] if self._msgs else None
+            m = self._msgs[self._min_held()] if self._msgs else None
+            return m if isinstance(m, MessageExt) else None
 
     def holds(self, msg: MessageExt) -> bool:
         """``msg`` is still held (not consumed, not removed by the consume timeout)."""
@@ -200,6 +203,8 @@ class ProcessQueue:
                 off = self._min_held()
                 heapq.heappop(self._heap)
                 m = held.pop(off)
+                # Orderly consumption holds whole messages: only the scheduler keeps offsets alone.
+                assert isinstance(m, MessageExt), "an orderly queue holds messages, not offsets"
                 self._consuming[off] = m
                 out.append(m)
             if not out:

@@ -18,7 +18,7 @@ from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, PullS
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
 
-_STATUS = {
+_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,

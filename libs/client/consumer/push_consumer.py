@@ -206,13 +206,13 @@ class PushConsumer:
 
     @property
     def client_id(self) -> str | None:
-        return self._core.instance.client_id if self._core and self._core.instance else None
+        return self._core.instance.client_id if self._core and self._core.started else None
 
     def assigned_queues(self, include_retry: bool = False) -> list[MessageQueue]:
         """The queues of the subscribed topics this client consumes now (after the last rebalance); with
         ``include_retry`` also its share of the group's retry topic."""
         core = self._core
-        if core is None or core.rebalance is None:
+        if core is None or not core.started:
             return []
         return [mq for mq in core.rebalance.assigned() if include_retry or mq.topic != core.retry_topic]
 

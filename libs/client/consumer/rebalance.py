@@ -39,7 +39,7 @@ def subscribe_queues(instance: ClientInstance, topic: str) -> list[MessageQueue]
         return []
     if route is None:
         return []
-    out = []
+    out: list[MessageQueue] = []
     for qd in route.queue_datas:
         if Perm.is_readable(qd.perm):
             out.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeoutError
-from typing import Any
+from typing import Any, cast
 
 from rocketmesh.client import exit_hooks
 from rocketmesh.client.api import ClientAPI
@@ -625,9 +625,12 @@ class Producer:
                 raise MQClientError(f"the queue {queue} is not a queue of the message's topic {msg.topic!r}",
                                     ResponseCode.MESSAGE_ILLEGAL)
             return queue
+        if selector is None:
+            raise MQClientError("give a queue or a selector")
         tp = self._publish_info(msg.topic)
-        select = getattr(selector, "select", selector)
-        mq = select(tp.message_queues, msg, arg)  # type: ignore[operator]
+        # A MessageQueueSelector's select, or the selector itself when it is a plain function.
+        select = cast(Callable[[Sequence[MessageQueue], Message, Any], object], getattr(selector, "select", selector))
+        mq = select(tp.message_queues, msg, arg)
         if not isinstance(mq, MessageQueue):
             raise MQClientError(f"the selector returned {mq!r}, not a MessageQueue")
         return mq

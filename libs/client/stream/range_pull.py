@@ -117,7 +117,7 @@ def pull_range(
 
         def done(answer: PullResponse | None, error: BaseException | None) -> None:
             if answer is None:
-                future.set_exception(error)  # type: ignore[arg-type]
+                future.set_exception(error)
             else:
                 future.set_result(answer)
 

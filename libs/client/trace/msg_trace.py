@@ -251,7 +251,7 @@ class MsgTracer:
             r.region_id = result.region_id or r.region_id
         self.dispatcher.put(r)
 
-    def end_transaction(self, msg: Message, result_msg_id: str, store_host: str, state: str,
+    def end_transaction(self, msg: Message | MessageExt, result_msg_id: str, store_host: str, state: str,
                         from_check: bool) -> None:
         """Record an EndTransaction: the outcome ``state`` told to the broker for ``msg``."""
         self.dispatcher.put(TraceRecord(

@@ -87,7 +87,7 @@ def _traceparent_in(msg: MessageExt) -> str | None:
         return msg.properties.get(TRACEPARENT)
     if props is not None:
         return props.get(TRACEPARENT)
-    for part in (raw[1], raw[0]) if type(raw) is tuple else (raw,):  # the later part wins, as in properties
+    for part in (raw[1], raw[0]) if isinstance(raw, tuple) else (raw,):  # the later part wins, as in properties
         if type(part) is not bytes:
             part = bytes(part)
         i = part.rfind(_TP_KEY)
@@ -275,21 +275,25 @@ class ProcessTrace:
     """The ``process <topic>`` span of one listener call, current while it runs (user spans nest under it)
     and while failed messages are sent back."""
 
-    __slots__ = ("span", "_token", "recording")
+    __slots__ = ("span", "_token", "recording", "_errored")
 
     def __init__(self, span: Span) -> None:
         self.span = span
         self.recording = span.is_recording()
         self._token = make_current(span)
+        #: The span's status is ERROR already (the API's Span does not show its status).
+        self._errored = False
 
     def raised(self, exc: BaseException) -> None:
         """The listener raised ``exc`` (it counts as a failure)."""
         if self.recording:
             _fail(self.span, exc)
+            self._errored = True
 
     def failed(self, status: Any) -> None:
         """The listener returned ``status``, which is not a success (the messages will be consumed again)."""
-        if self.recording and self.span.status.status_code is not StatusCode.ERROR:
+        if self.recording and not self._errored:
+            self._errored = True
             self.span.set_attribute(sc.ERROR_TYPE, str(getattr(status, "value", status)))
             self.span.set_status(StatusCode.ERROR, f"the listener returned {getattr(status, 'value', status)}")
 
@@ -304,7 +308,9 @@ class _SampledOutProcessSpan(DroppedSpan):
     ListenerTrace in one object. Its parent is the message, whose ``traceparent`` is looked up only if
     anyone asks for the span's context."""
 
-    traceparent_in = staticmethod(_traceparent_in)
+    @staticmethod
+    def traceparent_in(parent: Any) -> str | None:
+        return _traceparent_in(parent)
     recording = False
 
     @property

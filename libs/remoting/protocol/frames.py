@@ -57,4 +57,5 @@ def recv_routed(sock: zmq.Socket) -> tuple[zmq.Frame, list[bytes]]:
 
 def readable(sock: zmq.Socket) -> bool:
     """A whole message is waiting: cheaper than a read that ends in zmq.Again (an exception per drain)."""
-    return bool(_get(sock, _EVENTS) & _POLLIN)
+    # EVENTS is an int option: pyzmq types get() as int | bytes for every option.
+    return bool(_get(sock, _EVENTS) & _POLLIN)  # type: ignore[operator]

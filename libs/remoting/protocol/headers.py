@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 from rocketmesh.model.topics import DEFAULT_TOPIC
 from rocketmesh.runtime.config import camel_case
 
-H = TypeVar("H")
+H = TypeVar("H", bound="Header")
 
 _MISSING = dataclasses.MISSING
 
@@ -38,7 +38,7 @@ def _schema(cls: type) -> tuple[tuple[str, str, type, bool, Any], ...]:
         if typing.get_origin(tp) in (typing.Union, types.UnionType):
             args = [a for a in typing.get_args(tp) if a is not type(None)]
             tp, optional = args[0], True
-        has_default = f.default is not _MISSING or f.default_factory is not _MISSING  # type: ignore[misc]
+        has_default = f.default is not _MISSING or f.default_factory is not _MISSING
         default = f.default if f.default is not _MISSING else None
         out.append((f.name, camel_case(f.name), tp, optional or has_default, default))
     return tuple(out)
@@ -62,7 +62,8 @@ def decode_fields(cls: type[H], ext: Any) -> H:
     if not isinstance(ext, dict):
         raise HeaderError("the request header has no ext object")
     values = {}
-    for name, key, tp, optional, _default in _schema(cls):
+    # A class is hashable: mypy reads the dataclass's instance ``__hash__ = None`` as the class's own.
+    for name, key, tp, optional, _default in _schema(cls):  # type: ignore[arg-type]
         v = ext.get(key)
         if v is None:
             if not optional:
@@ -88,7 +89,7 @@ def encode_fields(header: Any) -> dict[str, Any]:
     """The header as an ``ext`` object by its fields (None fields left out): the generic encoder behind
     :meth:`Header.to_ext`."""
     out = {}
-    for name, key, _tp, _opt, _default in _schema(type(header)):
+    for name, key, _tp, _opt, _default in _schema(type(header)):  # type: ignore[arg-type]  # as in decode_fields
         v = getattr(header, name)
         if v is not None:
             out[key] = v
@@ -113,12 +114,12 @@ class Header:
 
 def from_ext(cls: type[H], ext: Any) -> H:
     """``cls.from_ext(ext)``: header ``cls`` from a request's ``ext``; raises HeaderError naming the bad field."""
-    return cls.from_ext(ext)  # type: ignore[attr-defined,no-any-return]
+    return cls.from_ext(ext)
 
 
 def to_ext(header: Any) -> dict[str, Any]:
     """``header.to_ext()``: the header as an ``ext`` object (None fields left out)."""
-    return header.to_ext()  # type: ignore[no-any-return]
+    return header.to_ext()
 
 
 @dataclass(slots=True)

@@ -217,7 +217,7 @@ class RemotingClient:
         I/O thread (short, never blocking). Raises like :meth:`invoke_async`."""
         cmd.opaque = next(self._opaque)
         cmd.flag &= ~(ONEWAY_FLAG | RESPONSE_FLAG)
-        self._post(addr, cmd, timeout_ms, CallbackSink(fn))  # type: ignore[arg-type]
+        self._post(addr, cmd, timeout_ms, CallbackSink(fn))
 
     def invoke_sync(self, addr: str, cmd: RemotingCommand, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> RemotingCommand:
         """Send ``cmd`` to ``addr`` and wait for the response.
@@ -362,7 +362,7 @@ class RemotingClient:
             # The I/O thread's own connection to addr is where the server's
             # pushes arrive; make sure there is one even if this client only
             # ever calls invoke_sync.
-            self._mailbox.put((addr, None, None))  # type: ignore[arg-type]
+            self._mailbox.put((addr, None, None))
         return ds
 
     def _direct_call(
@@ -413,7 +413,8 @@ class RemotingClient:
                 continue  # the late response of an earlier call that timed out
             self._on_push(ds.addr, cmd)
 
-    def _post(self, addr: str, cmd: RemotingCommand, timeout_ms: int, fut: Future | None) -> None:
+    def _post(self, addr: str, cmd: RemotingCommand, timeout_ms: int,
+              fut: Future[RemotingCommand] | CallbackSink | None) -> None:
         if self._closed:
             raise RemotingSendRequestError("client is closed")
         self._endpoint(addr)
@@ -461,7 +462,7 @@ class RemotingClient:
                         continue
                     conn = by_socket.get(obj)
                     if conn is None:
-                        self._on_monitor_event(self._by_monitor[obj])
+                        self._on_monitor_event(self._by_monitor[obj], obj)
                         continue
                     if events & zmq.POLLIN:
                         self._drain_socket(conn)
@@ -477,7 +478,7 @@ class RemotingClient:
             self._closed = True
             self._fail_mailbox()
             for entry in self._pending.drain():
-                settle(entry.future, None, RemotingSendRequestError("client is closed"))  # type: ignore[arg-type]
+                settle(entry.future, None, RemotingSendRequestError("client is closed"))
             for conn in self._conns.values():
                 close_monitor(conn.sock, conn.monitor)
                 conn.sock.close(0)
@@ -488,7 +489,7 @@ class RemotingClient:
     def _drain_mailbox(self) -> None:
         send = self._send
         for addr, frames, entry in self._mailbox.drain():
-            if entry is None:  # only "be connected to addr"
+            if frames is None or entry is None:  # only "be connected to addr"
                 if addr not in self._conns:
                     try:
                         self._connection(addr)
@@ -513,10 +514,10 @@ class RemotingClient:
             self._poller.register(conn.monitor, zmq.POLLIN)
         return conn
 
-    def _on_monitor_event(self, conn: _Connection) -> None:
+    def _on_monitor_event(self, conn: _Connection, monitor: zmq.Socket) -> None:
         """Fail the requests sent on a connection that closed: their answers can no longer come (RocketMQ's
         failFast of a closed channel), so a long-polling pull to a killed broker does not wait out its hold."""
-        if not any(event == EVENT_DISCONNECTED for event, _ in read_events(conn.monitor)):
+        if not any(event == EVENT_DISCONNECTED for event, _ in read_events(monitor)):
             return
         self._drain_socket(conn)  # answers that arrived before the connection closed
         addr = conn.addr
@@ -525,7 +526,7 @@ class RemotingClient:
         if lost:
             self._log.debug("connection_closed_requests_failed", addr=addr, requests=len(lost))
         for entry in lost:
-            settle(entry.future, None, RemotingConnectError(  # type: ignore[arg-type]
+            settle(entry.future, None, RemotingConnectError(
                 f"the connection to {addr} closed before the response (opaque {entry.opaque}); "
                 "the server went away or restarted"))
 
@@ -609,12 +610,13 @@ class RemotingClient:
             if cmd.flag & RESPONSE_FLAG:
                 entry = pop(cmd.opaque)
                 if entry is not None:
-                    settle(entry.future, cmd, None)  # type: ignore[arg-type]
+                    settle(entry.future, cmd, None)
             else:
                 self._on_push(conn.addr, cmd)
 
     def _on_push(self, addr: str, cmd: RemotingCommand) -> None:
-        if self._on_request is None:
+        on_request = self._on_request
+        if on_request is None:
             if not cmd.flag & ONEWAY_FLAG:
                 resp = response_to(
                     cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "this client takes no requests"
@@ -622,13 +624,13 @@ class RemotingClient:
                 self._mailbox.put((addr, resp.encode(), self._reply_entry(addr, resp)))
             return
         try:
-            self._push_pool.submit(self._handle_push, addr, cmd)
+            self._push_pool.submit(self._handle_push, on_request, addr, cmd)
         except RuntimeError:  # pool shut down: closing
             pass
 
-    def _handle_push(self, addr: str, cmd: RemotingCommand) -> None:
+    def _handle_push(self, on_request: PushHandler, addr: str, cmd: RemotingCommand) -> None:
         try:
-            resp = self._on_request(addr, cmd)  # type: ignore[misc]
+            resp = on_request(addr, cmd)
         except Exception as exc:
             self._log.exception("push_handler_failed", addr=addr, code=code_name(cmd.code, False))
             resp = response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
@@ -670,4 +672,4 @@ class RemotingClient:
         else:
             error = RemotingConnectError(
                 f"no connection to {entry.peer} within {entry.timeout_ms} ms{self._connect_hint()}")
-        settle(entry.future, None, error)  # type: ignore[arg-type]
+        settle(entry.future, None, error)

@@ -43,7 +43,7 @@ class CallbackSink:
     __slots__ = ("fn",)
 
     def __init__(self, fn: Callable[[RemotingCommand | None, BaseException | None], None]) -> None:
-        self.fn = fn
+        self.fn: Callable[[RemotingCommand | None, BaseException | None], None] | None = fn
 
     def set_result(self, result: RemotingCommand) -> None:
         self._call(result, None)
@@ -61,13 +61,19 @@ class CallbackSink:
             _log.exception("response_callback_failed")
 
 
-def settle(future: Future[RemotingCommand], result: RemotingCommand | None, error: BaseException | None) -> None:
-    """Complete ``future`` unless the caller already cancelled it."""
+def settle(future: Future[RemotingCommand] | CallbackSink | None, result: RemotingCommand | None,
+           error: BaseException | None) -> None:
+    """Complete ``future`` with ``result``, or ``error`` when there is one, unless the caller already
+    cancelled it (None: a oneway request, nobody to tell)."""
+    if future is None:
+        return
     try:
-        if error is None:
-            future.set_result(result)  # type: ignore[arg-type]
-        else:
+        if error is not None:
             future.set_exception(error)
+        elif result is not None:
+            future.set_result(result)
+        else:
+            future.set_exception(ValueError("settled with neither a response nor an error"))
     except InvalidStateError:
         pass
 

@@ -394,7 +394,7 @@ class RemotingServer:
         except zmq.Again:
             self._log.warning("peer queue full, message dropped", peer=self._describe(identity))
             if entry is not None:
-                settle(entry.future, None, RemotingSendRequestError(f"queue to {self._describe(identity)} is full"))  # type: ignore[arg-type]
+                settle(entry.future, None, RemotingSendRequestError(f"queue to {self._describe(identity)} is full"))
             return
         except zmq.ZMQError as exc:
             if exc.errno == zmq.EHOSTUNREACH:
@@ -403,7 +403,7 @@ class RemotingServer:
                 self._log.warning("send_failed", peer=self._describe(identity), error=str(exc))
             if entry is not None:
                 settle(
-                    entry.future,  # type: ignore[arg-type]
+                    entry.future,
                     None,
                     RemotingSendRequestError(f"client {self._describe(identity)} is not connected"),
                 )
@@ -467,7 +467,7 @@ class RemotingServer:
         finally:
             self._drain_mailbox()
             for entry in self._pending.drain():
-                settle(entry.future, None, RemotingSendRequestError("server stopped"))  # type: ignore[arg-type]
+                settle(entry.future, None, RemotingSendRequestError("server stopped"))
             # A graceful stop keeps the connections open a moment after the last answer:
             # a peer that has not read it yet when the connection drops can lose it.
             linger = self.options.linger_ms
@@ -542,7 +542,7 @@ class RemotingServer:
                 entry = self._pending.get(cmd.opaque)
                 if entry is not None and entry.peer == peer[0]:
                     self._pending.pop(cmd.opaque)
-                    settle(entry.future, cmd, None)  # type: ignore[arg-type]
+                    settle(entry.future, cmd, None)
                 continue
             ctx = RequestContext(self, peer[0], peer[1], cmd, time.monotonic(), route)
             proc = processors.get(cmd.code)
@@ -551,7 +551,7 @@ class RemotingServer:
             elif proc.executor is None:
                 self._invoke(proc, cmd, ctx)
             else:
-                self._submit(proc, cmd, ctx)
+                self._submit(proc, proc.executor, cmd, ctx)
 
     def _no_processor(self, cmd: RemotingCommand, ctx: RequestContext) -> None:
         if self._default_handler is not None:
@@ -565,7 +565,7 @@ class RemotingServer:
             )
         )
 
-    def _submit(self, proc: _Processor, cmd: RemotingCommand, ctx: RequestContext) -> None:
+    def _submit(self, proc: _Processor, executor: Executor, cmd: RemotingCommand, ctx: RequestContext) -> None:
         with proc.lock:
             if proc.queue_capacity and proc.inflight >= proc.queue_capacity:
                 busy = True
@@ -582,7 +582,7 @@ class RemotingServer:
             )
             return
         try:
-            proc.executor.submit(self._invoke, proc, cmd, ctx)  # type: ignore[union-attr]
+            executor.submit(self._invoke, proc, cmd, ctx)
         except RuntimeError as exc:  # executor shut down
             with proc.lock:
                 proc.inflight -= 1
@@ -612,10 +612,10 @@ class RemotingServer:
 
     def _expire_push(self, entry: PendingRequest) -> None:
         settle(
-            entry.future,  # type: ignore[arg-type]
+            entry.future,
             None,
             RemotingTimeoutError(
-                f"no response from client {self._describe(entry.peer)} within {entry.timeout_ms} ms"  # type: ignore[arg-type]
+                f"no response from client {self._describe(entry.peer)} within {entry.timeout_ms} ms"
             ),
         )
 
@@ -685,6 +685,9 @@ class RemotingServer:
             self._gone_at[closed.identity] = time.monotonic() + self._disconnect_grace_s
 
     def _report_gone(self, now: float) -> None:
+        notifier = self._notifier
+        if notifier is None:  # nobody registered a callback: nobody went either
+            return
         due = [identity for identity, at in self._gone_at.items() if at <= now]
         for identity in due:
             del self._gone_at[identity]
@@ -693,7 +696,7 @@ class RemotingServer:
             self._log.debug("client_disconnected", peer=self._describe(identity))
             for callback in self._disconnect_callbacks:
                 try:
-                    self._notifier.submit(self._notify_gone, callback, identity)  # type: ignore[union-attr]
+                    notifier.submit(self._notify_gone, callback, identity)
                 except RuntimeError:  # stopping: nobody to tell
                     return
 

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from rocketmesh.broker.processor.handlers import ok, register_all
+from rocketmesh.broker.processor.handlers import Handler, ok, register_all
 from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE
 from rocketmesh.model.route import TopicConfig
 from rocketmesh.model.topics import SYSTEM_TOPICS, validate_topic_name
-from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting import (
+    RemotingCommand,
+    RemotingServer,
+    RequestCode,
+    RequestContext,
+    ResponseCode,
+    response_to,
+)
 from rocketmesh.remoting.protocol.headers import (
     CreateTopicRequestHeader,
     EarliestMsgStoretimeResponseHeader,
@@ -28,7 +37,9 @@ from rocketmesh.runtime.config import to_properties
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.broker.processor.send_back import SendBackProcessor
+    from rocketmesh.server.metrics import ServiceMetrics
 
 log = get_logger("broker", component="admin")
 
@@ -37,13 +48,18 @@ class AdminProcessor:
     """RocketMQ's AdminBrokerProcessor, QueryMessageProcessor and ClientManageProcessor, for what the
     mesh core needs; each handler is registered for its request code by :meth:`register`."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, send_back: SendBackProcessor, metrics: ServiceMetrics,
+                 runtime_info: Callable[[], dict[str, Any]]) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics
+        self.send_back = send_back
+        self.metrics = metrics
+        #: GET_BROKER_RUNTIME_INFO's table, from the whole broker.
+        self.runtime_info = runtime_info
 
-    def register(self, server, executor) -> None:
-        handlers = {
+    def register(self, server: RemotingServer, executor: Executor) -> None:
+        handlers: dict[int, tuple[Handler, Executor | None]] = {
             RequestCode.UPDATE_AND_CREATE_TOPIC: (self.update_and_create_topic, executor),
             RequestCode.DELETE_TOPIC_IN_BROKER: (self.delete_topic, executor),
             RequestCode.GET_ALL_TOPIC_CONFIG: (self.get_all_topic_config, None),
@@ -174,11 +190,11 @@ class AdminProcessor:
         return ok(req, body=orjson.dumps({"offsetTable": table}))
 
     def get_broker_runtime_info(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return ok(req, body=orjson.dumps({"table": self.broker.runtime_info()}))
+        return ok(req, body=orjson.dumps({"table": self.runtime_info()}))
 
     def get_broker_metrics(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Every metric sample as ``{"name", "labels", "value"}``, and where Prometheus scrapes them."""
-        m = self.broker.metrics.metrics
+        m = self.metrics
         return ok(req, body=orjson.dumps({"url": m.url, "metrics": m.snapshot()}))
 
     def get_broker_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
@@ -196,11 +212,10 @@ class AdminProcessor:
             self.broker.clients.heartbeat(data, ctx.identity, ctx.remote)
         except (ValueError, TypeError, KeyError) as exc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
-        if self.broker.send_back is not None:
-            # As RocketMQ: a consumer group's retry topic exists from its first heartbeat on.
-            for c in data.get("consumerDataSet") or []:
-                if isinstance(c, dict) and isinstance(c.get("groupName"), str):
-                    self.broker.send_back.ensure_retry_topic(c["groupName"])
+        # As RocketMQ: a consumer group's retry topic exists from its first heartbeat on.
+        for c in data.get("consumerDataSet") or []:
+            if isinstance(c, dict) and isinstance(c.get("groupName"), str):
+                self.send_back.ensure_retry_topic(c["groupName"])
         return ok(req)
 
     def unregister_client(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:

@@ -9,7 +9,7 @@ import orjson
 
 from rocketmesh.broker.message_filter import filter_for
 from rocketmesh.broker.metadata.subscription_group import SubscriptionGroupConfig
-from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
+from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, Handler, ok, register_all
 from rocketmesh.filter import FilterSyntaxError
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, request, response_to
@@ -25,7 +25,10 @@ from rocketmesh.remoting.protocol.headers import (
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from concurrent.futures import Executor
+
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.remoting import RemotingServer
 
 log = get_logger("broker", component="consumer_manage")
 
@@ -46,7 +49,7 @@ def mq_from_json(d: Any) -> MessageQueue:
 class ConsumerManageProcessor:
     """Handlers for consumer-side requests other than PULL_MESSAGE; see :meth:`register`."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.store = broker.store
         self.offsets = broker.offsets
@@ -54,8 +57,8 @@ class ConsumerManageProcessor:
         self.groups = broker.subscription_groups
         self.clients = broker.clients
 
-    def register(self, server, executor) -> None:
-        handlers = {
+    def register(self, server: RemotingServer, executor: Executor) -> None:
+        handlers: dict[int, tuple[Handler, Executor | None]] = {
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: (self.get_consumer_list_by_group, None),
             RequestCode.QUERY_CONSUMER_OFFSET: (self.query_consumer_offset, None),
             RequestCode.UPDATE_CONSUMER_OFFSET: (self.update_consumer_offset, None),

@@ -42,7 +42,10 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.telemetry.propagation import TRACEPARENT
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from concurrent.futures import Executor
+
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.remoting import RemotingServer
 
 log = get_logger("broker", component="delivery")
 
@@ -67,7 +70,7 @@ class _Delivered:
 class DeliveryProcessor:
     """Answers DELIVER_DUE_MESSAGES; counts what it re-put."""
 
-    def __init__(self, broker: BrokerController, path: str) -> None:
+    def __init__(self, broker: BrokerParts, path: str) -> None:
         self.broker = broker
         self.path = path
         self._lock = threading.Lock()
@@ -112,7 +115,7 @@ class DeliveryProcessor:
             self._delivered = delivered
             self._version += 1
 
-    def register(self, server, executor) -> None:
+    def register(self, server: RemotingServer, executor: Executor) -> None:
         register_all(server, {
             RequestCode.DELIVER_DUE_MESSAGES: (self.deliver, executor),
             RequestCode.GET_ALL_DELAY_OFFSET: (lambda req, ctx: ok(req, body=orjson.dumps(self.snapshot())), None),

@@ -36,7 +36,8 @@ from rocketmesh.remoting.protocol.headers import (
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.remoting import RemotingServer
 
 log = get_logger("broker", component="ha")
 
@@ -58,7 +59,7 @@ class _HeldTransfer:
 class HaProcessor:
     """Serves HA_TRANSFER on a master and HA_APPEND on a slave (see the module docstring)."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.store = broker.store
         self.store_config = broker.store_config
@@ -78,7 +79,7 @@ class HaProcessor:
         #: The ha services' client identities and the slave each one feeds.
         self._feeders: dict[bytes, str] = {}
 
-    def register(self, server) -> None:
+    def register(self, server: RemotingServer) -> None:
         # An ha service whose connection closed acknowledges nothing more: its slave is out of sync at
         # once (SYNC_MASTER sends then hear SLAVE_NOT_AVAILABLE rather than wait for the timeout).
         server.on_disconnect(self._feeder_gone)

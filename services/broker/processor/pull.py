@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rocketmesh.broker.message_filter import filter_for
+from rocketmesh.broker.metrics import BrokerMetrics
 from rocketmesh.broker.store import GetMessageStatus
 from rocketmesh.filter import FilterSyntaxError
 from rocketmesh.model.route import MASTER_ID, Perm
@@ -34,7 +35,7 @@ from rocketmesh.remoting.protocol.headers import (
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
 
 log = get_logger("broker", component="pull")
 
@@ -70,8 +71,9 @@ class _HeldPull:
 class PullMessageProcessor:
     """Answers PULL_MESSAGE; holds pulls that find nothing (see the module docstring)."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, metrics: BrokerMetrics) -> None:
         self.broker = broker
+        self.metrics = metrics
         self.store = broker.store
         cfg = broker.config
         self.long_polling = cfg.long_polling_enable
@@ -173,8 +175,8 @@ class PullMessageProcessor:
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
         else:
             code = _CODES[status]
-        suspend = allow_suspend and h.sys_flag & PullSysFlag.SUSPEND and ctx is not None
-        if code == ResponseCode.PULL_NOT_FOUND and suspend:
+        suspend = allow_suspend and h.sys_flag & PullSysFlag.SUSPEND
+        if code == ResponseCode.PULL_NOT_FOUND and suspend and ctx is not None:
             timeout_ms = h.suspend_timeout_millis if self.long_polling else self.short_polling_s * 1000
             if timeout_ms > 0:
                 self._hold(_HeldPull(req, ctx, h, offset, time.monotonic() + timeout_ms / 1000.0))
@@ -186,7 +188,7 @@ class PullMessageProcessor:
                                         suggest).to_ext()
         if code == ResponseCode.SUCCESS:
             body = b"".join(result.records)
-            broker.metrics.pulled(h.consumer_group, h.topic, h.queue_id, result.next_begin_offset,
+            self.metrics.pulled(h.consumer_group, h.topic, h.queue_id, result.next_begin_offset,
                                   len(result.records), len(body))
             return response_to(req, code, None, ext, body)
         return response_to(req, code, status.value, ext)

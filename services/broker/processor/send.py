@@ -26,7 +26,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from rocketmesh.broker.metrics import message_type_of
+from rocketmesh.broker.metrics import BrokerMetrics, message_type_of
 from rocketmesh.broker.processor.transaction import HALF_QUEUE_ID, HalfMessageError, half_properties, half_sys_flag
 from rocketmesh.broker.schedule import ScheduleRewriteError, ScheduleRewriter
 from rocketmesh.broker.store import (
@@ -50,7 +50,7 @@ from rocketmesh.remoting.protocol.headers import HeaderError, SendMessageRequest
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
 
 log = get_logger("broker", component="send")
 
@@ -84,13 +84,13 @@ class SendError(Exception):
 class SendMessageProcessor:
     """Validates sends, turns them into store puts, answers with where they went."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, metrics: BrokerMetrics) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics
         self.config = broker.config
         self.store_config = broker.store_config
-        self.metrics = broker.metrics
+        self.metrics = metrics
         self.rewriter = ScheduleRewriter(len(self.store.delay_levels), broker.config.timer_max_delay_sec * 1000,
                                          broker.config.timer_queue_nums)
         self._queue: collections.deque[tuple[RemotingCommand, RequestContext]] = collections.deque()
@@ -175,12 +175,12 @@ class SendMessageProcessor:
             except HeaderError as exc:
                 ctx.respond(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"bad send header: {exc}"))
                 continue
-            if type(msgs) is MessageExtBatch:
+            if isinstance(msgs, MessageExtBatch):
                 result = self.store.put_batch(msgs, wait_flush=False)
             else:
                 result = self.store.put_messages(msgs, wait_flush=False)
             if result.status.stored:
-                stored_topic = msgs.topic if type(msgs) is MessageExtBatch else msgs[0].topic
+                stored_topic = msgs.topic if isinstance(msgs, MessageExtBatch) else msgs[0].topic
                 self.metrics.sent(header.topic, message_type_of(header.topic, stored_topic),
                                   len(result.appended), len(cmd.body))
                 last = result.appended[-1]

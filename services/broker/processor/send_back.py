@@ -40,7 +40,10 @@ from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeade
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from concurrent.futures import Executor
+
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.remoting import RemotingServer
 
 log = get_logger("broker", component="send_back")
 
@@ -53,7 +56,7 @@ RETRY_BASE_DELAY_LEVEL = 3
 class SendBackProcessor:
     """Answers CONSUMER_SEND_MSG_BACK and creates retry / dead-letter topics on demand."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics
@@ -62,7 +65,7 @@ class SendBackProcessor:
         self.retried_total = 0
         self.dead_lettered_total = 0
 
-    def register(self, server, executor) -> None:
+    def register(self, server: RemotingServer, executor: Executor) -> None:
         register_all(server, {RequestCode.CONSUMER_SEND_MSG_BACK: (self.send_back, executor)}, BAD_REQUEST_ERRORS)
 
     # --- topics on demand ---

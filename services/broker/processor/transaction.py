@@ -32,7 +32,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +72,8 @@ from rocketmesh.runtime.log import get_logger
 from rocketmesh.telemetry.propagation import traceparent_of
 
 if TYPE_CHECKING:
-    from rocketmesh.broker.controller import BrokerController
+    from rocketmesh.broker.parts import BrokerParts
+    from rocketmesh.remoting import RemotingServer
 
 log = get_logger("broker", component="transaction")
 
@@ -163,7 +164,7 @@ class DecidedTable:
 class TransactionProcessor:
     """END_TRANSACTION, CHECK_HALF_MESSAGE and GET_PENDING_HALF_MESSAGES (see the module docstring)."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.store = broker.store
         cfg = broker.config
@@ -214,7 +215,7 @@ class TransactionProcessor:
                 return
             offset = result.next_begin_offset
 
-    def register(self, server, admin_executor) -> None:
+    def register(self, server: RemotingServer, admin_executor: Executor) -> None:
         register_all(server, {
             RequestCode.END_TRANSACTION: (self.end_transaction, self._end_executor),
             RequestCode.CHECK_HALF_MESSAGE: (self.check_half_message, self._check_executor),

@@ -58,7 +58,12 @@ class CleanService(ServiceThread):
                 return True
         return False
 
-    def run_once(self) -> int:
+    def run_once(self) -> None:
+        self.clean_once()
+
+    def clean_once(self) -> int:
+        """One round: expired commitlog files, then the queues and index entries they held; how many
+        commitlog files went."""
         deleted = self.clean_commitlog()
         self.clean_logics()
         return deleted

@@ -71,6 +71,10 @@ class BatchRefused(ValueError):
         self.status = status
 
 
+def _no_queues(topic: str, queue_id: int) -> LiveConsumeQueue:
+    raise RuntimeError(f"this commitlog only reads: it opens no queue ({topic}, {queue_id})")
+
+
 class CommitLog:
     """Append, read and recover the commitlog. Owned by :class:`MessageStore`."""
 
@@ -89,7 +93,7 @@ class CommitLog:
         #: offset (RocketMQ's topicQueueTable). The store shares this table.
         self.queues: dict[tuple[str, int], LiveConsumeQueue] = {}
         #: Makes (and registers in ``queues``) the queue of a message's first put; only a store that puts has one.
-        self.open_queue = open_queue
+        self.open_queue: Callable[[str, int], LiveConsumeQueue] = open_queue or _no_queues
         self.begin_time_in_lock = 0.0
         #: Called (outside the lock) with the end offset of every put; the sync flush waits there.
         self.after_append: Callable[[int], PutMessageStatus] | None = None

@@ -423,7 +423,11 @@ class MessageStore:
         settled = threading.Lock()
         settled.acquire()
         box: list[PutMessageStatus] = []
-        self.when_durable(offset, lambda status: (box.append(status), settled.release()))
+
+        def settle(status: PutMessageStatus) -> None:
+            box.append(status)
+            settled.release()
+        self.when_durable(offset, settle)
         # Each stage calls back by its own timeout; this bound only guards against a stage that never does.
         if not settled.acquire(timeout=2 * self.config.sync_flush_timeout / 1000 + 1):
             return PutMessageStatus.FLUSH_DISK_TIMEOUT

@@ -175,7 +175,8 @@ class ConsumeQueue:
                 return
         unpack = ENTRY.unpack
         for i, entry in enumerate(entries):
-            self.put(*unpack(entry), first_offset + i)
+            phys, size, tags_code = unpack(entry)
+            self.put(phys, size, tags_code, first_offset + i)
 
     def _pad(self, f, upto_rel: int) -> None:
         pos = f.wrote_position
