@@ -313,7 +313,8 @@ class ClientAPI:
             return resp, addr
         if last is None or isinstance(last, RemotingTimeoutError):
             raise RequestTimeoutError(
-                f"no name server of {';'.join(addrs)} answered within {timeout} ms", ClientErrorCode.ACCESS_BROKER_TIMEOUT
+                f"no name server of {';'.join(addrs)} answered within {timeout} ms",
+                ClientErrorCode.ACCESS_BROKER_TIMEOUT,
             )
         raise MQClientError(f"no name server of {';'.join(addrs)} reachable: {last}",
                             ClientErrorCode.NO_NAME_SERVER_EXCEPTION) from last

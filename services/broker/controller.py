@@ -262,8 +262,9 @@ class BrokerController:
         else:
             slaves = store.replicas.progress()
             info.update({
-                "haSlaves": [{"addr": p.address, "ackedOffset": p.acked_offset, "lagBytes": max(0, end - p.acked_offset),
-                              "connected": p.connected, "silentSeconds": p.silent_s} for p in slaves],
+                "haSlaves": [{"addr": p.address, "ackedOffset": p.acked_offset,
+                              "lagBytes": max(0, end - p.acked_offset), "connected": p.connected,
+                              "silentSeconds": p.silent_s} for p in slaves],
                 "haReplicationLagBytes": min((max(0, end - p.acked_offset) for p in slaves if p.connected),
                                              default=-1),
                 "haTransferredBytes": self.ha.transferred_bytes if self.ha else 0,

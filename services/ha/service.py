@@ -115,7 +115,8 @@ class HaService:
 
     def status(self) -> dict[str, Any]:
         """What the status port answers: where replication stands."""
-        lag = self.master_max_offset - self.slave_offset if self.slave_offset >= 0 and self.master_max_offset >= 0 else -1
+        known = self.slave_offset >= 0 and self.master_max_offset >= 0
+        lag = self.master_max_offset - self.slave_offset if known else -1
         return {"instanceName": self.instance_name, "brokerName": self.config.broker_name,
                 "master": self.master or "", "slave": self.slave or "", "slaveOffset": self.slave_offset,
                 "masterMaxOffset": self.master_max_offset, "lagBytes": lag,
@@ -183,7 +184,9 @@ class HaService:
     def _transfer(self, master: str, slave: str, offset: int, catching_up: bool
                   ) -> tuple[HaTransferResponseHeader, bytes]:
         cfg = self.config
-        size = max(cfg.ha_transfer_batch_size, cfg.ha_catch_up_batch_size) if catching_up else cfg.ha_transfer_batch_size
+        size = cfg.ha_transfer_batch_size
+        if catching_up:
+            size = max(size, cfg.ha_catch_up_batch_size)
         header = HaTransferRequestHeader(offset, slave, size, cfg.ha_transfer_suspend_millis)
         try:
             return self.api.ha_transfer(master, header, cfg.ha_transfer_suspend_millis + cfg.request_timeout_millis)

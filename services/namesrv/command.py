@@ -24,7 +24,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--listen-address", help=f"interface to bind (default {d.listen_address}; 0.0.0.0 for all)")
     ap.add_argument("--kv-config-path", help=f"where the KV config is kept (default {d.kv_config_path})")
     ap.add_argument("--scan-not-active-broker-interval", type=int, metavar="MS",
-                    help=f"how often brokers that went silent are dropped (default {d.scan_not_active_broker_interval})")
+                    help="how often brokers that went silent are dropped "
+                         f"(default {d.scan_not_active_broker_interval})")
     ap.add_argument("--broker-channel-expired-time", type=int, metavar="MS",
                     help=f"silence after which a broker counts as gone (default {d.broker_channel_expired_time})")
     add_set_flag(ap)

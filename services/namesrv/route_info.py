@@ -250,7 +250,8 @@ class RouteInfoManager:
             return sorted(t for t, by_broker in self.topic_queue_table.items() if names & by_broker.keys())
 
     def cluster_info(self) -> dict[str, Any]:
-        """RocketMQ's ClusterInfo: ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster: [names]}}``."""
+        """RocketMQ's ClusterInfo:
+        ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster: [names]}}``."""
         with self._lock:
             return {
                 "brokerAddrTable": {name: bd.to_json() for name, bd in sorted(self.broker_addr_table.items())},

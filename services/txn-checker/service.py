@@ -237,8 +237,8 @@ class TxnCheckerService:
             calls.append((CheckHalfMessageRequestHeader(hq.mq.queue_id, m.queue_offset, m.commitlog_offset,
                                                         self.config.transaction_check_max), traceparent))
         settled: list[MessageExt] = []
-        for msg, span, outcome in zip(halves, spans, inst.api.check_half_messages(addr, calls,
-                                                                                   self.config.check_timeout_ms), strict=False):
+        outcomes = inst.api.check_half_messages(addr, calls, self.config.check_timeout_ms)
+        for msg, span, outcome in zip(halves, spans, outcomes, strict=False):
             if isinstance(outcome, MQError):
                 self.counts["failures"] += 1
                 log.warning("check_failed", mq=str(hq.mq), offset=msg.queue_offset, error=str(outcome))

@@ -31,8 +31,9 @@ def start_check(half: MessageExt, group: str, broker_addr: str) -> tuple[Span | 
     topic = props.get(MessageConst.REAL_TOPIC, half.topic)
     span = start_span(sc.span_name(CHECK, topic), SpanKind.CLIENT, parent)
     if span.is_recording():
-        attrs = {**sc.messaging_attributes(sc.OperationType.SETTLE.value, CHECK, topic), sc.ROCKETMQ_CLIENT_GROUP: group,
-                 sc.ROCKETMQ_MESSAGE_TYPE: sc.MessageType.TRANSACTION.value, **sc.server_attributes(broker_addr)}
+        attrs = {**sc.messaging_attributes(sc.OperationType.SETTLE.value, CHECK, topic),
+                 sc.ROCKETMQ_CLIENT_GROUP: group, sc.ROCKETMQ_MESSAGE_TYPE: sc.MessageType.TRANSACTION.value,
+                 **sc.server_attributes(broker_addr)}
         uniq = props.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
         if uniq:
             attrs[sc.MESSAGE_ID] = uniq

@@ -98,7 +98,8 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         if off is None:
             return
         self.instance.api.update_consumer_offset(
-            self.instance.find_broker_addr(mq), UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off))
+            self.instance.find_broker_addr(mq),
+            UpdateConsumerOffsetRequestHeader(self.group, mq.topic, mq.queue_id, off))
 
     def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Send the offsets of ``mqs`` to their brokers, all at once (bounded by the request timeout)."""

@@ -70,7 +70,8 @@ class TraceDispatcher:
     """
 
     def __init__(self, group: str, namesrv: Any, trace_topic: str | None = None, *,
-                 new_producer: Callable[..., Any], queue_size: int = DEFAULT_QUEUE_SIZE, batch_size: int = DEFAULT_BATCH_SIZE,
+                 new_producer: Callable[..., Any], queue_size: int = DEFAULT_QUEUE_SIZE,
+                 batch_size: int = DEFAULT_BATCH_SIZE,
                  max_msg_size: int = DEFAULT_MAX_MSG_SIZE, instance_name: str | None = None,
                  access_key: str | None = None, secret_key: str | None = None) -> None:
         self.group = group

@@ -135,7 +135,8 @@ class SubscriptionGroupManager:
         self._persist_lock = threading.Lock()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
-        """``group``'s config (immutable: changes go through :meth:`update`), auto-creating a default one when allowed; None otherwise.
+        """``group``'s config (immutable: changes go through :meth:`update`), auto-creating a default one
+        when allowed; None otherwise.
 
         Creation happens when ``auto_create`` is on or ``group`` is a system
         group (``CID_RMQ_SYS_*``), as RocketMQ's findSubscriptionGroupConfig;

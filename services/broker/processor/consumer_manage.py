@@ -148,7 +148,8 @@ class ConsumerManageProcessor:
         return ok(req)
 
     def get_all_consumer_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return ok(req, body=orjson.dumps({"offsetTable": self.offsets.table_snapshot()}, option=orjson.OPT_NON_STR_KEYS))
+        return ok(req, body=orjson.dumps({"offsetTable": self.offsets.table_snapshot()},
+                                         option=orjson.OPT_NON_STR_KEYS))
 
     # --- orderly locks ---
 
@@ -192,7 +193,8 @@ class ConsumerManageProcessor:
             for qid in range(cfg.read_queue_nums):
                 broker_offset = self.store.get_max_offset_in_queue(topic, qid)
                 consumer_offset = max(0, self.offsets.query_offset(h.consumer_group, topic, qid))
-                last = self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset > 0 else 0
+                last = (self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
+                        if consumer_offset > 0 else 0)
                 table.append({"topic": topic, "brokerName": broker_name, "queueId": qid,
                               "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
                               "lastTimestamp": max(last, 0)})
@@ -220,7 +222,8 @@ class ConsumerManageProcessor:
             new[qid] = target
         self.offsets.reset(h.group, h.topic, new)
         self.offsets.persist_if_dirty()
-        table = [{"topic": h.topic, "brokerName": broker_name, "queueId": q, "offset": o} for q, o in sorted(new.items())]
+        table = [{"topic": h.topic, "brokerName": broker_name, "queueId": q, "offset": o}
+                 for q, o in sorted(new.items())]
         body = orjson.dumps({"offsetTable": table})
         info = self.clients.consumer_group(h.group)
         for ch in (info.channels.values() if info else ()):
@@ -237,7 +240,8 @@ class ConsumerManageProcessor:
         return ok(req)
 
     def get_all_subscription_groups(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return ok(req, body=orjson.dumps({"subscriptionGroupTable": {c.group_name: c.to_json() for c in self.groups.all()}}))
+        groups = {c.group_name: c.to_json() for c in self.groups.all()}
+        return ok(req, body=orjson.dumps({"subscriptionGroupTable": groups}))
 
     def delete_subscription_group(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = SubscriptionGroupRequestHeader.from_ext(req.ext)

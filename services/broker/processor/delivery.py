@@ -108,7 +108,8 @@ class DeliveryProcessor:
         for key, d in (doc.get("queues") or {}).items():
             topic, _, qid = key.rpartition("@")
             if topic in PARKED_TOPICS and qid.isdigit():
-                delivered[(topic, int(qid))] = _Delivered(int(d.get("floor", 0)), {int(o) for o in d.get("offsets", ())})
+                delivered[(topic, int(qid))] = _Delivered(int(d.get("floor", 0)),
+                                                          {int(o) for o in d.get("offsets", ())})
         with self._lock:
             if delivered == self._delivered:
                 return  # a slave's sync with nothing new: nothing to write either
@@ -241,7 +242,8 @@ def _offsets_of(body: bytes | None) -> tuple[list[int], dict[int, str]]:
         traceparents = {int(k): v for k, v in given.items()}
         doc = doc.get("offsets")
     if not isinstance(doc, list) or not all(type(o) is int and o >= 0 for o in doc):
-        raise ValueError("the body must be a JSON list of queue offsets, or {\"offsets\": [...], \"traceparents\": {...}}")
+        raise ValueError("the body must be a JSON list of queue offsets, "
+                         "or {\"offsets\": [...], \"traceparents\": {...}}")
     if len(doc) > MAX_OFFSETS_PER_REQUEST:
         raise ValueError(f"at most {MAX_OFFSETS_PER_REQUEST} offsets per request")
     return doc, traceparents

@@ -289,7 +289,8 @@ class TransactionProcessor:
             if not result.status.stored:
                 log.warning("transaction_put_failed", transaction_id=tid, outcome=outcome,
                             status=result.status.value, remark=result.remark)
-                return ResponseCode.SYSTEM_ERROR, f"[{result.status.value}] storing the {outcome} failed {result.remark}"
+                return (ResponseCode.SYSTEM_ERROR,
+                        f"[{result.status.value}] storing the {outcome} failed {result.remark}")
             self.decided.put(tid, outcome)
             if outcome == "COMMIT":
                 self.committed += 1
@@ -321,8 +322,8 @@ class TransactionProcessor:
     @staticmethod
     def _copy(half: MessageExt, topic: str, queue_id: int, props: dict[str, str]) -> MessageExtBrokerInner:
         return MessageExtBrokerInner(topic, half.body, queue_id, half.flag, encode_properties(props),
-                                     half.sys_flag & ~_TRANSACTION_BITS, half.born_timestamp, encode_host_text(half.born_host),
-                                     half.reconsume_times)
+                                     half.sys_flag & ~_TRANSACTION_BITS, half.born_timestamp,
+                                     encode_host_text(half.born_host), half.reconsume_times)
 
     def _half_at(self, commitlog_offset: int) -> tuple[MessageExt, bytes] | None:
         if commitlog_offset < 0:
@@ -400,8 +401,8 @@ class TransactionProcessor:
             half.queue_offset, half.commitlog_offset,
             half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id).to_ext()
         for ch in channels[:CHECK_PRODUCERS_TRIED]:
-            fut = self.broker.server.invoke_client(ch.identity, request(
-                RequestCode.CHECK_TRANSACTION_STATE, dict(ext), rec, traceparent=traceparent_of()), CHECK_ACK_TIMEOUT_MS)
+            check = request(RequestCode.CHECK_TRANSACTION_STATE, dict(ext), rec, traceparent=traceparent_of())
+            fut = self.broker.server.invoke_client(ch.identity, check, CHECK_ACK_TIMEOUT_MS)
             try:
                 resp = fut.result(CHECK_ACK_TIMEOUT_MS / 1000.0 + 1.0)
             except (RemotingError, FutureTimeoutError) as exc:
