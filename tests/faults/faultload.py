@@ -25,7 +25,7 @@ from rocketmesh.client.results import SendStatus
 from rocketmesh.model.codec import decode_message_id, decode_record
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import ViewMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import ViewMessageRequestHeader
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,7 +205,7 @@ def view_at(client: RemotingClient, addr: str, offset_msg_id: str) -> bytes | No
     offset = decode_message_id(offset_msg_id)[2]
     try:
         resp = client.invoke_sync(addr, request(RequestCode.VIEW_MESSAGE_BY_ID,
-                                                to_ext(ViewMessageRequestHeader(offset))), 3000)
+                                                ViewMessageRequestHeader(offset).to_ext()), 3000)
     except RemotingError:
         return None
     if resp.code != ResponseCode.SUCCESS:

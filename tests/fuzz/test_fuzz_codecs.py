@@ -36,7 +36,7 @@ from rocketmesh.model.codec import (
 from rocketmesh.model.message import Message
 from rocketmesh.remoting import ProtocolError, RemotingCommand, decode, pack_frame
 from rocketmesh.remoting.protocol import headers as request_headers
-from rocketmesh.remoting.protocol.headers import HeaderError, from_ext
+from rocketmesh.remoting.protocol.headers import HeaderError
 
 # --- building blocks -----------------------------------------------------------------------------
 
@@ -151,7 +151,7 @@ def test_from_ext_raises_only_header_error(reliability) -> None:
     @tally.counted
     def run(cls: type, ext: Any) -> None:
         try:
-            header = from_ext(cls, ext)
+            header = cls.from_ext(ext)
         except HeaderError:
             return
         assert isinstance(header, cls)

@@ -17,7 +17,7 @@ from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingClient, RequestCode, request
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
 
 # FAST_CLIENT: short client timings so joins show within seconds. The broker keeps its default channel expiry:
 # a consumer shares the client instance the test's Admin started first, whose heartbeat interval is the
@@ -40,13 +40,13 @@ def send_to(producer: Producer, admin: Admin, topic: str, per_queue: dict[int, i
 
 def commit_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: int, offset: int) -> None:
     resp = client.invoke_sync(addr, request(RequestCode.UPDATE_CONSUMER_OFFSET,
-                                            to_ext(UpdateConsumerOffsetRequestHeader(group, topic, qid, offset))))
+                                            UpdateConsumerOffsetRequestHeader(group, topic, qid, offset).to_ext()))
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
 
 def pull_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: int, offset: int = 0) -> int:
     header = PullMessageRequestHeader(group, topic, qid, offset, max_msg_nums=8, suspend_timeout_millis=0)
-    return client.invoke_sync(addr, request(RequestCode.PULL_MESSAGE, to_ext(header))).code
+    return client.invoke_sync(addr, request(RequestCode.PULL_MESSAGE, header.to_ext())).code
 
 
 def quietly(fn: Callable[[], object]) -> Callable[[], object]:

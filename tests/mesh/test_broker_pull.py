@@ -16,7 +16,6 @@ from rocketmesh.remoting.protocol.headers import (
     PullMessageRequestHeader,
     PullSysFlag,
     QueryConsumeQueueRequestHeader,
-    to_ext,
 )
 
 TOPIC = "PullTopic"
@@ -43,7 +42,7 @@ def pull(client: RemotingClient, broker: BrokerProcess, offset: int, max_nums: i
     header = PullMessageRequestHeader("pull-group", topic, 0, offset, max_nums, sys_flag,
                                       suspend_timeout_millis=suspend_ms, subscription=subscription,
                                       expression_type=expression_type)
-    return client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), timeout_ms)
+    return client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, header.to_ext()), timeout_ms)
 
 
 def bodies_of(resp) -> list[str]:
@@ -74,7 +73,7 @@ def test_tag_filter_on_the_broker_and_a_stretch_with_no_match(remoting_client, b
 
 def test_a_held_pull_is_answered_when_a_message_arrives(namesrv, remoting_client, broker, sent):
     header = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND, suspend_timeout_millis=10_000)
-    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 15_000)
+    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, header.to_ext()), 15_000)
     time.sleep(0.5)
     assert not fut.done()  # held, not answered "nothing new"
     with Producer("pull-test-2", namesrv.addr) as p:
@@ -95,7 +94,7 @@ def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is
     try:
         held = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND,
                                         suspend_timeout_millis=10_000, subscription="A || C")
-        fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(held)), 15_000)
+        fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, held.to_ext()), 15_000)
         time.sleep(0.3)
         with Producer("pull-test-4", namesrv.addr) as p:
             p.send(Message(TOPIC, "not-for-you", tags="B"))  # offset 5: the held pull's filter refuses it
@@ -125,7 +124,7 @@ def test_a_held_pull_whose_filter_matches_nothing_keeps_waiting_then_times_out(n
     header = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND, suspend_timeout_millis=1500,
                                       subscription="Z")
     started = time.monotonic()
-    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 10_000)
+    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, header.to_ext()), 10_000)
     time.sleep(0.5)
     # Held. (A pull that came after the send would find only a refused message and be answered
     # PULL_RETRY_IMMEDIATELY at once, as RocketMQ does.)
@@ -161,7 +160,7 @@ def cq_file_entries(broker: BrokerProcess, topic: str, first: int, count: int) -
 def queue_tag_codes(client: RemotingClient, broker: BrokerProcess, topic: str) -> list[int]:
     """The tag codes QUERY_CONSUME_QUEUE lists for queue 0 of ``topic``."""
     header = QueryConsumeQueueRequestHeader(topic, 0, 0, 32)
-    resp = client.invoke_sync(broker.addr, request(RequestCode.QUERY_CONSUME_QUEUE, to_ext(header)), 3000)
+    resp = client.invoke_sync(broker.addr, request(RequestCode.QUERY_CONSUME_QUEUE, header.to_ext()), 3000)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
     return [e["tagsCode"] for e in orjson.loads(resp.body)["queueData"]]
 

@@ -20,7 +20,7 @@ from rocketmesh import Message, MQBrokerError, MQClientError, Producer, RequestT
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
 from rocketmesh.model.codec import decode_batch, decode_properties
 from rocketmesh.model.message import MessageConst, MessageQueue
-from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader, from_ext
+from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_send_result_and_header(mesh, producer: Producer) -> None:
     broker = a if r.message_queue.broker_name == "broker-a" else b
     ext, body, oneway = broker.sends[-1]
     assert body == b"hello" and not oneway
-    header = from_ext(SendMessageRequestHeader, ext)
+    header = SendMessageRequestHeader.from_ext(ext)
     assert header.producer_group == "logic-group" and header.topic == "T"
     assert header.queue_id == r.message_queue.queue_id and not header.batch
     props = decode_properties(header.properties.encode())

@@ -21,7 +21,7 @@ from rocketmesh.client.errors import MQError
 from rocketmesh.model.codec import decode_message_id
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader, PullMessageRequestHeader
 
 StartBroker = Callable[..., BrokerProcess]
 #: Short delay levels: the first retry (level 3) after 1 s, the second (level 4) after 3 s, then 5 s.
@@ -77,7 +77,7 @@ def push_consumer(namesrv: str, group: str, topic: str, listener, orderly: bool 
 
 def send_back(client: RemotingClient, addr: str, **header) -> object:
     return client.invoke_sync(addr, request(RequestCode.CONSUMER_SEND_MSG_BACK,
-                                            to_ext(ConsumerSendMsgBackRequestHeader(**header))), 3000)
+                                            ConsumerSendMsgBackRequestHeader(**header).to_ext()), 3000)
 
 
 def cli(namesrv: str, *args: str) -> subprocess.CompletedProcess:
@@ -133,7 +133,7 @@ def test_send_back_retries_through_the_retry_topic_then_dead_letters_past_the_li
     assert letter.origin_msg_id == sent.offset_msg_id and letter.message.keys == "k1 k2"
     assert letter.message.properties[MessageConst.RECONSUME_TIME] == "2"
     # Write-only for users: a pull of the dead-letter queue is refused.
-    pull = request(RequestCode.PULL_MESSAGE, to_ext(PullMessageRequestHeader("sb-group", "%DLQ%sb-group", 0, 0)))
+    pull = request(RequestCode.PULL_MESSAGE, PullMessageRequestHeader("sb-group", "%DLQ%sb-group", 0, 0).to_ext())
     assert remoting_client.invoke_sync(broker.addr, pull, 3000).code == ResponseCode.NO_PERMISSION
 
     # The request's maxReconsumeTimes wins over the group's; a negative delay level dead-letters at once.

@@ -11,7 +11,7 @@ from procs import BrokerProcess, wait_for
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.model.codec import decode_records
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader
 
 TOPIC = "HaTopic"
 
@@ -65,7 +65,7 @@ def pull_all(client: RemotingClient, broker: BrokerProcess, topic: str, queue_id
     offset = 0
     while True:
         header = PullMessageRequestHeader("ha-test", topic, queue_id, offset, 64, 0, subscription="*")
-        resp = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 3000)
+        resp = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, header.to_ext()), 3000)
         if resp.code != ResponseCode.SUCCESS:
             return got
         got += [m.body.decode() for m in decode_records(resp.body)]
@@ -120,7 +120,7 @@ def view_on(client: RemotingClient, broker: BrokerProcess, offset_msg_id: str):
 
     offset = decode_message_id(offset_msg_id)[2]
     resp = client.invoke_sync(broker.addr, request(RequestCode.VIEW_MESSAGE_BY_ID,
-                                                   to_ext(ViewMessageRequestHeader(offset))), 3000)
+                                                   ViewMessageRequestHeader(offset).to_ext()), 3000)
     return decode_record(resp.body) if resp.code == ResponseCode.SUCCESS else None
 
 
@@ -278,7 +278,7 @@ def test_with_slave_read_enable_a_consumer_far_behind_reads_from_the_slave(names
     wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end
              and TOPIC in topics_of(remoting_client, slave), 10, what="the slave holding the messages and the topic")
     header = PullMessageRequestHeader("ha-read-group", TOPIC, 0, 0, 8, 0, subscription="*")
-    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 3000)
+    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, header.to_ext()), 3000)
     assert resp.code == ResponseCode.SUCCESS and resp.ext["suggestWhichBrokerId"] == 1
     got: set[str] = set()
     consumer = PushConsumer("ha-read-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
@@ -296,7 +296,7 @@ def test_without_slave_read_enable_the_master_keeps_its_consumers(namesrv, remot
     with Producer("ha-read-producer-2", namesrv.addr) as p:
         p.send(Message(TOPIC, "x"))
     header = PullMessageRequestHeader("ha-read-group-2", TOPIC, 0, 0, 8, 0, subscription="*")
-    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, to_ext(header)), 3000)
+    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.PULL_MESSAGE, header.to_ext()), 3000)
     assert resp.code == ResponseCode.SUCCESS and resp.ext.get("suggestWhichBrokerId", 0) == 0
 
 
@@ -306,8 +306,8 @@ def committed(client: RemotingClient, broker: BrokerProcess, group: str, queues:
 
     total = 0
     for q in range(queues):
-        resp = client.invoke_sync(broker.addr, request(RequestCode.QUERY_CONSUMER_OFFSET, to_ext(
-            QueryConsumerOffsetRequestHeader(group, TOPIC, q))), 3000)
+        resp = client.invoke_sync(broker.addr, request(RequestCode.QUERY_CONSUMER_OFFSET,
+            QueryConsumerOffsetRequestHeader(group, TOPIC, q).to_ext()), 3000)
         if resp.code != ResponseCode.SUCCESS:
             return -1
         total += resp.ext["offset"]
@@ -349,11 +349,11 @@ def test_a_slave_refuses_a_chunk_that_does_not_start_where_its_commitlog_ends(na
     wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end, 10, what="the slave at the end")
     file_size = 4 * 1024 * 1024
     for start in (end + 100, end - 10):
-        resp = remoting_client.invoke_sync(slave.addr, request(RequestCode.HA_APPEND, to_ext(
-            HaAppendRequestHeader(start, file_size)), b"\0" * 64), 3000)
+        resp = remoting_client.invoke_sync(slave.addr, request(RequestCode.HA_APPEND,
+            HaAppendRequestHeader(start, file_size).to_ext(), b"\0" * 64), 3000)
         assert resp.code == ResponseCode.SYSTEM_ERROR and resp.ext["offset"] == end, resp
         assert f"ends at {end}" in resp.remark
     assert runtime(remoting_client, slave)["commitLogMaxOffset"] == end
-    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.HA_APPEND, to_ext(
-        HaAppendRequestHeader(end, file_size)), b"\0" * 64), 3000)
+    resp = remoting_client.invoke_sync(master.addr, request(RequestCode.HA_APPEND,
+        HaAppendRequestHeader(end, file_size).to_ext(), b"\0" * 64), 3000)
     assert resp.code == ResponseCode.SYSTEM_ERROR and "not a SLAVE" in resp.remark

@@ -16,7 +16,6 @@ from rocketmesh.remoting.protocol.headers import (
     DeliverDueMessagesRequestHeader,
     PullMessageRequestHeader,
     SendMessageRequestHeader,
-    to_ext,
 )
 
 TOPIC = "TracedTopic"
@@ -38,15 +37,15 @@ def test_send_and_pull_spans_are_children_of_the_callers_span(otlp_receiver: Otl
     with RemotingClient() as client:
         header = SendMessageRequestHeader("traced-producer", TOPIC, 0, 0,
                                           properties=encode_properties({"traceparent": traceparent}).decode())
-        sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"hello",
+        sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, header.to_ext(), b"hello",
                                                        traceparent=traceparent), 5000)
         assert sent.code == ResponseCode.SUCCESS, sent.remark
         pull = PullMessageRequestHeader("traced-group", TOPIC, 0, 0, 32, suspend_timeout_millis=0)
-        got = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(pull), traceparent=traceparent),
+        got = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, pull.to_ext(), traceparent=traceparent),
                                  5000)
         assert got.code == ResponseCode.SUCCESS
-        bad = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE, to_ext(
-            PullMessageRequestHeader("traced-group", "NoSuchTopic", 0, 0, 32)), traceparent=traceparent), 5000)
+        bad = client.invoke_sync(broker.addr, request(RequestCode.PULL_MESSAGE,
+            PullMessageRequestHeader("traced-group", "NoSuchTopic", 0, 0, 32).to_ext(), traceparent=traceparent), 5000)
         assert bad.code == ResponseCode.TOPIC_NOT_EXIST
 
     [send] = otlp_receiver.wait_for(lambda s: s.name == f"send {TOPIC}")
@@ -80,7 +79,7 @@ def test_a_service_exports_over_grpc_when_told_to(start_namesrv, start_broker, m
         traceparent = f"00-{TRACE_ID}-{CALLER}-01"
         with RemotingClient() as client:
             header = SendMessageRequestHeader("grpc-producer", "GrpcTopic", 0, 0)
-            sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"x",
+            sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, header.to_ext(), b"x",
                                                            traceparent=traceparent), 5000)
         assert sent.code == ResponseCode.SUCCESS, sent.remark
         [send] = receiver.wait_for(lambda s: s.name == "send GrpcTopic")
@@ -97,7 +96,7 @@ def test_with_no_exporter_configured_the_broker_serves_as_before(start_namesrv, 
     broker = start_broker(namesrv.addr)
     with RemotingClient() as client:
         header = SendMessageRequestHeader("p", "AutoTopic", 0, 0)
-        resp = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"x",
+        resp = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, header.to_ext(), b"x",
                                                        traceparent=f"00-{TRACE_ID}-{CALLER}-01"), 5000)
     assert resp.code == ResponseCode.SUCCESS, resp.remark
 
@@ -122,9 +121,9 @@ def test_a_delivered_copy_carries_the_context_its_delivery_named(start_namesrv, 
         with RemotingClient() as client:
             header = SendMessageRequestHeader("p", TOPIC, 0, 0, properties=encode_properties(
                 {"DELAY": "1", "UNIQ_KEY": UNIQ, "traceparent": f"00-{TRACE_ID}-{CALLER}-01"}).decode())
-            sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, to_ext(header), b"d"), 5000)
+            sent = client.invoke_sync(broker.addr, request(RequestCode.SEND_MESSAGE, header.to_ext(), b"d"), 5000)
             assert sent.code == ResponseCode.SUCCESS, sent.remark
-            deliver = to_ext(DeliverDueMessagesRequestHeader(SCHEDULE_TOPIC, 0))  # level 1 is queue 0
+            deliver = DeliverDueMessagesRequestHeader(SCHEDULE_TOPIC, 0).to_ext()  # level 1 is queue 0
             bad = client.invoke_sync(broker.addr, request(RequestCode.DELIVER_DUE_MESSAGES, deliver, orjson.dumps(
                 {"offsets": [0], "traceparents": {"first": 5}})), 5000)
             assert bad.code == ResponseCode.SYSTEM_ERROR

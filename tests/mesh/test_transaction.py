@@ -29,7 +29,7 @@ from rocketmesh.model.codec import decode_message_id, encode_batch
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.topics import TRANS_CHECK_GROUP, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketmesh.remoting import RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import EndTransactionRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import EndTransactionRequestHeader
 
 COMMIT = LocalTransactionState.COMMIT_MESSAGE
 ROLLBACK = LocalTransactionState.ROLLBACK_MESSAGE
@@ -190,10 +190,10 @@ def test_a_late_or_repeated_end_transaction_changes_nothing(namesrv, broker, adm
         for value, from_check in ((8, False), (12, True), (8, True)):
             header = EndTransactionRequestHeader("tx-late", result.queue_offset, offset, value, from_check,
                                                  result.msg_id, result.msg_id)
-            resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.END_TRANSACTION, to_ext(header)), 3000)
+            resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.END_TRANSACTION, header.to_ext()), 3000)
             assert resp.code == ResponseCode.SUCCESS and "decided before" in resp.remark, resp.remark
         wrong = EndTransactionRequestHeader("someone-else", result.queue_offset, offset, 8)
-        resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.END_TRANSACTION, to_ext(wrong)), 3000)
+        resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.END_TRANSACTION, wrong.to_ext()), 3000)
         assert resp.code == ResponseCode.SYSTEM_ERROR and "producer group" in resp.remark
         # A restarted broker still knows (from its op queue) that the transaction was decided.
         broker.stop()
@@ -201,7 +201,7 @@ def test_a_late_or_repeated_end_transaction_changes_nothing(namesrv, broker, adm
         broker.wait_registered()
         header = EndTransactionRequestHeader("tx-late", result.queue_offset, offset, 8, True, result.msg_id,
                                              result.msg_id)
-        resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.END_TRANSACTION, to_ext(header)), 5000)
+        resp = remoting_client.invoke_sync(broker.addr, request(RequestCode.END_TRANSACTION, header.to_ext()), 5000)
         assert resp.code == ResponseCode.SUCCESS and "decided before" in resp.remark, resp.remark
         assert settle(got, ["once"]) == ["once"]
     finally:

@@ -16,7 +16,7 @@ from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader
 
 ADMIN = SessionCredentials("rocketmq2", "12345678")
 PUB_ONLY = SessionCredentials("publisher", "pubsecret")
@@ -91,8 +91,8 @@ def call(addr: str, cmd: RemotingCommand, credentials: SessionCredentials | None
 
 
 def pull(topic: str = TOPIC, group: str = GROUP) -> RemotingCommand:
-    return request(RequestCode.PULL_MESSAGE, to_ext(PullMessageRequestHeader(
-        group, topic, 0, 0, max_msg_nums=1, suspend_timeout_millis=0)))
+    return request(RequestCode.PULL_MESSAGE, PullMessageRequestHeader(
+        group, topic, 0, 0, max_msg_nums=1, suspend_timeout_millis=0).to_ext())
 
 
 def send(topic: str = TOPIC, body: bytes = b"x") -> RemotingCommand:
@@ -185,7 +185,7 @@ def test_a_deny_topic_and_group_perms(mesh: Mesh, reliability) -> None:
 
 
 def test_admin_operations_need_the_admin_flag(mesh: Mesh, reliability) -> None:
-    create = request(RequestCode.UPDATE_AND_CREATE_TOPIC, to_ext(CreateTopicRequestHeader("AclNewTopic")))
+    create = request(RequestCode.UPDATE_AND_CREATE_TOPIC, CreateTopicRequestHeader("AclNewTopic").to_ext())
     remark = refused(call(mesh.broker.addr, create, PUB_ONLY), "UPDATE_AND_CREATE_TOPIC", "is not admin",
                      f"accessKey={PUB_ONLY.access_key}")
     reliability.security("UPDATE_AND_CREATE_TOPIC by a non-admin account", refused=remark)

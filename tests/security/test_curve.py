@@ -26,7 +26,7 @@ from rocketmesh.remoting import (
     SocketOptions,
     request,
 )
-from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader, to_ext
+from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeader
 from rocketmesh.remoting.transport.curve import (
     AUTHORIZED_CLIENTS_ENV,
     CLIENT_KEY_ENV,
@@ -61,7 +61,7 @@ def curve_mesh(keys: dict[str, str], monkeypatch: pytest.MonkeyPatch, start_name
 
 def _send_request(topic: str, body: bytes):
     header = SendMessageRequestHeader("curve-producer", topic, 0, int(time.time() * 1000))
-    return request(RequestCode.SEND_MESSAGE, to_ext(header), body)
+    return request(RequestCode.SEND_MESSAGE, header.to_ext(), body)
 
 
 class Relay:
@@ -174,7 +174,7 @@ def test_a_reader_on_loopback_sees_a_body_only_without_curve(curve: bool, keys, 
         resp = client.invoke_sync(wire.addr, _send_request("RelayTopic", CANARY), 5000)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         pull = PullMessageRequestHeader("relay-group", "RelayTopic", 0, 0, suspend_timeout_millis=0)
-        pulled = client.invoke_sync(wire.addr, request(RequestCode.PULL_MESSAGE, to_ext(pull)), 5000)
+        pulled = client.invoke_sync(wire.addr, request(RequestCode.PULL_MESSAGE, pull.to_ext()), 5000)
     assert pulled.code == ResponseCode.SUCCESS and CANARY in (pulled.body or b""), pulled.remark
     assert len(wire.seen) > 2 * len(CANARY)  # the relay did carry the traffic
     if curve:

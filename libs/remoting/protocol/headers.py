@@ -112,16 +112,6 @@ class Header:
         return encode_fields(self)
 
 
-def from_ext(cls: type[H], ext: Any) -> H:
-    """``cls.from_ext(ext)``: header ``cls`` from a request's ``ext``; raises HeaderError naming the bad field."""
-    return cls.from_ext(ext)
-
-
-def to_ext(header: Any) -> dict[str, Any]:
-    """``header.to_ext()``: the header as an ``ext`` object (None fields left out)."""
-    return header.to_ext()
-
-
 @dataclass(slots=True)
 class SendMessageRequestHeader(Header):
     """SEND_MESSAGE / SEND_BATCH_MESSAGE. ``properties`` is RocketMQ's ``k\\x01v\\x02`` string;
