@@ -32,6 +32,12 @@ class ProtocolError(RemotingError):
         self.flag = flag
 
 
+class WireFormatError(ProtocolError):
+    """Bytes on a RocketMQ remoting TCP connection that are not a frame this side can read: a bad length, an
+    unknown header serialize type, a header that is neither JSON nor ROCKETMQ-serialized. The stream has lost
+    its framing, so the one thing to do is close that connection."""
+
+
 class RequestError(Exception):
     """Raised by a request handler to answer with ``code`` and ``remark``.
 
