@@ -36,7 +36,8 @@ import orjson
 from rocketmesh.remoting.errors import WireFormatError
 from rocketmesh.remoting.protocol.command import RemotingCommand
 
-#: The largest frame a decoder accepts by default (RocketMQ's ``com.rocketmq.remoting.frameMaxLength``).
+#: The largest frame, its total length included, a decoder accepts by default (RocketMQ's
+#: ``com.rocketmq.remoting.frameMaxLength``).
 MAX_FRAME_SIZE = 16 * 1024 * 1024
 #: The largest header the 24-bit header length can describe.
 MAX_HEADER_SIZE = 0xFFFFFF
@@ -110,25 +111,6 @@ _ROCKETMQ = SerializeType.ROCKETMQ
 
 
 # --- decoding -------------------------------------------------------------------------------------------
-
-
-def decode_frame(frame: bytes) -> Decoded:
-    """Decode one frame less its total length (``[type | header length][header][body]``, what a length-
-    prefixed stream yields once the length is read); raises WireFormatError naming what is wrong."""
-    if type(frame) is not bytes:
-        frame = bytes(frame)
-    if len(frame) < 4:
-        raise WireFormatError(f"a frame of {len(frame)} bytes has no 4-byte header length")
-    size = _UINT.unpack_from(frame)[0]
-    kind, header_size = size >> 24, size & MAX_HEADER_SIZE
-    end = 4 + header_size
-    if end > len(frame):
-        raise WireFormatError(f"header length {header_size} runs past the frame's {len(frame) - 4} bytes")
-    if kind == 0:
-        return _decode_json(frame[4:end], frame[end:])
-    if kind == 1:
-        return _decode_binary(frame[4:end], frame[end:])
-    raise WireFormatError(f"unknown header serialize type {kind} (JSON 0 and ROCKETMQ 1 are known)")
 
 
 def _int32_off_path(key: str, v: Any, opaque: int | None = None, flag: int | None = None) -> int:
@@ -238,13 +220,6 @@ def _decode_json(header: bytes, body: bytes) -> Decoded:
     return RemotingCommand(code, opaque, flag, remark, ext, body), _wire_info(0, lang, version)
 
 
-def _utf8(raw: bytes, start: int, end: int, what: str, opaque: int, flag: int) -> str:
-    try:
-        return raw[start:end].decode()
-    except UnicodeDecodeError as exc:
-        raise WireFormatError(f"ROCKETMQ header {what} is not UTF-8: {exc.reason}", opaque, flag) from None
-
-
 def _decode_binary(header: bytes, body: bytes) -> Decoded:
     n = len(header)
     if n < _MIN_BINARY_HEADER:
@@ -255,18 +230,18 @@ def _decode_binary(header: bytes, body: bytes) -> Decoded:
     if not 0 <= remark_size <= n - pos - 4:
         raise WireFormatError(f"ROCKETMQ header remark length {remark_size} does not fit its {n} bytes",
                               opaque, flag)
-    # A zero-length remark is RocketMQ's null remark.
-    remark = _utf8(header, pos, pos + remark_size, "remark", opaque, flag) if remark_size else None
-    pos += remark_size
-    ext_size = _INT.unpack_from(header, pos)[0]
-    pos += 4
-    if not 0 <= ext_size <= n - pos:
-        raise WireFormatError(f"ROCKETMQ header extFields length {ext_size} does not fit its {n} bytes",
-                              opaque, flag)
-    end = pos + ext_size
     ext: dict[str, str] = {}
-    what = "extFields key"
+    what = "remark"
     try:
+        # A zero-length remark is RocketMQ's null remark.
+        remark = header[pos:pos + remark_size].decode() if remark_size else None
+        pos += remark_size
+        ext_size = _INT.unpack_from(header, pos)[0]
+        pos += 4
+        if not 0 <= ext_size <= n - pos:
+            raise WireFormatError(f"ROCKETMQ header extFields length {ext_size} does not fit its {n} bytes",
+                                  opaque, flag)
+        end = pos + ext_size
         while pos < end:
             if end - pos < 2:
                 raise WireFormatError("ROCKETMQ header extFields end inside a key length", opaque, flag)
@@ -341,8 +316,9 @@ class FrameDecoder:
                 total = _INT.unpack_from(view, pos)[0]
                 if total < 4:
                     raise WireFormatError(f"frame length {total} is less than the 4-byte header length field")
-                if total > self.max_frame_size:
-                    raise WireFormatError(f"frame length {total} exceeds the maximum {self.max_frame_size}")
+                # The maximum counts the length field too, as RocketMQ's frame decoder counts it.
+                if total > self.max_frame_size - 4:
+                    raise WireFormatError(f"frame of {total + 4} bytes exceeds the maximum {self.max_frame_size}")
                 if n - pos < 8:
                     self._need = 8
                     break
