@@ -152,8 +152,19 @@ class RequestContext:
         return True
 
     def _send(self, response: RemotingCommand) -> None:
-        """Put the filled-in ``response`` on the wire of the door the request came by (here: ZeroMQ)."""
-        self.server._send_response(self.route, response)
+        """Put the filled-in ``response`` on the wire of the door the request came by: here the ROUTER socket,
+        through the server's I/O thread (another door's context overrides this)."""
+        try:
+            frames = response.encode()
+        except ProtocolError as exc:
+            frames = RemotingCommand(
+                ResponseCode.SYSTEM_ERROR, response.opaque, RESPONSE_FLAG, f"cannot encode response: {exc}"
+            ).encode()
+        server = self.server
+        if threading.get_ident() == server._io_ident:
+            server._send(self.route, frames, None)
+        else:
+            server._mailbox.put((self.route, frames, None))
 
 
 class Door(Protocol):
@@ -420,18 +431,6 @@ class RemotingServer:
         return None
 
     # -- I/O thread -------------------------------------------------------
-
-    def _send_response(self, identity: bytes, response: RemotingCommand) -> None:
-        try:
-            frames = response.encode()
-        except ProtocolError as exc:
-            frames = RemotingCommand(
-                ResponseCode.SYSTEM_ERROR, response.opaque, RESPONSE_FLAG, f"cannot encode response: {exc}"
-            ).encode()
-        if threading.get_ident() == self._io_ident:
-            self._send(identity, frames, None)
-        else:
-            self._mailbox.put((identity, frames, None))
 
     def _send(self, identity: bytes, frames: list, entry: PendingRequest | None) -> None:
         sock = self._sock
