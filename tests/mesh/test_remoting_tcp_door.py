@@ -216,15 +216,8 @@ def client(door: TcpDoor) -> Iterator[RawClient]:
     c.close()
 
 
-@pytest.fixture
-def zmq_client() -> Iterator[RemotingClient]:
-    c = RemotingClient(name="tcp-door-bystander")
-    yield c
-    c.close()
-
-
-def zmq_still_served(server: RemotingServer, zmq_client: RemotingClient) -> bool:
-    resp = zmq_client.invoke_sync(server.address, request(ECHO, body=b"zmq"), 3000)
+def zmq_still_served(server: RemotingServer, remoting_client: RemotingClient) -> bool:
+    resp = remoting_client.invoke_sync(server.address, request(ECHO, body=b"zmq"), 3000)
     return resp.code == ResponseCode.SUCCESS and resp.body == b"zmq"
 
 
@@ -243,9 +236,9 @@ def test_a_request_is_answered_in_kind_with_its_opaque(client: RawClient, serial
 
 
 def test_both_doors_reach_the_same_handlers(server: RemotingServer, client: RawClient,
-                                            zmq_client: RemotingClient) -> None:
+                                            remoting_client: RemotingClient) -> None:
     over_tcp, _ = client.call(cmd(REFUSE, 1))
-    over_zmq = zmq_client.invoke_sync(server.address, request(REFUSE), 3000)
+    over_zmq = remoting_client.invoke_sync(server.address, request(REFUSE), 3000)
     assert (over_tcp.code, over_tcp.remark) == (over_zmq.code, over_zmq.remark) == (ResponseCode.NO_PERMISSION,
                                                                                     "not for you")
 
@@ -333,7 +326,7 @@ BAD_INPUT = {
 
 @pytest.mark.parametrize("bad", list(BAD_INPUT.values()), ids=list(BAD_INPUT))
 def test_bad_input_closes_that_connection_only(server: RemotingServer, door: TcpDoor, client: RawClient,
-                                               zmq_client: RemotingClient, recorder: Recorder, bad: bytes,
+                                               remoting_client: RemotingClient, recorder: Recorder, bad: bytes,
                                                caplog: pytest.LogCaptureFixture) -> None:
     assert client.call(cmd(ECHO, 1, body=b"before"))[0].body == b"before"
     bad_client = RawClient(door.address)
@@ -348,7 +341,7 @@ def test_bad_input_closes_that_connection_only(server: RemotingServer, door: Tcp
     finally:
         bad_client.close()
     assert client.call(cmd(ECHO, 2, body=b"after"))[0].body == b"after"
-    assert zmq_still_served(server, zmq_client)
+    assert zmq_still_served(server, remoting_client)
     assert client.identity not in recorder.gone
 
 
@@ -372,7 +365,7 @@ def test_a_closed_connection_is_reported_at_once(door: TcpDoor, recorder: Record
 
 
 def test_a_reader_that_falls_behind_is_closed_and_nobody_else_waits(server: RemotingServer, door: TcpDoor,
-                                                                   client: RawClient, zmq_client: RemotingClient,
+                                                                   client: RawClient, remoting_client: RemotingClient,
                                                                    recorder: Recorder) -> None:
     slow = RawClient(door.address, rcvbuf=4096)
     try:
@@ -385,7 +378,7 @@ def test_a_reader_that_falls_behind_is_closed_and_nobody_else_waits(server: Remo
     finally:
         slow.close()
     assert client.call(cmd(ECHO, 99, body=b"still"))[0].body == b"still"
-    assert zmq_still_served(server, zmq_client)
+    assert zmq_still_served(server, remoting_client)
 
 
 @pytest.mark.parametrize("serialize_type", BOTH, ids=["json", "rocketmq"])
@@ -442,7 +435,7 @@ def test_calls_to_a_tcp_client_fail_in_bounded_time(server: RemotingServer, door
 
 
 def test_stop_answers_what_is_owed_closes_everything_and_joins(server: RemotingServer, recorder: Recorder,
-                                                               zmq_client: RemotingClient) -> None:
+                                                               remoting_client: RemotingClient) -> None:
     door = TcpDoor(server, "127.0.0.1:0").start()
     address = door.address
     clients = [RawClient(address) for _ in range(3)]
@@ -469,7 +462,7 @@ def test_stop_answers_what_is_owed_closes_everything_and_joins(server: RemotingS
         for c in clients:
             c.close()
     # The server's own door serves on.
-    assert zmq_still_served(server, zmq_client)
+    assert zmq_still_served(server, remoting_client)
 
 
 def test_a_door_that_cannot_bind_says_so(server: RemotingServer, door: TcpDoor) -> None:

@@ -98,6 +98,19 @@ class _Connection:
     closed: bool = False
 
 
+def _send_some(conn: _Connection, data: bytes | bytearray) -> int:
+    """Write into ``conn``'s socket as much of ``data`` as it takes now; the caller holds ``conn.lock``. A send
+    that fails condemns the connection, and counts as all written (nothing is left to retry)."""
+    try:
+        return conn.sock.send(data)
+    except (BlockingIOError, InterruptedError):
+        return 0
+    except OSError as exc:
+        conn.open = False
+        conn.reason = f"send failed: {exc}"
+        return len(data)
+
+
 class TcpRequestContext(RequestContext):
     """A request that came through a TcpDoor: its answer goes back over the same connection."""
 
@@ -277,16 +290,10 @@ class TcpDoor:
                 else:
                     out += frame
             else:
-                try:
-                    sent = conn.sock.send(frame)
-                except (BlockingIOError, InterruptedError):
-                    sent = 0
-                except OSError as exc:
-                    conn.open = False
-                    conn.reason = f"send failed: {exc}"
-                    sent = len(frame)
+                sent = _send_some(conn, frame)
+                if not conn.open:
                     look = True
-                if sent < len(frame):
+                elif sent < len(frame):
                     out += memoryview(frame)[sent:]
                     look = True
         if look:
@@ -425,15 +432,7 @@ class TcpDoor:
         with conn.lock:
             out = conn.out
             if conn.open and out:
-                try:
-                    sent = conn.sock.send(out)
-                except (BlockingIOError, InterruptedError):
-                    sent = 0
-                except OSError as exc:
-                    conn.open = False
-                    conn.reason = f"send failed: {exc}"
-                    sent = 0
-                del out[:sent]
+                del out[:_send_some(conn, out)]
             done = not out
         if not conn.open:
             self._close(conn, conn.reason)
