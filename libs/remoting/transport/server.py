@@ -20,6 +20,10 @@ accepted and when it closed (see ``connections.py``). Once a client identity has
 for ``disconnect_grace_ms``, the callbacks given to ``on_disconnect`` hear of
 it: a peer that died is known at once, not after a silence expiry. Peers
 that send no probe (not a RemotingClient) are never reported.
+
+Doors: the processor table is a Dispatcher (``dispatch.py``) the server shares with its other doors (the
+RocketMQ TCP door, ``tcp_door.py``): a request meets the same handlers whichever door it came by.
+``push`` and ``invoke_client`` to a client of another door go through that door.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import zmq
 
@@ -40,19 +45,17 @@ from rocketmesh.remoting.errors import (
     RemotingError,
     RemotingSendRequestError,
     RemotingTimeoutError,
-    RequestError,
 )
-from rocketmesh.remoting.protocol.codes import ResponseCode, code_name
+from rocketmesh.remoting.protocol.codes import ResponseCode
 from rocketmesh.remoting.protocol.command import (
     ONEWAY_FLAG,
     RESPONSE_FLAG,
     RemotingCommand,
     decode,
-    response_to,
 )
 from rocketmesh.remoting.protocol.frames import readable, recv_routed, send_routed
-from rocketmesh.remoting.protocol.headers import HeaderError
 from rocketmesh.remoting.transport.connections import ClosedRoute, ConnectionTable
+from rocketmesh.remoting.transport.dispatch import Dispatcher
 from rocketmesh.remoting.transport.mailbox import Mailbox
 from rocketmesh.remoting.transport.monitor import (
     EVENT_ACCEPTED,
@@ -90,6 +93,8 @@ class RequestContext:
     ``identity`` is the client's ZeroMQ identity (use it with
     ``RemotingServer.push``), ``remote`` a printable ``identity@ip``,
     ``enqueued_at`` the ``time.monotonic()`` at which the request was read.
+    A request that came by the TCP door has its own context (``TcpRequestContext``): ``identity``
+    ``b"tcp:ip:port"``, ``remote`` ``ip:port``.
     """
 
     server: RemotingServer
@@ -141,19 +146,42 @@ class RequestContext:
             observe(req.code, response.code, self.enqueued_at)
         response.opaque = req.opaque
         response.flag |= RESPONSE_FLAG
-        self.server._send_response(self.route, response)
+        self._send(response)
         if self.on_respond is not None:
             self.on_respond(response)
         return True
 
+    def _send(self, response: RemotingCommand) -> None:
+        """Put the filled-in ``response`` on the wire of the door the request came by: here the ROUTER socket,
+        through the server's I/O thread (another door's context overrides this)."""
+        try:
+            frames = response.encode()
+        except ProtocolError as exc:
+            frames = RemotingCommand(
+                ResponseCode.SYSTEM_ERROR, response.opaque, RESPONSE_FLAG, f"cannot encode response: {exc}"
+            ).encode()
+        server = self.server
+        if threading.get_ident() == server._io_ident:
+            server._send(self.route, frames, None)
+        else:
+            server._mailbox.put((self.route, frames, None))
 
-@dataclass(slots=True, eq=False)
-class _Processor:
-    handler: Handler
-    executor: Executor | None
-    queue_capacity: int
-    inflight: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+
+class Door(Protocol):
+    """Another way into a server than its ROUTER socket (the RocketMQ TCP door): it serves requests through
+    the server's dispatcher and carries the server's pushes to the clients connected through it."""
+
+    def serves(self, identity: bytes) -> bool:
+        """True while the client with ``identity`` is connected through this door (any thread)."""
+        ...
+
+    def push(self, identity: bytes, cmd: RemotingCommand) -> None:
+        """As ``RemotingServer.push``, for a client of this door."""
+        ...
+
+    def invoke_client(self, identity: bytes, cmd: RemotingCommand, timeout_ms: int = 3000) -> Future[RemotingCommand]:
+        """As ``RemotingServer.invoke_client``, for a client of this door."""
+        ...
 
 
 class RemotingServer:
@@ -200,8 +228,9 @@ class RemotingServer:
         self._disconnect_grace_s = disconnect_grace_ms / 1000.0
         self._ctx = context or zmq.Context.instance()
         self._log = get_logger("remoting", server=name)
-        self._processors: dict[int, _Processor] = {}
-        self._default_handler: Handler | None = None
+        #: The processor table, shared with the server's other doors (``add_door``).
+        self.dispatcher = Dispatcher(name)
+        self._doors: list[Door] = []
         self._mailbox: Mailbox[tuple[bytes, list, PendingRequest | None]] = Mailbox()
         self._pending = PendingTable()
         self._opaque = itertools.count(1)
@@ -229,9 +258,16 @@ class RemotingServer:
         self._backlog_since: float | None = None
         #: ``(request code, response code, enqueued_at)`` for each response, on the responding thread (metrics).
         self.response_observer: Callable[[int, int, float], None] | None = None
-        #: ``hook(cmd, ctx)`` before each request's handler, on the handler's thread (the ACL check); it
-        #: refuses a request by raising RequestError, which is the answer.
-        self.request_hook: Handler | None = None
+
+    @property
+    def request_hook(self) -> Handler | None:
+        """``hook(cmd, ctx)`` before each request's handler, on the handler's thread (the ACL check); it
+        refuses a request by raising RequestError, which is the answer. It sees the requests of every door."""
+        return self.dispatcher.request_hook
+
+    @request_hook.setter
+    def request_hook(self, hook: Handler | None) -> None:
+        self.dispatcher.request_hook = hook
 
     # -- set-up ---------------------------------------------------------
 
@@ -251,7 +287,7 @@ class RemotingServer:
         through ``ctx.respond``; one raising RequestError answers with its
         code; any other exception answers SYSTEM_ERROR with its text.
         """
-        self._processors[int(code)] = _Processor(handler, executor, queue_capacity)
+        self.dispatcher.register(code, handler, executor, queue_capacity)
 
     def after_reads(self, callback: Callable[[], None]) -> None:
         """Call ``callback()`` on the I/O thread after each round of reading (every request waiting,
@@ -262,13 +298,23 @@ class RemotingServer:
 
     def register_default(self, handler: Handler) -> None:
         """Handle every code nothing is registered for (inline, on the I/O thread)."""
-        self._default_handler = handler
+        self.dispatcher.default_handler = handler
+
+    def add_door(self, door: Door) -> None:
+        """Let ``push`` and ``invoke_client`` reach the clients of ``door`` (a door calls this itself)."""
+        self._doors.append(door)
+
+    def remove_door(self, door: Door) -> None:
+        """Forget ``door`` (once it stopped)."""
+        if door in self._doors:
+            self._doors.remove(door)
 
     def on_disconnect(self, callback: DisconnectCallback) -> None:
         """Call ``callback(identity)`` when a client's last connection has closed (and it did not come
         back within ``disconnect_grace_ms``): it was shut down, killed, or its host went away.
 
-        ``identity`` is the client identity, as ``RequestContext.identity`` gives it. Callbacks run one
+        ``identity`` is the client identity, as ``RequestContext.identity`` gives it (a client of another
+        door, such as the TCP door, is reported by that door when its connection closes). Callbacks run one
         at a time on a thread of the server's own, in the order clients went, never on the I/O thread;
         one that raises is logged. A client that hangs with its connections open is not reported:
         silence expiry stays the caller's business. Register before ``start`` to miss nobody.
@@ -331,7 +377,7 @@ class RemotingServer:
         if self._thread is None or self._stop_deadline is not None:
             return
         # Answers still owed when the stop begins get a moment to be read before the connections close.
-        self._settle = bool(len(self._mailbox)) or any(p.inflight for p in list(self._processors.values()))
+        self._settle = bool(len(self._mailbox)) or self.dispatcher.busy()
         self._stop_deadline = time.monotonic() + grace_s
         self._accepting = False
         self._mailbox.wake()
@@ -350,6 +396,10 @@ class RemotingServer:
 
         Best effort: a client that is not connected is skipped (logged at debug).
         """
+        door = self._door_of(identity)
+        if door is not None:
+            door.push(identity, cmd)
+            return
         cmd.opaque = next(self._opaque)
         cmd.flag = (cmd.flag | ONEWAY_FLAG) & ~RESPONSE_FLAG
         frames = cmd.encode()
@@ -363,6 +413,9 @@ class RemotingServer:
         The future fails with RemotingTimeoutError after ``timeout_ms`` and
         with RemotingSendRequestError when the client is not connected.
         """
+        door = self._door_of(identity)
+        if door is not None:
+            return door.invoke_client(identity, cmd, timeout_ms)
         cmd.opaque = next(self._opaque)
         cmd.flag &= ~(ONEWAY_FLAG | RESPONSE_FLAG)
         frames = cmd.encode()
@@ -371,19 +424,13 @@ class RemotingServer:
         self._mailbox.put((identity, frames, entry))
         return fut
 
-    # -- I/O thread -------------------------------------------------------
+    def _door_of(self, identity: bytes) -> Door | None:
+        for door in self._doors:
+            if door.serves(identity):
+                return door
+        return None
 
-    def _send_response(self, identity: bytes, response: RemotingCommand) -> None:
-        try:
-            frames = response.encode()
-        except ProtocolError as exc:
-            frames = RemotingCommand(
-                ResponseCode.SYSTEM_ERROR, response.opaque, RESPONSE_FLAG, f"cannot encode response: {exc}"
-            ).encode()
-        if threading.get_ident() == self._io_ident:
-            self._send(identity, frames, None)
-        else:
-            self._mailbox.put((identity, frames, None))
+    # -- I/O thread -------------------------------------------------------
 
     def _send(self, identity: bytes, frames: list, entry: PendingRequest | None) -> None:
         sock = self._sock
@@ -498,7 +545,7 @@ class RemotingServer:
     def _draining_done(self) -> bool:
         if self._stop_deadline is not None and time.monotonic() >= self._stop_deadline:
             return True
-        return not any(p.inflight for p in list(self._processors.values())) and not len(self._mailbox)
+        return not self.dispatcher.busy() and not len(self._mailbox)
 
     def _backlogged_ms(self) -> float:
         if threading.get_ident() != self._io_ident:
@@ -513,7 +560,8 @@ class RemotingServer:
 
     def _drain_socket(self, sock: zmq.Socket) -> None:
         peers = self._peers
-        processors = self._processors
+        dispatcher = self.dispatcher
+        processors = dispatcher.processors
         if self._backlog_since is None:
             self._backlog_since = time.monotonic()
         for i in range(_RECV_BATCH):
@@ -545,70 +593,14 @@ class RemotingServer:
                     settle(entry.future, cmd, None)
                 continue
             ctx = RequestContext(self, peer[0], peer[1], cmd, time.monotonic(), route)
+            # Dispatcher.dispatch, spelt out: a call less per request on the hot path.
             proc = processors.get(cmd.code)
             if proc is None:
-                self._no_processor(cmd, ctx)
+                dispatcher.no_processor(cmd, ctx)
             elif proc.executor is None:
-                self._invoke(proc, cmd, ctx)
+                dispatcher.invoke(proc, cmd, ctx)
             else:
-                self._submit(proc, proc.executor, cmd, ctx)
-
-    def _no_processor(self, cmd: RemotingCommand, ctx: RequestContext) -> None:
-        if self._default_handler is not None:
-            self._invoke(_Processor(self._default_handler, None, 0), cmd, ctx)
-            return
-        ctx.respond(
-            response_to(
-                cmd,
-                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                f"request code {code_name(cmd.code, False)} is not supported by {self.name}",
-            )
-        )
-
-    def _submit(self, proc: _Processor, executor: Executor, cmd: RemotingCommand, ctx: RequestContext) -> None:
-        with proc.lock:
-            if proc.queue_capacity and proc.inflight >= proc.queue_capacity:
-                busy = True
-            else:
-                busy = False
-                proc.inflight += 1
-        if busy:
-            ctx.respond(
-                response_to(
-                    cmd,
-                    ResponseCode.SYSTEM_BUSY,
-                    f"system busy: {proc.queue_capacity} {code_name(cmd.code, False)} requests queued, try later",
-                )
-            )
-            return
-        try:
-            executor.submit(self._invoke, proc, cmd, ctx)
-        except RuntimeError as exc:  # executor shut down
-            with proc.lock:
-                proc.inflight -= 1
-            ctx.respond(response_to(cmd, ResponseCode.SYSTEM_BUSY, f"not accepting requests: {exc}"))
-
-    def _invoke(self, proc: _Processor, cmd: RemotingCommand, ctx: RequestContext) -> None:
-        try:
-            try:
-                hook = self.request_hook
-                if hook is not None:
-                    hook(cmd, ctx)
-                response = proc.handler(cmd, ctx)
-            except RequestError as exc:
-                response = response_to(cmd, exc.code, exc.remark)
-            except HeaderError as exc:  # a malformed header is the peer's error: answered, no traceback
-                response = response_to(cmd, ResponseCode.SYSTEM_ERROR, str(exc))
-            except Exception as exc:
-                self._log.exception("request_handler_failed", code=code_name(cmd.code, False), peer=ctx.remote)
-                response = response_to(cmd, ResponseCode.SYSTEM_ERROR, f"{type(exc).__name__}: {exc}")
-            if response is not None:
-                ctx.respond(response)
-        finally:
-            # After the response is queued, so that a stopping server waits for it.
-            if proc.executor is not None:
-                with proc.lock:
-                    proc.inflight -= 1
+                dispatcher.submit(proc, proc.executor, cmd, ctx)
 
     def _expire_push(self, entry: PendingRequest) -> None:
         settle(
@@ -693,12 +685,20 @@ class RemotingServer:
             del self._gone_at[identity]
             if self._connections.connected(identity):
                 continue
-            self._log.debug("client_disconnected", peer=self._describe(identity))
-            for callback in self._disconnect_callbacks:
-                try:
-                    notifier.submit(self._notify_gone, callback, identity)
-                except RuntimeError:  # stopping: nobody to tell
-                    return
+            self.notify_disconnected(identity)
+
+    def notify_disconnected(self, identity: bytes) -> None:
+        """Tell the ``on_disconnect`` callbacks that the client with ``identity`` is gone (any thread: a door
+        calls it when a connection of its own closed). Nothing when no callback is registered."""
+        notifier = self._notifier
+        if notifier is None:
+            return
+        self._log.debug("client_disconnected", peer=self._describe(identity))
+        for callback in self._disconnect_callbacks:
+            try:
+                notifier.submit(self._notify_gone, callback, identity)
+            except RuntimeError:  # stopping: nobody to tell
+                return
 
     def _notify_gone(self, callback: DisconnectCallback, identity: bytes) -> None:
         try:
