@@ -39,6 +39,9 @@ import rocketmesh.spark  # noqa: E402
 
 #: Bound of a streaming query's wait on this shared, busy machine.
 QUERY_TIMEOUT_S = 120
+#: How often a wait that runs a Spark job of its own looks again: each look is a job competing with the query
+#: it waits for on the machine's cores.
+SPARK_POLL_S = 1.0
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +136,8 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
         assert conn.consume_type == "CONSUME_ACTIVELY"
         shown = _cli("admin", "consumer-connection", "-n", ns, "-g", group)
         assert conn.connections[0].client_id in shown and topic in shown
-        wait_for(lambda: len(parquet_bodies(spark, out)) >= 100, QUERY_TIMEOUT_S, "a first micro-batch in parquet")
+        wait_for(lambda: len(parquet_bodies(spark, out)) >= 100, QUERY_TIMEOUT_S, "a first micro-batch in parquet",
+                 interval_s=SPARK_POLL_S)
     finally:
         query.stop()
     assert len(parquet_bodies(spark, out)) < 1200, "stopped part way"
@@ -144,7 +148,7 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
         make_topic(admin, topic, 4)
         send(ns, topic, sent[1200:2400])
         wait_for(lambda: read_parquet(spark, out).where("queue_id >= 2").count() > 0, QUERY_TIMEOUT_S,
-                 "rows of the added queues")
+                 "rows of the added queues", interval_s=SPARK_POLL_S)
     finally:
         query.stop()
 
@@ -158,7 +162,7 @@ def test_stream_to_parquet_exactly_once_across_stop_kill_and_restart(spark, ns, 
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         wait_for(lambda: len(parquet_bodies(spark, out)) >= before + 100 or job.poll() is not None, QUERY_TIMEOUT_S,
-                 "the job's first micro-batches")
+                 "the job's first micro-batches", interval_s=SPARK_POLL_S)
         assert job.poll() is None, job.stdout.read().decode()[-3000:]
     finally:
         os.killpg(job.pid, signal.SIGKILL)
