@@ -38,6 +38,9 @@ import pytest
 from procs import stop_process, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, PushConsumer, TransactionProducer
 
+#: Minutes of tests: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.heavy
+
 ROOT = Path(__file__).resolve().parents[2]
 NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
 PROJECT = f"rmtest{os.getpid()}"

@@ -27,6 +27,9 @@ from reliability import ReliabilityRecorder
 from rocketmesh import Admin
 from rocketmesh.remoting import RemotingClient
 
+#: Minutes of tests: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.heavy
+
 TOPIC = "CrashTopic"
 #: Every variant runs 20 cycles, in CI too.
 CYCLES = 20

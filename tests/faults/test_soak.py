@@ -19,11 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
 from faultload import Deliveries, start_consumer
 from storefaultkit import open_fds, rss_kib
 
 from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, child_pids, wait_for
 from rocketmesh import Message, Producer
+
+#: Minutes of tests: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.heavy
 
 TOPIC = "SoakTopic"
 PRODUCERS = 2

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import zmq
 
-from procs import NamesrvProcess, ServiceProcess, free_port, remoting_probe
+from procs import NamesrvProcess, ServiceProcess, free_port, remoting_probe, wait_for
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, decode, pack_frame, request
 
 
@@ -61,15 +61,10 @@ def call(client: RemotingClient, addr: str, code: int, ext: dict | None = None) 
     return client.invoke_sync(addr, request(code, ext or {}), 3000)
 
 
-def eventually(predicate: Callable[[], bool], timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        time.sleep(0.05)
-
-
 def test_prints_listening_line(namesrv: NamesrvProcess) -> None:
-    assert f"namesrv listening on {namesrv.addr}" in namesrv.stdout_text()
+    # The fixture waits for the port to answer; the line may reach the file a moment later on a busy machine.
+    wait_for(lambda: f"namesrv listening on {namesrv.addr}" in namesrv.stdout_text(), 10,
+             what="the listening line on stdout")
 
 
 def test_register_then_route(namesrv: NamesrvProcess, remoting_client: RemotingClient) -> None:
@@ -217,7 +212,7 @@ def test_silent_broker_expires_with_its_routes(
     while time.monotonic() - started < 1.8:
         register(c, addr, "chatty", "127.0.0.1:10921", ["ChattyTopic", "Both"])
         time.sleep(0.2)
-    eventually(lambda: route(c, addr, "QuietTopic").code == ResponseCode.TOPIC_NOT_EXIST, 3, "quiet expires")
+    wait_for(lambda: route(c, addr, "QuietTopic").code == ResponseCode.TOPIC_NOT_EXIST, 3, "quiet expires")
     assert time.monotonic() - started >= 0.9
 
     assert route(c, addr, "ChattyTopic").code == ResponseCode.SUCCESS

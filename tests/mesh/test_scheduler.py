@@ -22,8 +22,9 @@ StartBroker = Callable[..., BrokerProcess]
 StartScheduler = Callable[..., SchedulerProcess]
 LEVELS = "1s 2s 3s"
 BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel=LEVELS)
-#: How far apart the due times of two messages delivered in one round may be (see the timer order test).
-SAME_ROUND_MS = 100
+#: How far apart the due times of two messages delivered in one round may be (see the timer order test): a
+#: round takes every entry due by the time it wakes, and on a busy machine it wakes up to this late.
+SAME_ROUND_MS = 250
 
 
 class Arrivals:

@@ -37,6 +37,9 @@ from pyspark.sql import functions as F  # noqa: E402
 
 import rocketmesh.spark  # noqa: E402
 
+#: Minutes of tests: scheduled first (tests/conftest.py).
+pytestmark = pytest.mark.heavy
+
 #: Bound of a streaming query's wait on this shared, busy machine.
 QUERY_TIMEOUT_S = 120
 #: How often a wait that runs a Spark job of its own looks again: each look is a job competing with the query
