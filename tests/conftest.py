@@ -7,6 +7,7 @@ import glob
 import os
 import signal
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -190,6 +191,14 @@ _RECORDER = ReliabilityRecorder(long=os.environ.get(LONG_ENV) == "1")
 def reliability() -> ReliabilityRecorder:
     """The session's RELIABILITY.md rows (see tests/reliability.py); ``reliability.long`` asks for the long variants."""
     return _RECORDER
+
+
+@pytest.fixture
+def pool() -> Iterator[ThreadPoolExecutor]:
+    """An executor for the handlers a test registers on a RemotingServer (4 threads)."""
+    executor = ThreadPoolExecutor(4, thread_name_prefix="test-handler")
+    yield executor
+    executor.shutdown(wait=False, cancel_futures=True)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

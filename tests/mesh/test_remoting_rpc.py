@@ -59,13 +59,6 @@ def recorder() -> Recorder:
     return Recorder()
 
 
-@pytest.fixture
-def pool() -> Iterator[ThreadPoolExecutor]:
-    executor = ThreadPoolExecutor(4, thread_name_prefix="test-handler")
-    yield executor
-    executor.shutdown(wait=False, cancel_futures=True)
-
-
 @pytest.fixture(params=[0, 200], ids=["sleeps", "busy-polls"])
 def server(request: pytest.FixtureRequest, recorder: Recorder, pool: ThreadPoolExecutor) -> Iterator[RemotingServer]:
     """Every test runs against a server whose I/O thread sleeps between requests and one that busy-polls."""

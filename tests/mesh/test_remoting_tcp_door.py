@@ -76,13 +76,6 @@ def recorder() -> Recorder:
 
 
 @pytest.fixture
-def pool() -> Iterator[ThreadPoolExecutor]:
-    executor = ThreadPoolExecutor(4, thread_name_prefix="test-handler")
-    yield executor
-    executor.shutdown(wait=False, cancel_futures=True)
-
-
-@pytest.fixture
 def server(recorder: Recorder, pool: ThreadPoolExecutor) -> Iterator[RemotingServer]:
     srv = RemotingServer("127.0.0.1:0", "tcp-door-test", disconnect_grace_ms=100)
 

@@ -560,8 +560,7 @@ class RemotingServer:
 
     def _drain_socket(self, sock: zmq.Socket) -> None:
         peers = self._peers
-        dispatcher = self.dispatcher
-        processors = dispatcher.processors
+        dispatch = self.dispatcher.dispatch
         if self._backlog_since is None:
             self._backlog_since = time.monotonic()
         for i in range(_RECV_BATCH):
@@ -592,15 +591,7 @@ class RemotingServer:
                     self._pending.pop(cmd.opaque)
                     settle(entry.future, cmd, None)
                 continue
-            ctx = RequestContext(self, peer[0], peer[1], cmd, time.monotonic(), route)
-            # Dispatcher.dispatch, spelt out: a call less per request on the hot path.
-            proc = processors.get(cmd.code)
-            if proc is None:
-                dispatcher.no_processor(cmd, ctx)
-            elif proc.executor is None:
-                dispatcher.invoke(proc, cmd, ctx)
-            else:
-                dispatcher.submit(proc, proc.executor, cmd, ctx)
+            dispatch(cmd, RequestContext(self, peer[0], peer[1], cmd, time.monotonic(), route))
 
     def _expire_push(self, entry: PendingRequest) -> None:
         settle(
