@@ -126,30 +126,54 @@ class BrokerData:
     """One broker name (a master and its slaves): id -> "host:port".
 
     The name server keeps one per broker name and changes its ``broker_addrs``
-    in place as brokers come and go; a route hands out copies.
+    in place as brokers come and go; a route hands out copies. ``remoting_addrs``
+    are the TCP doors (RocketMQ's own remoting protocol) of those brokers that
+    open one, by the same ids: a route asked over ZeroMQ carries them beside the
+    ZeroMQ addresses (JSON ``remotingAddrs``), one asked over a TCP door has them
+    as its ``brokerAddrs`` (see :meth:`for_tcp`).
     """
 
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
+    remoting_addrs: dict[int, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> BrokerData:
         """Parse one entry of a route's brokerDatas (ids arrive as JSON object keys, strings)."""
         addrs = {int(k): str(v) for k, v in (d.get("brokerAddrs") or {}).items()}
-        return cls(cluster=str(d.get("cluster", "")), broker_name=str(d["brokerName"]), broker_addrs=addrs)
+        doors = {int(k): str(v) for k, v in (d.get("remotingAddrs") or {}).items()}
+        return cls(str(d.get("cluster", "")), str(d["brokerName"]), addrs, doors)
 
     def to_json(self) -> dict[str, Any]:
         """The name server's JSON form."""
-        return {
+        out: dict[str, Any] = {
             "cluster": self.cluster,
             "brokerName": self.broker_name,
             "brokerAddrs": {str(k): v for k, v in sorted(self.broker_addrs.items())},
         }
+        if self.remoting_addrs:
+            out["remotingAddrs"] = {str(k): v for k, v in sorted(self.remoting_addrs.items())}
+        return out
 
     def copy(self) -> BrokerData:
         """A copy whose addresses do not change with this one's."""
-        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs))
+        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs), dict(self.remoting_addrs))
+
+    def for_tcp(self) -> BrokerData:
+        """This broker name as a client of a TCP door sees it: the brokers' door addresses as
+        ``broker_addrs`` (a broker with no door left out)."""
+        return BrokerData(self.cluster, self.broker_name, dict(self.remoting_addrs))
+
+    def mesh_addr_of(self, addr: str) -> str | None:
+        """The ZeroMQ address of the broker whose TCP door (or ZeroMQ socket) is ``addr``; None when no
+        broker of this name is there. An offset message id names the door when the broker opens one."""
+        if addr in self.broker_addrs.values():
+            return addr
+        for bid, door in self.remoting_addrs.items():
+            if door == addr:
+                return self.broker_addrs.get(bid)
+        return None
 
     @property
     def master_addr(self) -> str | None:
@@ -191,6 +215,13 @@ class TopicRouteData:
         if self.order_topic_conf:
             out["orderTopicConf"] = self.order_topic_conf
         return out
+
+    def for_tcp(self) -> TopicRouteData:
+        """The route as a client of a TCP door sees it: the brokers' door addresses; the queues of a
+        broker name none of whose brokers opens a door are left out (such a client cannot reach them)."""
+        bds = tuple(b.for_tcp() for b in self.broker_datas if b.remoting_addrs)
+        names = {b.broker_name for b in bds}
+        return TopicRouteData(tuple(q for q in self.queue_datas if q.broker_name in names), bds, self.order_topic_conf)
 
     def broker_data(self, broker_name: str) -> BrokerData | None:
         """The addresses of ``broker_name``, or None when the route does not list it."""

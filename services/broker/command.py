@@ -24,6 +24,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("-c", "--config", help="broker.conf (RocketMQ key=value properties)")
     ap.add_argument("-n", "--namesrv", help="name server list host:port;host:port (default: NAMESRV_ADDR)")
     ap.add_argument("--listen-port", type=int, help=f"listenPort (default {b.listen_port})")
+    ap.add_argument("--remoting-listen-port", type=int, metavar="PORT",
+                    help="remotingListenPort: open a TCP door for RocketMQ's own clients (Java, C++, Go, Node) "
+                         "on this port (default: none; `rocketmesh up` opens 10915)")
     ap.add_argument("--store-dir", help=f"storePathRootDir (default {st.store_path_root_dir})")
     ap.add_argument("--broker-name", help=f"brokerName (default {b.broker_name})")
     ap.add_argument("--cluster", help=f"brokerClusterName (default {b.broker_cluster_name})")
@@ -34,7 +37,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     flags: dict[str, object] = {
-        "namesrvAddr": args.namesrv, "listenPort": args.listen_port, "storePathRootDir": args.store_dir,
+        "namesrvAddr": args.namesrv, "listenPort": args.listen_port,
+        "remotingListenPort": args.remoting_listen_port, "storePathRootDir": args.store_dir,
         "brokerName": args.broker_name, "brokerClusterName": args.cluster,
     }
     try:
@@ -46,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
 
     def start() -> str:
         broker.start()
+        if broker.door is not None:
+            print(f"broker {config.broker_name} remoting door (RocketMQ clients) on {broker.remoting_addr}",
+                  flush=True)
         return broker.broker_addr
     return run_until_signalled(f"broker {config.broker_name}", start, broker.shutdown, "broker",
                                broker=config.broker_name, cluster=config.broker_cluster_name)

@@ -33,6 +33,10 @@ class BrokerConfig(MetricsConfig, AclServerConfig, ClientCredentialsConfig):
     listen_address: str = "127.0.0.1"
     listen_port: int = 10911
     ha_listen_port: int = 10912
+    #: The TCP door for RocketMQ's own clients (their remoting protocol); 0 opens none. With a door, the
+    #: broker registers its address beside the ZeroMQ one and writes it into each record's STOREHOST, so
+    #: an offset message id names an address RocketMQ's clients reach. ``rocketmesh up`` opens 10915.
+    remoting_listen_port: int = 0
     #: "host:port;host:port"; empty means the NAMESRV_ADDR environment variable.
     namesrv_addr: str = ""
     broker_permission: int = PERM_READ_WRITE

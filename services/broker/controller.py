@@ -49,6 +49,8 @@ from rocketmesh.remoting import (
     response_to,
 )
 from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, RegisterBrokerRequestHeader
+from rocketmesh.remoting.protocol.command import MAX_HEADER_SIZE
+from rocketmesh.remoting.transport.tcp_door import TcpDoor, door_frame_size
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread
 
@@ -71,6 +73,10 @@ class BrokerController:
         self.log = get_logger("broker", broker=config.broker_name, cluster=config.broker_cluster_name)
         self.server = RemotingServer(f"{config.listen_address}:{config.listen_port}",
                                      name=f"broker-{config.broker_name}", busy_poll_us=config.server_busy_poll_us)
+        #: RocketMQ's own clients' door (their remoting protocol over TCP), when remotingListenPort is set.
+        self.door = (TcpDoor(self.server, f"{config.listen_address}:{config.remoting_listen_port}",
+                             max_frame_size=door_frame_size(store_config.max_message_size + MAX_HEADER_SIZE + 4))
+                     if config.remoting_listen_port else None)
         self.client = RemotingClient(rpc_hook=signer_for(config.access_key, config.secret_key))
         self.namesrvs = parse_addr_list(config.namesrv_addr or os.environ.get("NAMESRV_ADDR", ""))
         #: What the processors work with, once ``start()`` has loaded the store.
@@ -99,7 +105,13 @@ class BrokerController:
 
     @property
     def broker_addr(self) -> str:
+        """The ZeroMQ address clients of the mesh are given."""
         return f"{self.config.broker_ip1}:{self.server.port}"
+
+    @property
+    def remoting_addr(self) -> str:
+        """The TCP door's address RocketMQ's clients are given, "" without a door."""
+        return f"{self.config.broker_ip1}:{self.door.port}" if self.door is not None else ""
 
     def start(self) -> None:
         """Bind, recover the store, serve, register with the name servers."""
@@ -119,7 +131,11 @@ class BrokerController:
         # Until the store is ready every request is told to come back, never left hanging.
         self.server.register_default(self._starting)
         self.server.start()
-        self.store_config.store_host = self.broker_addr
+        if self.door is not None:
+            self.door.start()
+        # STOREHOST names the address a RocketMQ client can reach: the door when there is one (the mesh's
+        # SDK maps it back to the broker by the route's remotingAddrs).
+        self.store_config.store_host = self.remoting_addr or self.broker_addr
         # Set as soon as it exists: a start that fails later still releases the store's lock on shutdown.
         store = self.store = MessageStore(self.store_config)
         store.load()
@@ -188,7 +204,8 @@ class BrokerController:
         if self.namesrvs and not registration.registered.wait(cfg.register_broker_timeout_mills / 1000 + 1):
             self.log.warning("broker_not_registered_yet", namesrv=self.namesrvs,
                              hint="the name servers did not answer; registration goes on in the background")
-        self.log.info("broker_started", address=self.broker_addr, namesrv=self.namesrvs,
+        self.log.info("broker_started", address=self.broker_addr, remoting_address=self.remoting_addr or None,
+                      namesrv=self.namesrvs,
                       store=self.store_config.store_path_root_dir, broker_id=cfg.broker_id,
                       broker_role=self.store_config.broker_role.value,
                       flush_disk_type=self.store_config.flush_disk_type.value, metrics_url=metrics_url)
@@ -215,7 +232,7 @@ class BrokerController:
     def _registration_header(self) -> RegisterBrokerRequestHeader:
         c = self.config
         return RegisterBrokerRequestHeader(c.broker_name, self.broker_addr, c.broker_cluster_name, c.broker_id,
-                                           f"{c.broker_ip1}:{c.ha_listen_port}")
+                                           f"{c.broker_ip1}:{c.ha_listen_port}", self.remoting_addr)
 
     @staticmethod
     def _counters(store: MessageStore) -> dict[str, int]:
@@ -234,6 +251,7 @@ class BrokerController:
             "brokerName": self.config.broker_name,
             "clusterName": self.config.broker_cluster_name,
             "brokerAddr": self.broker_addr,
+            "remotingAddr": self.remoting_addr,
             "putTps": " ".join(f"{r:.2f}" for r in put),
             "getTransferedTps": " ".join(f"{r:.2f}" for r in get),
             "runtime": f"{time.time() - self.started_at:.0f}s",
@@ -286,6 +304,8 @@ class BrokerController:
             self.pull.stop()
         if self.ha is not None:
             self.ha.stop()
+        if self.door is not None:
+            self.door.stop()
         self.server.stop(grace_s=2.0)
         if self.transactions is not None:
             self.transactions.shutdown()

@@ -21,6 +21,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     "ROCKETMESH_<KEY>), then flags.")
     ap.add_argument("-c", "--config-file", help="properties file (RocketMQ key names, e.g. listenPort=9876)")
     ap.add_argument("-p", "--listen-port", type=int, help=f"TCP port (default {d.listen_port})")
+    ap.add_argument("--remoting-listen-port", type=int, metavar="PORT",
+                    help="open a TCP door for RocketMQ's own clients (Java, C++, Go, Node) on this port "
+                         "(default: none; `rocketmesh up` opens 9866)")
     ap.add_argument("--listen-address", help=f"interface to bind (default {d.listen_address}; 0.0.0.0 for all)")
     ap.add_argument("--kv-config-path", help=f"where the KV config is kept (default {d.kv_config_path})")
     ap.add_argument("--scan-not-active-broker-interval", type=int, metavar="MS",
@@ -38,6 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     flags = {
         "listen_port": args.listen_port,
         "listen_address": args.listen_address,
+        "remoting_listen_port": args.remoting_listen_port,
         "kv_config_path": args.kv_config_path,
         "scan_not_active_broker_interval": args.scan_not_active_broker_interval,
         "broker_channel_expired_time": args.broker_channel_expired_time,
@@ -51,6 +55,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def start() -> str:
         service.start()
         log.info("namesrv_started", address=service.address, kv_config_path=config.kv_config_path)
+        if service.door is not None:
+            print(f"namesrv remoting door (RocketMQ clients) on {service.door.address}", flush=True)
         return service.address
 
     def stop() -> None:

@@ -20,6 +20,9 @@ class NamesrvConfig(MetricsConfig, AclServerConfig):
     """
 
     listen_port: int = 9876
+    #: The TCP door for RocketMQ's own clients (their remoting protocol); 0 opens none. ``rocketmesh up``
+    #: opens it on 9866 (``rocketmesh up --help``).
+    remoting_listen_port: int = 0
     metrics_prom_exporter_port: PortRange = PortRange(5556)
     #: Loopback by default, as ``rocketmesh up``: set 0.0.0.0 (or an interface) to serve other hosts.
     listen_address: str = "127.0.0.1"

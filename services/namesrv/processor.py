@@ -167,7 +167,7 @@ class NamesrvProcessor:
             data_version = body.get("dataVersion")
         result = self.routes.register_broker(
             cluster, broker_addr, broker_name, broker_id, ha_addr, topic_configs, data_version,
-            channel=ctx.identity,
+            channel=ctx.identity, remoting_addr=h.remoting_addr,
         )
         if result.change is not None:  # RocketMQ's "new broker registered"; a plain heartbeat stays DEBUG
             self._log.info("broker_registered", broker=broker_name, cluster=cluster, broker_id=broker_id,
@@ -209,6 +209,10 @@ class NamesrvProcessor:
     def get_route_info_by_topic(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         topic = GetRouteInfoRequestHeader.from_ext(cmd.ext).topic
         route = self.routes.pick_topic_route_data(topic)
+        if route is not None and ctx.over_tcp:
+            route = route.for_tcp()
+            if not route.broker_datas:
+                route = None
         if route is None:
             return response_to(
                 cmd, ResponseCode.TOPIC_NOT_EXIST, f"no route info of topic {topic!r} in this name server"
@@ -218,7 +222,7 @@ class NamesrvProcessor:
         return ok(cmd, body=route.to_json())
 
     def get_broker_cluster_info(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        return ok(cmd, body=self.routes.cluster_info())
+        return ok(cmd, body=self.routes.cluster_info(tcp=ctx.over_tcp))
 
     def get_all_topic_list(self, cmd: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         return ok(cmd, body={"topicList": self.routes.all_topics()})

@@ -40,6 +40,8 @@ class BrokerLiveInfo:
     #: The client identity the registration came from (RocketMQ's channel): when its connections close,
     #: the broker is gone.
     channel: bytes = b""
+    #: The broker's TCP door, "" when it opens none.
+    remoting_addr: str = ""
 
 
 @dataclass(slots=True)
@@ -77,6 +79,7 @@ class RouteInfoManager:
         data_version: dict[str, Any] | None,
         now: int | None = None,
         channel: bytes = b"",
+        remoting_addr: str = "",
     ) -> RegisterBrokerResult:
         """Record a broker's (re-)registration and, from a master, its topics.
 
@@ -84,7 +87,7 @@ class RouteInfoManager:
         address or the data version changed (or none was sent). Topics absent
         from the table are left alone, as in RocketMQ 4.x: a broker may send
         only the topics that changed. ``channel`` is the client identity the
-        registration came from (see ``on_channel_destroy``).
+        registration came from (see ``on_channel_destroy``); ``remoting_addr`` its TCP door, if any.
         """
         now = now_ms() if now is None else now
         result = RegisterBrokerResult()
@@ -118,7 +121,7 @@ class RouteInfoManager:
                     self._create_and_update_queue_data(broker_name, tc)
 
             self.broker_live_table[broker_addr] = BrokerLiveInfo(
-                now, data_version, ha_server_addr, cluster_name, broker_name, broker_id, channel
+                now, data_version, ha_server_addr, cluster_name, broker_name, broker_id, channel, remoting_addr
             )
             if broker_id != MASTER_ID:
                 master_addr = broker_data.broker_addrs.get(MASTER_ID)
@@ -227,11 +230,19 @@ class RouteInfoManager:
                 return None
             queue_datas = tuple(q for _, q in sorted(by_broker.items()))  # frozen: shared safely
             broker_datas = tuple(
-                bd.copy() for name in sorted(by_broker) if (bd := self.broker_addr_table.get(name)) is not None
+                self._published(bd) for name in sorted(by_broker)
+                if (bd := self.broker_addr_table.get(name)) is not None
             )
         if not broker_datas:
             return None
         return TopicRouteData(queue_datas, broker_datas)
+
+    def _published(self, bd: BrokerData) -> BrokerData:
+        """A copy of ``bd`` with its brokers' TCP doors (under the lock)."""
+        live = self.broker_live_table
+        doors = {bid: info.remoting_addr for bid, addr in bd.broker_addrs.items()
+                 if (info := live.get(addr)) is not None and info.remoting_addr}
+        return BrokerData(bd.cluster, bd.broker_name, dict(bd.broker_addrs), doors)
 
     def delete_topic(self, topic: str) -> bool:
         """Forget ``topic``'s routes; True when it was known."""
@@ -249,11 +260,13 @@ class RouteInfoManager:
             names = self.cluster_addr_table.get(cluster, set())
             return sorted(t for t, by_broker in self.topic_queue_table.items() if names & by_broker.keys())
 
-    def cluster_info(self) -> dict[str, Any]:
+    def cluster_info(self, tcp: bool = False) -> dict[str, Any]:
         """RocketMQ's ClusterInfo:
-        ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster: [names]}}``."""
+        ``{"brokerAddrTable": {name: BrokerData}, "clusterAddrTable": {cluster: [names]}}``; with ``tcp``
+        as a client of a TCP door sees it (the brokers' door addresses, see ``BrokerData.for_tcp``)."""
         with self._lock:
+            datas = {name: self._published(bd) for name, bd in sorted(self.broker_addr_table.items())}
             return {
-                "brokerAddrTable": {name: bd.to_json() for name, bd in sorted(self.broker_addr_table.items())},
+                "brokerAddrTable": {name: (bd.for_tcp() if tcp else bd).to_json() for name, bd in datas.items()},
                 "clusterAddrTable": {c: sorted(names) for c, names in sorted(self.cluster_addr_table.items())},
             }

@@ -20,6 +20,7 @@ from rocketmesh.namesrv.processor import NamesrvProcessor
 from rocketmesh.namesrv.route_info import RouteInfoManager
 from rocketmesh.remoting import RemotingServer, SocketOptions
 from rocketmesh.remoting.addr import join_addr
+from rocketmesh.remoting.transport.tcp_door import TcpDoor, door_frame_size
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.server.metrics import service_metrics
 
@@ -41,6 +42,10 @@ class NamesrvService:
             "namesrv",
             options=SocketOptions(max_message_size=config.max_message_size),
         )
+        #: RocketMQ's own clients' door (their remoting protocol over TCP), when remotingListenPort is set.
+        self.door = (TcpDoor(self.server, join_addr(config.listen_address, config.remoting_listen_port),
+                             max_frame_size=door_frame_size(config.max_message_size))
+                     if config.remoting_listen_port else None)
         # Writes (registrations, KV changes with their fsync) stay off the I/O thread.
         self._writer = ThreadPoolExecutor(2, thread_name_prefix="namesrv-write")
         self._stop = threading.Event()
@@ -67,6 +72,9 @@ class NamesrvService:
         self.processor.register_with(self.server, self._writer)
         self.server.on_disconnect(self._channel_closed)
         self.server.start()
+        if self.door is not None:
+            self.door.start()
+            self._log.info("remoting_door_open", address=self.door.address)
         self.metrics.start()
         self._scanner.start()
         return self
@@ -74,6 +82,8 @@ class NamesrvService:
     def stop(self) -> None:
         """Stop the scan, the server and the writer pool."""
         self._stop.set()
+        if self.door is not None:
+            self.door.stop()
         self.server.stop()
         self.metrics.shutdown()
         self._writer.shutdown(wait=True, cancel_futures=True)

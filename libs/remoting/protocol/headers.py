@@ -53,6 +53,10 @@ def _parse_int(v: Any, key: str) -> int:
     raise HeaderError(f"the custom field <{key}> must be an integer, got {type(v).__name__} {v!r:.40}")
 
 
+#: What RocketMQ's clients send for a boolean field: Java's "true"/"false", the C++ client's "1"/"0".
+_BOOLS: dict[Any, bool] = {"true": True, "false": False, "1": True, "0": False, 1: True, 0: False}
+
+
 def decode_fields(cls: type[H], ext: Any) -> H:
     """Build header ``cls`` from a request's ``ext`` by its fields; raises HeaderError naming the bad field.
 
@@ -75,9 +79,10 @@ def decode_fields(cls: type[H], ext: Any) -> H:
                 v = _parse_int(v, key)
         elif tp is bool:
             if type(v) is not bool:
-                if v not in ("true", "false"):
-                    raise HeaderError(f"the custom field <{key}> must be true or false")
-                v = v == "true"
+                parsed = _BOOLS.get(v.lower() if type(v) is str else v)
+                if parsed is None:
+                    raise HeaderError(f"the custom field <{key}> must be true or false, got {v!r:.40}")
+                v = parsed
         elif tp is str:
             if not isinstance(v, str):
                 raise HeaderError(f"the custom field <{key}> must be a string, got {type(v).__name__}")
@@ -606,13 +611,15 @@ class HaAppendResponseHeader(Header):
 
 @dataclass(slots=True)
 class RegisterBrokerRequestHeader(Header):
-    """REGISTER_BROKER; the body holds the topic config table and data version."""
+    """REGISTER_BROKER; the body holds the topic config table and data version. ``remoting_addr`` is the
+    broker's TCP door (RocketMQ's own clients' address), empty when it opens none."""
 
     broker_name: str
     broker_addr: str
     cluster_name: str
     broker_id: int
     ha_server_addr: str = ""
+    remoting_addr: str = ""
 
 
 @dataclass(slots=True)

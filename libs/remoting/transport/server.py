@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 import zmq
 
@@ -109,6 +109,9 @@ class RequestContext:
     # One token; whoever pops it sends the response. list.pop is atomic, so a
     # response races safely between, say, a long-poll waker and its timeout.
     _token: list = field(default_factory=lambda: [True])
+    #: True for a request that came by a TCP door (RocketMQ's own clients): a handler answers such a
+    #: client with the addresses it can reach (the brokers' TCP doors, not their ZeroMQ sockets).
+    over_tcp: ClassVar[bool] = False
 
     def backlogged_ms(self) -> float:
         """How long the I/O thread has been reading without finding the socket empty, in ms: 0 while

@@ -71,6 +71,12 @@ _WRITE = selectors.EVENT_WRITE
 _OPAQUE_MASK = 0x7FFFFFFF
 
 
+def door_frame_size(max_message_size: int) -> int:
+    """The largest frame a door takes for a service whose ZeroMQ door takes ``max_message_size`` bytes (a
+    frame less its total length): that plus the length field, and never over RocketMQ's 16 MiB."""
+    return min(MAX_FRAME_SIZE, max_message_size + 4)
+
+
 @dataclass(slots=True, eq=False)
 class _Connection:
     """One accepted TCP connection."""
@@ -115,6 +121,7 @@ class TcpRequestContext(RequestContext):
     """A request that came through a TcpDoor: its answer goes back over the same connection."""
 
     __slots__ = ("_conn", "_door", "_serialize_type")
+    over_tcp = True
 
     def __init__(self, server: RemotingServer, request: RemotingCommand, enqueued_at: float, door: TcpDoor,
                  conn: _Connection, serialize_type: SerializeType) -> None:
