@@ -192,6 +192,18 @@ def test_a_cpp_style_heartbeat_registers_and_a_closed_connection_leaves_at_once(
         resp, _ = client.call(cmd(RequestCode.GET_CONSUMER_LIST_BY_GROUP, 2, {"consumerGroup": group}))
         assert resp.code == ResponseCode.SUCCESS, resp
         assert orjson.loads(resp.body)["consumerIdList"] == ["127.0.0.1@4242#cpp"]
+
+        # A pull without an expression (as Java's push consumers send them) is filtered by the heartbeat's.
+        for i, tag in enumerate(["paid", "other", "shipped"]):
+            send_v2(client, 10 + i, TOPIC, f"tagged {tag}".encode(), {"TAGS": tag, "KEYS": f"tag-{tag}"}, 1)
+        pull = {"consumerGroup": group, "topic": TOPIC, "queueId": "1", "queueOffset": "0", "maxMsgNums": "32",
+                "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0"}
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 20, pull))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        tags = {m.tags for m in decode_records(resp.body) if (m.keys or "").startswith("tag-")}
+        assert tags == {"paid", "shipped"}
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 21, {**pull, "consumerGroup": "no-heartbeat-group"}))
+        assert resp.code == ResponseCode.SUBSCRIPTION_NOT_EXIST and "no-heartbeat-group" in (resp.remark or "")
     finally:
         client.close()
     wait_for(lambda: not online(mesh.admin, group), 3, "the consumer whose connection closed to leave its group")
