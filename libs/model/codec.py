@@ -93,8 +93,8 @@ def compress_body(body: bytes, level: int) -> bytes:
     return zlib.compress(body, level)
 
 
-def inflate_body(body: bytes, pos: int = 0) -> bytes:
-    """The original bytes of a body stored compressed (the record at ``pos`` has ``SysFlag.COMPRESSED``).
+def _inflate_body(body: bytes, pos: int, phys: int) -> bytes:
+    """The original bytes of the compressed body of the record at ``pos`` (commitlog offset ``phys``).
 
     Raises :class:`CorruptRecord` when the body is no zlib stream: the flag says compressed, the bytes
     do not agree.
@@ -102,8 +102,8 @@ def inflate_body(body: bytes, pos: int = 0) -> bytes:
     try:
         return zlib.decompress(body)
     except zlib.error as exc:
-        raise CorruptRecord(f"the body of the record at {pos} is flagged compressed (sysFlag bit 0) but is "
-                            f"not a zlib stream: {exc}") from None
+        raise CorruptRecord(f"the body of the record at {pos} (commitlog offset {phys}) is flagged compressed "
+                            f"(sysFlag bit 0) but is not a zlib stream: {exc}") from None
 
 
 def record_size(body_len: int, topic_len: int, props_len: int) -> int:
@@ -182,7 +182,7 @@ def decode_record(buf: bytes | memoryview, pos: int = 0, check_crc: bool = False
     if check_crc and body_crc(body) != crc:
         raise CorruptRecord(f"body CRC mismatch at {pos}")
     if sys_flag & _COMPRESSED and inflate:
-        body = inflate_body(body, pos)
+        body = _inflate_body(body, pos, phys)
     p += body_len
     topic_len = buf[p]
     if p + 1 + topic_len + 2 > end:
@@ -242,7 +242,7 @@ def decode_records(buf: bytes | memoryview, extra_properties: dict[str, str] | N
             raise CorruptRecord(f"bad record at {pos}: magic {magic:#x}, size {total}, body {body_len}")
         body = data[p:p + body_len]
         if sys_flag & compressed:
-            body = inflate_body(body, pos)
+            body = _inflate_body(body, pos, phys)
         p += body_len
         topic_len = data[p]
         if p + 1 + topic_len + 2 > end:

@@ -114,8 +114,8 @@ def test_a_compressed_flag_on_a_body_that_does_not_inflate_is_a_corrupt_record(b
     rec = record(body, SysFlag.COMPRESSED)
     with pytest.raises(CorruptRecord, match="flagged compressed"):
         decode_record(rec)
-    with pytest.raises(CorruptRecord, match="record at 0 is flagged compressed"):
+    with pytest.raises(CorruptRecord, match=r"record at 0 \(commitlog offset 1000\) is flagged compressed"):
         decode_records(rec)
-    with pytest.raises(CorruptRecord, match=f"record at {len(record(b'ok'))} is flagged compressed"):
-        decode_records(record(b"ok") + rec)  # the message names the bad record's position
+    with pytest.raises(CorruptRecord, match=rf"record at {len(record(b'ok'))} \(commitlog offset 1000\) is flagged"):
+        decode_records(record(b"ok") + rec)  # the message names the bad record's position and commitlog offset
     assert decode_record(rec, inflate=False).body == body
