@@ -99,7 +99,7 @@ def test_a_route_asked_at_the_door_names_the_brokers_doors(mesh: Mesh) -> None:
 def test_a_v2_send_at_the_door_is_read_by_the_sdk_and_its_offset_id_names_the_door(mesh: Mesh) -> None:
     props = {"KEYS": "order-1", "TAGS": "paid", "UNIQ_KEY": "0A0000010000000000000000000000AA", "color": "red"}
     client = RawClient(mesh.broker_door)
-    client_addr = "%s:%d" % client.sock.getsockname()[:2]
+    client_addr = "{}:{}".format(*client.sock.getsockname()[:2])
     try:
         resp, _ = send_v2(client, 7, TOPIC, b"from a RocketMQ client", props, queue_id=1)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
