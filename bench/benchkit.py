@@ -197,7 +197,7 @@ class Services:
     another service (a scheduler, a txn-checker, a slave)."""
 
     def __init__(self, broker_sets: list[str], stub: bool = False, ha: bool = False,
-                 acl_sets: tuple[list[str], list[str]] = ([], [])) -> None:
+                 acl_sets: tuple[list[str], list[str]] = ([], []), namesrv_sets: Iterable[str] = ()) -> None:
         # --acl on: the ACL keys go to the name server and the brokers, the account to the brokers and ha.
         acl_server, acl_account = acl_sets
         broker_sets = [*broker_sets, *acl_server, *acl_account]
@@ -209,7 +209,7 @@ class Services:
             self._run("stub", [sys.executable, os.path.abspath(__file__), "serve-stub", str(self.ns_port)])
             return
         self.start("namesrv", "rocketmesh.namesrv", "-p", str(self.ns_port), "--listen-address", "127.0.0.1",
-                   "--kv-config-path", os.path.join(self.dir, "kv.json"), *_sets(acl_server))
+                   "--kv-config-path", os.path.join(self.dir, "kv.json"), *_sets(acl_server), *_sets(namesrv_sets))
         self.start("broker", "rocketmesh.broker", "-n", self.namesrv, "--listen-port", str(self.broker_port),
                    "--store-dir", os.path.join(self.dir, "store"), "--set", "brokerIP1=127.0.0.1",
                    *_sets(broker_sets))

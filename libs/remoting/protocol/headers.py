@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
 from typing import Any, TypeVar
@@ -40,7 +40,8 @@ def _schema(cls: type) -> tuple[tuple[str, str, type, bool, Any], ...]:
             tp, optional = args[0], True
         has_default = f.default is not _MISSING or f.default_factory is not _MISSING
         default = f.default if f.default is not _MISSING else None
-        out.append((f.name, camel_case(f.name), tp, optional or has_default, default))
+        # A field whose wire name is not its camelCase (RocketMQ's ``clientID``) says so in its metadata.
+        out.append((f.name, f.metadata.get("key") or camel_case(f.name), tp, optional or has_default, default))
     return tuple(out)
 
 
@@ -280,7 +281,9 @@ class TopicRequestHeader(Header):
 
 @dataclass(slots=True)
 class UnregisterClientRequestHeader(Header):
-    client_id: str
+    """UNREGISTER_CLIENT: a client leaving its groups (RocketMQ spells the id's field ``clientID``)."""
+
+    client_id: str = field(metadata={"key": "clientID"})
     producer_group: str | None = None
     consumer_group: str | None = None
 

@@ -1,0 +1,171 @@
+"""The TCP door against the ZeroMQ door: the same work on the same broker, in alternating runs, by RocketMQ's C++
+client (PyPI ``rocketmq`` 0.4.4) through the door and by rocketmesh's SDK through ZeroMQ.
+
+Run::
+
+    python bench/door_bench.py                       # 3 rounds of both workloads
+    python bench/door_bench.py --rounds 5 --sends 10000 --backlog 200000 --threads 4
+
+Workloads, each client in a process of its own:
+  sync   one thread sends --sends messages of --size bytes, each awaited (msg/s after a warm-up)
+  drain  a push consumer of a fresh group drains a backlog of --backlog messages of --size bytes (msg/s from
+         its first message to its last); the listener only counts
+
+Each run prints msg/s and the client's CPU per message; the summary gives the medians and door / ZeroMQ
+ratio pair by pair. The C++ client's venv is built by tests/rmqclients.py (the tests' kit, cached under
+.cache/rocketmq-clients/), so the first run needs the package index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from benchkit import Services, fill_backlog, free_port, make_topic  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+SYNC_TOPIC = "DoorBenchSync"
+DRAIN_TOPIC = "DoorBenchDrain"
+
+
+def cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# --- rocketmesh's SDK, in a process of its own (``door_bench.py sdk JOB``) ----------------------------------
+
+
+def sdk_sync(job: dict) -> dict:
+    from rocketmesh import Message, Producer
+
+    with Producer(f"door-bench-sdk-{os.getpid()}", job["namesrv"]) as producer:
+        body = b"x" * job["size"]
+        for _ in range(job["warmup"]):
+            producer.send(Message(job["topic"], body))
+        t0, c0 = time.monotonic(), cpu_s()
+        for _ in range(job["n"]):
+            producer.send(Message(job["topic"], body))
+        elapsed, cpu = time.monotonic() - t0, cpu_s() - c0
+    return {"n": job["n"], "elapsed_s": elapsed, "client_cpu_us": cpu / job["n"] * 1e6}
+
+
+def sdk_drain(job: dict) -> dict:
+    from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+
+    n = job["n"]
+    lock = threading.Lock()
+    state = {"got": 0, "first": 0.0, "last": 0.0}
+    done = threading.Event()
+
+    def listener(msgs: list) -> ConsumeConcurrentlyStatus:
+        with lock:
+            state["got"] += len(msgs)
+            now = time.monotonic()
+            if state["got"] == len(msgs):
+                state["first"] = now
+            if state["got"] >= n:
+                state["last"] = now
+                done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(job["group"], job["namesrv"], consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            consume_thread_nums=job["threads"])
+    consumer.subscribe(job["topic"])
+    consumer.register_listener(listener)
+    c0 = cpu_s()
+    consumer.start()
+    try:
+        if not done.wait(job["timeout_s"]):
+            return {"error": f"drain stalled at {state['got']}/{n}"}
+        cpu = cpu_s() - c0
+    finally:
+        consumer.shutdown()
+    return {"n": n, "elapsed_s": state["last"] - state["first"], "client_cpu_us": cpu / n * 1e6}
+
+
+# --- the bench ------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sends", type=int, default=5000)
+    ap.add_argument("--backlog", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--threads", type=int, default=4, help="consume threads of both push consumers")
+    ap.add_argument("--workloads", default="sync,drain")
+    a = ap.parse_args()
+    workloads = a.workloads.split(",")
+
+    from rmqclients import CPP_044, installed
+
+    cpp = installed(CPP_044)
+    door_ns, door_broker = free_port(), free_port()
+    services = Services(["flushDiskType=ASYNC_FLUSH", f"remotingListenPort={door_broker}"],
+                        namesrv_sets=[f"remotingListenPort={door_ns}"])
+    zmq_ns, tcp_ns = services.namesrv, f"127.0.0.1:{door_ns}"
+    results: dict[str, list[dict]] = {}
+    env = {**os.environ, "HOME": services.dir}  # the C++ client's logs and offset snapshots stay in the run's folder
+    try:
+        make_topic(zmq_ns, SYNC_TOPIC, 8)
+        if "drain" in workloads:
+            fill_backlog(zmq_ns, a.backlog, a.size, 8, DRAIN_TOPIC)
+        for r in range(a.rounds):
+            for workload in workloads:
+                for door in ("tcp", "zmq"):
+                    if workload == "sync":
+                        job = {"mode": "sync", "topic": SYNC_TOPIC, "n": a.sends, "size": a.size, "warmup": 200}
+                    else:
+                        job = {"mode": "drain", "topic": DRAIN_TOPIC, "n": a.backlog, "threads": a.threads,
+                               "group": f"door-bench-{door}-{time.time_ns()}", "timeout_s": 600}
+                    if door == "tcp":
+                        argv = [str(cpp.python), str(HERE / "door_cpp_client.py"), json.dumps({**job,
+                                                                                            "namesrv": tcp_ns})]
+                    else:
+                        argv = [sys.executable, str(Path(__file__).resolve()), "sdk",
+                                json.dumps({**job, "namesrv": zmq_ns})]
+                    figures = subprocess_run(argv, env)
+                    rate = figures["n"] / figures["elapsed_s"]
+                    results.setdefault(f"{workload}/{door}", []).append({**figures, "rate": rate})
+                    print(f"round {r + 1} {workload:5} {'C++ client, TCP door' if door == 'tcp' else 'SDK, ZeroMQ':21}"
+                          f" {rate:>9,.0f} msg/s  client CPU {figures['client_cpu_us']:.0f} us/msg", flush=True)
+    finally:
+        services.stop()
+    print("\nsummary (medians; ratio = TCP door / ZeroMQ, pair by pair)")
+    for workload in workloads:
+        tcp = [x["rate"] for x in results[f"{workload}/tcp"]]
+        zmq = [x["rate"] for x in results[f"{workload}/zmq"]]
+        ratios = sorted(t / z for t, z in zip(tcp, zmq, strict=True))
+        print(f"  {workload:5} TCP door {statistics.median(tcp):>9,.0f} msg/s, ZeroMQ {statistics.median(zmq):>9,.0f} "
+              f"msg/s, ratio {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
+    return 0
+
+
+def subprocess_run(argv: list[str], env: dict[str, str]) -> dict:
+    out = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=HERE, env=env)
+    lines = [line for line in out.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise SystemExit(f"a client printed nothing:\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
+    figures = json.loads(lines[-1])
+    if "error" in figures:
+        raise SystemExit(f"a client failed: {figures['error']}")
+    return figures
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "sdk":
+        job = json.loads(sys.argv[2])
+        print(json.dumps(sdk_sync(job) if job["mode"] == "sync" else sdk_drain(job)), flush=True)
+        sys.exit(0)
+    sys.exit(main())
