@@ -23,6 +23,8 @@ class RawClient:
         self.sock.connect((host, port))
         self.decoder = FrameDecoder()
         self.ready: deque[Decoded] = deque()
+        #: Requests the server sent this client (NOTIFY_CONSUMER_IDS_CHANGED ...) while ``call`` waited.
+        self.pushed: list[Decoded] = []
 
     @property
     def identity(self) -> bytes:
@@ -51,8 +53,13 @@ class RawClient:
         return self.ready.popleft()
 
     def call(self, cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> Decoded:
+        """Send ``cmd`` and return its response; requests the server sends meanwhile go to ``pushed``."""
         self.send(cmd, serialize_type)
-        return self.recv()
+        while True:
+            frame = self.recv()
+            if frame[0].is_response:
+                return frame
+            self.pushed.append(frame)
 
     def nothing_within(self, timeout_s: float) -> bool:
         """True when no frame comes within ``timeout_s``."""

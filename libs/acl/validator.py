@@ -35,7 +35,14 @@ from typing import Any
 import orjson
 
 from rocketmesh.acl.model import AclConfigError, Permission, PlainAccessConfig, allows
-from rocketmesh.acl.signer import ACCESS_KEY, REPLAY_WINDOW_MS, SIGNATURE, TIMESTAMP, signature
+from rocketmesh.acl.signer import (
+    ACCESS_KEY,
+    REPLAY_WINDOW_MS,
+    SIGNATURE,
+    TIMESTAMP,
+    rocketmq_signature,
+    signature,
+)
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.remoting.errors import RequestError
 from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode, code_name
@@ -111,7 +118,8 @@ def required_access(cmd: RemotingCommand) -> RequiredAccess:
     if code in ADMIN_CODES:
         need.admin = True
     elif code in _SENDS:
-        need.topic(ext.get("topic"), Permission.PUB)
+        # SEND_MESSAGE_V2 (and the Java client's batch) name the topic "b".
+        need.topic(ext.get("topic", ext.get("b")), Permission.PUB)
     elif code in _TOPIC_AND_GROUP_SUB:
         need.topic(ext.get("topic"), Permission.SUB)
         need.group(ext.get("consumerGroup"), Permission.SUB)
@@ -195,8 +203,10 @@ class PlainAccessValidator:
 
     # -- the check ------------------------------------------------------------
 
-    def check(self, cmd: RemotingCommand, remote_ip: str) -> None:
-        """Raise AclDenied when ``cmd`` from ``remote_ip`` may not pass."""
+    def check(self, cmd: RemotingCommand, remote_ip: str, rocketmq_client: bool = False) -> None:
+        """Raise AclDenied when ``cmd`` from ``remote_ip`` may not pass. ``rocketmq_client``: the request came
+        from one of RocketMQ's own clients (by the TCP door), signed their way: no Timestamp, the
+        Signature of :func:`rocketmq_signature`."""
         self.maybe_reload()
         config = self.config
         if any(p.matches(remote_ip) for p in config.global_white_remote_addresses):
@@ -212,16 +222,19 @@ class PlainAccessValidator:
             raise AclDenied(f"[{self.service}] ACL refused {what}: no account with accessKey={access_key}")
         if any(p.matches(remote_ip) for p in account.white_remote_address):
             return
-        stamp = ext.get(TIMESTAMP)
-        if not isinstance(stamp, int) or isinstance(stamp, bool):
-            raise AclDenied(f"[{self.service}] ACL refused {what} for accessKey={access_key}: no Timestamp")
-        skew_ms = int(self._clock() * 1000) - stamp
-        if abs(skew_ms) > REPLAY_WINDOW_MS:
-            raise AclDenied(f"[{self.service}] ACL refused {what} for accessKey={access_key}: Timestamp is "
-                            f"{skew_ms / 1000:+.1f} s off this server's clock, outside the replay window of "
-                            f"±{REPLAY_WINDOW_MS // 1000} s")
+        if rocketmq_client:
+            expected = rocketmq_signature(account.secret_key, ext, cmd.body)
+        else:
+            stamp = ext.get(TIMESTAMP)
+            if not isinstance(stamp, int) or isinstance(stamp, bool):
+                raise AclDenied(f"[{self.service}] ACL refused {what} for accessKey={access_key}: no Timestamp")
+            skew_ms = int(self._clock() * 1000) - stamp
+            if abs(skew_ms) > REPLAY_WINDOW_MS:
+                raise AclDenied(f"[{self.service}] ACL refused {what} for accessKey={access_key}: Timestamp is "
+                                f"{skew_ms / 1000:+.1f} s off this server's clock, outside the replay window of "
+                                f"±{REPLAY_WINDOW_MS // 1000} s")
+            expected = signature(account.secret_key, cmd.code, ext, cmd.body)
         given = ext.get(SIGNATURE)
-        expected = signature(account.secret_key, cmd.code, ext, cmd.body)
         if not isinstance(given, str) or not hmac.compare_digest(given, expected):
             raise AclDenied(f"[{self.service}] ACL refused {what}: signature check failed for "
                             f"accessKey={access_key} (wrong secretKey, or the request was altered)")
@@ -249,7 +262,7 @@ class PlainAccessValidator:
 
         def hook(cmd: RemotingCommand, ctx: Any) -> None:
             try:
-                check(cmd, peer_ip(ctx.remote))
+                check(cmd, peer_ip(ctx.remote), ctx.over_tcp)
             except AclDenied as exc:
                 log.warning("acl_refused", remark=exc.remark)
                 raise RequestError(ResponseCode.NO_PERMISSION, exc.remark) from None

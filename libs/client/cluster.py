@@ -60,6 +60,15 @@ class ClusterInfo:
         """Every broker process's address, masters and slaves."""
         return [b.addr for b in self.brokers()]
 
+    def broker_at(self, addr: str) -> str | None:
+        """The (ZeroMQ) address of the broker that serves ``addr``: its own, or its TCP door's, which is what
+        an offset message id names when the broker opens a door. None when no broker is there."""
+        for bd in self.broker_addr_table.values():
+            found = bd.mesh_addr_of(addr)
+            if found is not None:
+                return found
+        return None
+
     def cluster_names(self) -> list[str]:
         """The cluster names, sorted."""
         return sorted(self.cluster_addr_table)

@@ -48,8 +48,8 @@ from rocketmesh.remoting import (
     request,
     response_to,
 )
-from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, RegisterBrokerRequestHeader
 from rocketmesh.remoting.protocol.command import MAX_HEADER_SIZE
+from rocketmesh.remoting.protocol.headers import ConsumerGroupRequestHeader, RegisterBrokerRequestHeader
 from rocketmesh.remoting.transport.tcp_door import TcpDoor, door_frame_size
 from rocketmesh.runtime.log import get_logger
 from rocketmesh.runtime.service_thread import ServiceThread

@@ -32,7 +32,7 @@ Handler = Callable[[RemotingCommand, RequestContext], RemotingCommand | None]
 #: (operation type, operation name, the ext field naming the topic, the ext field naming the group).
 _TRACED: dict[int, tuple[semconv.OperationType, str, str, str | None]] = {
     RequestCode.SEND_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
-    RequestCode.SEND_MESSAGE_V2: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
+    RequestCode.SEND_MESSAGE_V2: (semconv.OperationType.SEND, "send", "b", "a"),
     RequestCode.SEND_BATCH_MESSAGE: (semconv.OperationType.SEND, "send", "topic", "producerGroup"),
     RequestCode.PULL_MESSAGE: (semconv.OperationType.RECEIVE, "receive", "topic", "consumerGroup"),
     RequestCode.CONSUMER_SEND_MSG_BACK: (semconv.OperationType.SETTLE, "send_back", "originTopic", "group"),

@@ -9,14 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess, wait_for
+from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess, free_port, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.acl import AclSigner, SessionCredentials
+from rocketmesh.acl.signer import rocketmq_signature
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader
+from tcpkit import RawClient
 
 ADMIN = SessionCredentials("rocketmq2", "12345678")
 PUB_ONLY = SessionCredentials("publisher", "pubsecret")
@@ -57,8 +59,12 @@ class Mesh:
         self.acl_file = root / "plain_acl.yml"
         self.acl_file.write_text(ACL_YAML)
         acl = dict(aclEnable="true", aclFile=str(self.acl_file), aclReloadIntervalMs=RELOAD_MS)
-        self.namesrv = NamesrvProcess(root / "namesrv", **acl).start()
-        self.broker = BrokerProcess(root / "broker", self.namesrv.addr, credentials=ADMIN, **acl)
+        # Both open the TCP door too: RocketMQ's own clients sign their way, checked with the same accounts.
+        self.namesrv_door, self.broker_door = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+        self.namesrv = NamesrvProcess(root / "namesrv", remotingListenPort=self.namesrv_door.split(":")[1],
+                                      **acl).start()
+        self.broker = BrokerProcess(root / "broker", self.namesrv.addr, credentials=ADMIN,
+                                    remotingListenPort=self.broker_door.split(":")[1], **acl)
         self.broker.start(timeout_s=30)
         self.broker.wait_registered()  # so REGISTER_BROKER was signed, and accepted
         self.admin = Admin(self.namesrv.addr, access_key=ADMIN.access_key, secret_key=ADMIN.secret_key)
@@ -147,6 +153,50 @@ def test_a_wrong_secret_an_altered_request_and_an_unknown_account_are_refused(me
     reliability.security("signed request altered after signing", refused=remark)
     remark = refused(call(mesh.broker.addr, send(), SessionCredentials("nobody1", "whatever")), "no account")
     reliability.security("send with an unknown accessKey", refused=remark)
+
+
+def door_call(addr: str, code: int, ext: dict[str, str], body: bytes = b"",
+              credentials: SessionCredentials | None = None) -> RemotingCommand:
+    """One request at a TCP door as RocketMQ's clients send it: string ext fields, OnsChannel, and AccessKey and
+    Signature (RocketMQ's HMAC-SHA1 of the values, then the body) when ``credentials`` are given."""
+    ext = {**ext, "OnsChannel": "ALIYUN"}
+    if credentials is not None:
+        ext["AccessKey"] = credentials.access_key
+        ext["Signature"] = rocketmq_signature(credentials.secret_key, ext, body)
+    client = RawClient(addr)
+    try:
+        return client.call(RemotingCommand(code, 1, 0, None, ext, body))[0]
+    finally:
+        client.close()
+
+
+def door_send(topic: str) -> dict[str, str]:
+    """SEND_MESSAGE_V2's header, as the C++ and Java clients write it."""
+    return {"a": "acl-door-p", "b": topic, "c": "TBW102", "d": "4", "e": "0", "f": "0",
+            "g": str(int(time.time() * 1000)), "h": "0", "i": "", "j": "0", "k": "false", "m": "false"}
+
+
+def test_the_tcp_doors_check_rocketmq_signatures_with_the_same_accounts(mesh: Mesh, reliability) -> None:
+    resp = door_call(mesh.namesrv_door, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, credentials=READER)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    resp = door_call(mesh.broker_door, RequestCode.SEND_MESSAGE_V2, door_send(TOPIC), b"signed", PUB_ONLY)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+    remark = refused(door_call(mesh.broker_door, RequestCode.SEND_MESSAGE_V2, door_send(DENIED_TOPIC), b"x",
+                               PUB_ONLY), "SEND_MESSAGE_V2", f"PUB permission on topic {DENIED_TOPIC}")
+    reliability.security("TCP door: a RocketMQ client's send to a topic its account may not publish",
+                         refused=remark)
+    # As RocketMQ's clients send without credentials: an empty AccessKey, a signature with no key.
+    anonymous = {**door_send(TOPIC), "AccessKey": ""}
+    remark = refused(door_call(mesh.broker_door, RequestCode.SEND_MESSAGE_V2, anonymous, b"x"), "no AccessKey")
+    reliability.security("TCP door: a RocketMQ client without credentials", refused=remark)
+    wrong = SessionCredentials(PUB_ONLY.access_key, "not-the-secret")
+    remark = refused(door_call(mesh.broker_door, RequestCode.SEND_MESSAGE_V2, door_send(TOPIC), b"x", wrong),
+                     "signature check failed")
+    reliability.security("TCP door: a RocketMQ client with a wrong secretKey", refused=remark)
+    remark = refused(door_call(mesh.namesrv_door, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, b"",
+                               SessionCredentials("nobody1", "whatever")), "[namesrv]", "no account")
+    reliability.security("TCP door: a route lookup with an unknown accessKey", refused=remark)
 
 
 def test_an_expired_or_replayed_timestamp_is_refused(mesh: Mesh, reliability) -> None:

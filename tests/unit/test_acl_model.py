@@ -19,6 +19,7 @@ from rocketmesh.acl import (
     required_access,
 )
 from rocketmesh.acl.model import allows
+from rocketmesh.acl.signer import rocketmq_signature
 from rocketmesh.remoting import RequestCode, request
 
 
@@ -100,3 +101,11 @@ def test_half_an_account_stops_a_service_start_naming_both_keys(capsys: pytest.C
         load_broker_config(None, {"accessKey": "rocketmq2"}, environ={})
     with pytest.raises(ConfigError, match="secretKey is set but accessKey is not"):
         load_broker_config(None, {"secretKey": "12345678"}, environ={})
+
+
+def test_rocketmq_signature_matches_a_real_cpp_client() -> None:
+    # The first frame PyPI rocketmq 0.4.4's C++ client sent (no credentials set: the empty key signs).
+    ext = {"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "Yd/9qB1xZZU4kQ8PGXNdT6clnCc=", "topic": "SmokeTopic"}
+    assert rocketmq_signature("", ext, b"") == ext["Signature"]
+    assert rocketmq_signature("secret", ext, b"") != ext["Signature"]
+    assert rocketmq_signature("", ext, b"body") != ext["Signature"]

@@ -402,8 +402,7 @@ class Admin:
             raise MQClientError(f"{msg_id!r} is not a message id: {exc}", ResponseCode.MESSAGE_ILLEGAL) from exc
         if not 0 < port < 65536:
             return None, offset
-        addr = join_addr(ip, port)
-        return (addr if addr in set(self.cluster_info().all_addrs()) else None), offset
+        return self.cluster_info().broker_at(join_addr(ip, port)), offset
 
     def view_message(self, offset_msg_id: str) -> MessageExt:
         """The message with this offset message id (a SendResult's ``offset_msg_id``), read from the broker

@@ -178,6 +178,21 @@ class SendMessageRequestHeader(Header):
                    max_reconsume)
 
 
+#: SEND_MESSAGE_V2's one-letter keys (RocketMQ's SendMessageRequestHeaderV2, which the Java and C++ clients
+#: send, also for SEND_BATCH_MESSAGE) and the SendMessageRequestHeader fields they stand for.
+SEND_V2_KEYS = {"a": "producerGroup", "b": "topic", "c": "defaultTopic", "d": "defaultTopicQueueNums", "e": "queueId",
+                "f": "sysFlag", "g": "bornTimestamp", "h": "flag", "i": "properties", "j": "reconsumeTimes",
+                "k": "unitMode", "l": "maxReconsumeTimes", "m": "batch"}
+
+
+def send_header_of(ext: Any) -> SendMessageRequestHeader:
+    """The send header in ``ext``, written with the field names (SEND_MESSAGE) or the one-letter keys of
+    SEND_MESSAGE_V2; raises HeaderError naming the bad field."""
+    if type(ext) is dict and "b" in ext and "topic" not in ext:
+        ext = {SEND_V2_KEYS.get(k, k): v for k, v in ext.items()}
+    return SendMessageRequestHeader.from_ext(ext)
+
+
 @dataclass(slots=True)
 class SendMessageResponseHeader(Header):
     """``msgId`` is the offset message id(s): comma separated for a batch."""

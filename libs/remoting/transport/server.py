@@ -399,7 +399,7 @@ class RemotingServer:
 
         Best effort: a client that is not connected is skipped (logged at debug).
         """
-        door = self._door_of(identity)
+        door = self.door_of(identity)
         if door is not None:
             door.push(identity, cmd)
             return
@@ -416,7 +416,7 @@ class RemotingServer:
         The future fails with RemotingTimeoutError after ``timeout_ms`` and
         with RemotingSendRequestError when the client is not connected.
         """
-        door = self._door_of(identity)
+        door = self.door_of(identity)
         if door is not None:
             return door.invoke_client(identity, cmd, timeout_ms)
         cmd.opaque = next(self._opaque)
@@ -427,7 +427,10 @@ class RemotingServer:
         self._mailbox.put((identity, frames, entry))
         return fut
 
-    def _door_of(self, identity: bytes) -> Door | None:
+    def door_of(self, identity: bytes) -> Door | None:
+        """The door the client with ``identity`` is connected through, None for a ZeroMQ client (or one not
+        connected). RocketMQ's own clients answer some calls (CHECK_TRANSACTION_STATE) with a request of
+        their own instead of a response: a caller that knows this pushes to them."""
         for door in self._doors:
             if door.serves(identity):
                 return door

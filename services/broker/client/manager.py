@@ -18,6 +18,23 @@ from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="client_manager")
 
+# RocketMQ's clients name their enums in a heartbeat (Java, Go, Node) or send their ordinals (the C++
+# client): the ordinals, in RocketMQ's declaration order, mapped to the names kept here.
+_CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+_MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
+_CONSUME_FROM = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
+                 "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
+                 "CONSUME_FROM_TIMESTAMP")
+
+
+def _enum_name(value: Any, names: tuple[str, ...], current: str) -> str:
+    """``value`` as an enum name: a name as it is, an ordinal by ``names``; ``current`` when absent or unknown."""
+    if isinstance(value, str) and value:
+        return value
+    if type(value) is int and 0 <= value < len(names):
+        return names[value]
+    return current
+
 
 @dataclass
 class ClientChannel:
@@ -78,9 +95,10 @@ class ClientManager:
                 info = self.consumers.get(group)
                 if info is None:
                     info = self.consumers[group] = ConsumerGroupInfo(group)
-                info.consume_type = c.get("consumeType", info.consume_type)
-                info.message_model = c.get("messageModel", info.message_model)
-                info.consume_from_where = c.get("consumeFromWhere", info.consume_from_where)
+                info.consume_type = _enum_name(c.get("consumeType"), _CONSUME_TYPES, info.consume_type)
+                info.message_model = _enum_name(c.get("messageModel"), _MESSAGE_MODELS, info.message_model)
+                info.consume_from_where = _enum_name(c.get("consumeFromWhere"), _CONSUME_FROM,
+                                                     info.consume_from_where)
                 subs = c.get("subscriptionDataSet") or []
                 info.subscriptions = {s["topic"]: s for s in subs if isinstance(s, dict) and "topic" in s}
                 if client_id not in info.channels:

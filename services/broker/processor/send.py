@@ -45,8 +45,13 @@ from rocketmesh.model.topics import (
     TRANS_HALF_TOPIC,
     validate_topic_name,
 )
-from rocketmesh.remoting import RemotingCommand, RequestContext, ResponseCode, response_to
-from rocketmesh.remoting.protocol.headers import HeaderError, SendMessageRequestHeader, SendMessageResponseHeader
+from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
+from rocketmesh.remoting.protocol.headers import (
+    HeaderError,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+    send_header_of,
+)
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
@@ -70,6 +75,7 @@ _FAILED_CODES = {
     PutMessageStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
 }
 _MAX_DRAIN = 1024
+_BATCH_CODE = RequestCode.SEND_BATCH_MESSAGE
 
 
 class SendError(Exception):
@@ -167,7 +173,9 @@ class SendMessageProcessor:
                     f"{(now - ctx.enqueued_at) * 1000:.0f}ms, size of queue: {len(self._queue)}")))
                 continue
             try:
-                header = SendMessageRequestHeader.from_ext(cmd.ext)
+                header = send_header_of(cmd.ext)
+                if cmd.code == _BATCH_CODE:
+                    header.batch = True  # the Java client's batch: its code says it, whatever its header
                 msgs = self._build(cmd, header, ctx)
             except SendError as exc:
                 ctx.respond(response_to(cmd, exc.code, exc.remark))

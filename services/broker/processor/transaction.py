@@ -402,6 +402,14 @@ class TransactionProcessor:
             half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or tid, tid, half.msg_id).to_ext()
         for ch in channels[:CHECK_PRODUCERS_TRIED]:
             check = request(RequestCode.CHECK_TRANSACTION_STATE, dict(ext), rec, traceparent=traceparent_of())
+            door = self.broker.server.door_of(ch.identity)
+            if door is not None:
+                # RocketMQ's own clients take the check oneway, as RocketMQ's broker sends it, and answer
+                # with END_TRANSACTION: a live connection is the producer taking it.
+                door.push(ch.identity, check)
+                log.info("transaction_checked", transaction_id=tid, producer_group=group, client_id=ch.client_id,
+                         check_times=check_times, topic=half.properties.get(MessageConst.REAL_TOPIC))
+                return True
             fut = self.broker.server.invoke_client(ch.identity, check, CHECK_ACK_TIMEOUT_MS)
             try:
                 resp = fut.result(CHECK_ACK_TIMEOUT_MS / 1000.0 + 1.0)

@@ -1,0 +1,215 @@
+"""The TCP doors of a real name server and broker, spoken to as RocketMQ's own clients speak: remoting frames
+with string-valued ``extFields`` (tests/tcpkit.py), beside rocketmesh's SDK over ZeroMQ on the same topics."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from clientkit import FAST_CLIENT
+from procs import FAST_BROKER, BrokerProcess, NamesrvProcess, free_port, wait_for
+from rocketmesh.client import Admin, MQClientError
+from rocketmesh.client.consumer import PullConsumer
+from rocketmesh.model.codec import decode_message_id, decode_record, decode_records, encode_batch
+from rocketmesh.model.fields import encode_properties
+from rocketmesh.model.message import Message, MessageQueue
+from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from rocketmesh.remoting.protocol.command import ONEWAY_FLAG
+from rocketmesh.remoting.protocol.rocketmq_wire import SerializeType
+from tcpkit import RawClient, cmd
+
+TOPIC = "DoorTopic"
+
+
+@dataclass
+class Mesh:
+    namesrv: NamesrvProcess
+    broker: BrokerProcess
+    ns_door: str
+    broker_door: str
+    admin: Admin
+
+
+@pytest.fixture(scope="module")
+def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
+    root: Path = tmp_path_factory.mktemp("door-mesh")
+    ns_port, broker_port = free_port(), free_port()
+    namesrv = NamesrvProcess(root / "namesrv", remotingListenPort=ns_port).start()
+    broker = BrokerProcess(root / "broker", namesrv.addr, remotingListenPort=broker_port, **FAST_BROKER)
+    try:
+        broker.start(timeout_s=30)
+        broker.wait_registered()
+        admin = Admin(namesrv.addr)
+        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+        admin.wait_topic_route(TOPIC)
+        yield Mesh(namesrv, broker, f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}", admin)
+        admin.close()
+    finally:
+        broker.stop()
+        namesrv.stop()
+
+
+def strings(ext: dict[str, Any]) -> dict[str, str]:
+    """``ext`` as RocketMQ's C++ client writes it: every value a string, booleans as "1" / "0"."""
+    return {k: ("1" if v else "0") if isinstance(v, bool) else str(v) for k, v in ext.items()}
+
+
+def send_v2(client: RawClient, opaque: int, topic: str, body: bytes, props: dict[str, str], queue_id: int = 0,
+            code: int = RequestCode.SEND_MESSAGE_V2, sys_flag: int = 0) -> tuple[Any, Any]:
+    """A SEND_MESSAGE_V2 (or, with ``code``, a SEND_BATCH_MESSAGE) with the one-letter keys."""
+    ext = {"a": "door-producer", "b": topic, "c": "TBW102", "d": 4, "e": queue_id, "f": sys_flag,
+           "g": int(time.time() * 1000), "h": 0, "i": encode_properties(props).decode(), "j": 0, "k": False,
+           "m": code == RequestCode.SEND_BATCH_MESSAGE}
+    return client.call(cmd(code, opaque, strings(ext), body))
+
+
+def test_a_route_asked_at_the_door_names_the_brokers_doors(mesh: Mesh) -> None:
+    client = RawClient(mesh.ns_door)
+    try:
+        resp, _ = client.call(cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, {"topic": TOPIC}))
+        assert resp.code == ResponseCode.SUCCESS and resp.opaque == 1 and resp.is_response
+        route = orjson.loads(resp.body)
+        assert [b["brokerAddrs"] for b in route["brokerDatas"]] == [{"0": mesh.broker_door}]
+        assert [(q["brokerName"], q["writeQueueNums"]) for q in route["queueDatas"]] == [("broker-a", 2)]
+
+        # No route answers at once (RocketMQ's clients wait 5 s per unanswered route request).
+        started = time.monotonic()
+        resp, _ = client.call(cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, 2, {"topic": "NoSuchTopic"}))
+        assert resp.code == ResponseCode.TOPIC_NOT_EXIST and time.monotonic() - started < 1.0
+
+        resp, _ = client.call(cmd(RequestCode.GET_BROKER_CLUSTER_INFO, 3))
+        info = orjson.loads(resp.body)
+        assert info["brokerAddrTable"]["broker-a"]["brokerAddrs"] == {"0": mesh.broker_door}
+    finally:
+        client.close()
+    # The same route over ZeroMQ: the brokers' ZeroMQ addresses, their doors beside them.
+    with RemotingClient(name="door-test") as zmq_client:
+        resp = zmq_client.invoke_sync(mesh.namesrv.addr, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}),
+                                      3000)
+    (bd,) = orjson.loads(resp.body)["brokerDatas"]
+    assert bd["brokerAddrs"] == {"0": mesh.broker.addr} and bd["remotingAddrs"] == {"0": mesh.broker_door}
+
+
+def test_a_v2_send_at_the_door_is_read_by_the_sdk_and_its_offset_id_names_the_door(mesh: Mesh) -> None:
+    props = {"KEYS": "order-1", "TAGS": "paid", "UNIQ_KEY": "0A0000010000000000000000000000AA", "color": "red"}
+    client = RawClient(mesh.broker_door)
+    try:
+        resp, _ = send_v2(client, 7, TOPIC, b"from a RocketMQ client", props, queue_id=1)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        ip, port, offset = decode_message_id(resp.ext["msgId"])
+        assert f"{ip}:{port}" == mesh.broker_door
+        assert resp.ext["queueId"] == "1"
+        # VIEW_MESSAGE_BY_ID at the address and offset the id names, as a RocketMQ client's viewMessage does.
+        resp, _ = client.call(cmd(RequestCode.VIEW_MESSAGE_BY_ID, 8, {"offset": str(offset)}))
+        assert resp.code == ResponseCode.SUCCESS
+        assert decode_record(resp.body).body == b"from a RocketMQ client"
+    finally:
+        client.close()
+    viewed = mesh.admin.view_message(resp_id := decode_record(resp.body).msg_id)
+    assert viewed.body == b"from a RocketMQ client" and viewed.msg_id == resp_id
+
+    got: list = []
+    with PullConsumer("door-sdk-reader", mesh.namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                      **FAST_CLIENT) as consumer:
+        consumer.assign([MessageQueue(TOPIC, "broker-a", 1)])
+        wait_for(lambda: got.extend(consumer.poll(timeout_ms=200)) or any(m.keys == "order-1" for m in got), 10,
+                 "the SDK to read the message sent at the door")
+    (m,) = [m for m in got if m.keys == "order-1"]
+    assert (m.tags, m.properties["color"], m.unique_key) == ("paid", "red", props["UNIQ_KEY"])
+
+
+def test_a_batch_at_the_door_is_stored_as_its_messages(mesh: Mesh) -> None:
+    items = [Message(TOPIC, f"item {i}".encode(), keys=f"batch-{i}") for i in range(3)]
+    client = RawClient(mesh.broker_door)
+    try:
+        resp, _ = send_v2(client, 9, TOPIC, encode_batch(items), {}, queue_id=0, code=RequestCode.SEND_BATCH_MESSAGE)
+    finally:
+        client.close()
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    ids = resp.ext["msgId"].split(",")
+    assert len(ids) == 3
+    assert [mesh.admin.view_message(i).keys for i in ids] == ["batch-0", "batch-1", "batch-2"]
+
+
+def test_a_pull_at_the_door_answers_as_rocketmq_does(mesh: Mesh) -> None:
+    client = RawClient(mesh.broker_door)
+    try:
+        send_v2(client, 1, TOPIC, b"to pull", {"KEYS": "pull-me"}, queue_id=0)
+        pull = {"consumerGroup": "door-puller", "topic": TOPIC, "queueId": 0, "queueOffset": 0, "maxMsgNums": 32,
+                "sysFlag": 0, "commitOffset": 0, "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0,
+                "expressionType": "TAG"}
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 2, strings(pull)), SerializeType.ROCKETMQ)
+        assert resp.code == ResponseCode.SUCCESS
+        msgs = decode_records(resp.body)
+        assert "pull-me" in [m.keys for m in msgs]
+        end = int(resp.ext["nextBeginOffset"])
+        assert end == int(resp.ext["maxOffset"]) == len(msgs)
+
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 3, strings({**pull, "queueOffset": end})))
+        assert resp.code == ResponseCode.PULL_NOT_FOUND
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 4, strings({**pull, "queueOffset": end + 100})))
+        # RocketMQ's correction: past the end of a queue that still starts at 0, start again from 0.
+        assert resp.code == ResponseCode.PULL_OFFSET_MOVED and resp.ext["nextBeginOffset"] == "0"
+
+        # Offsets: UPDATE_CONSUMER_OFFSET as a oneway (no answer) and with flag 0 (answered), both applied.
+        update = {"consumerGroup": "door-puller", "topic": TOPIC, "queueId": "0", "commitOffset": "1"}
+        client.send(cmd(RequestCode.UPDATE_CONSUMER_OFFSET, 5, update, flag=ONEWAY_FLAG))
+        query = {"consumerGroup": "door-puller", "topic": TOPIC, "queueId": "0"}
+        wait_for(lambda: client.call(cmd(RequestCode.QUERY_CONSUMER_OFFSET, 6, query))[0].ext.get("offset") == "1",
+                 5, "the oneway offset update")
+        resp, _ = client.call(cmd(RequestCode.UPDATE_CONSUMER_OFFSET, 7, {**update, "commitOffset": str(end)}))
+        assert resp.code == ResponseCode.SUCCESS and resp.opaque == 7
+        resp, _ = client.call(cmd(RequestCode.QUERY_CONSUMER_OFFSET, 8, query))
+        assert resp.ext["offset"] == str(end)
+    finally:
+        client.close()
+
+
+def test_a_cpp_style_heartbeat_registers_and_a_closed_connection_leaves_at_once(mesh: Mesh) -> None:
+    group = "door-consumers"
+    heartbeat = {
+        "clientID": "127.0.0.1@4242#cpp", "producerDataSet": [],
+        # The C++ client's enums are ordinals; its codeSet may be empty.
+        "consumerDataSet": [{"groupName": group, "consumeType": 1, "messageModel": 1, "consumeFromWhere": 0,
+                             "unitMode": False,
+                             "subscriptionDataSet": [{"topic": TOPIC, "subString": "paid || shipped",
+                                                      "tagsSet": ["paid", "shipped"], "codeSet": [],
+                                                      "subVersion": 1, "classFilterMode": False}]}],
+    }
+    client = RawClient(mesh.broker_door)
+    try:
+        resp, _ = client.call(cmd(RequestCode.HEART_BEAT, 1, {}, orjson.dumps(heartbeat)))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        conn = mesh.admin.consumer_connection(group)
+        assert conn.message_model == "CLUSTERING" and conn.consume_type == "CONSUME_PASSIVELY"
+        assert conn.consume_from_where == "CONSUME_FROM_LAST_OFFSET"
+        resp, _ = client.call(cmd(RequestCode.GET_CONSUMER_LIST_BY_GROUP, 2, {"consumerGroup": group}))
+        assert resp.code == ResponseCode.SUCCESS, resp
+        assert orjson.loads(resp.body)["consumerIdList"] == ["127.0.0.1@4242#cpp"]
+    finally:
+        client.close()
+    wait_for(lambda: not online(mesh.admin, group), 3, "the consumer whose connection closed to leave its group")
+
+
+def online(admin: Admin, group: str) -> bool:
+    try:
+        return bool(admin.consumer_connection(group).connections)
+    except MQClientError as exc:
+        assert exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE
+        return False
+
+
+@pytest.mark.parametrize("which", ["namesrv", "broker"])
+def test_an_unknown_code_is_not_supported_and_named(mesh: Mesh, which: str) -> None:
+    client = RawClient(mesh.ns_door if which == "namesrv" else mesh.broker_door)
+    try:
+        resp, _ = client.call(cmd(4321, 1))
+    finally:
+        client.close()
+    assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4321" in (resp.remark or "")
