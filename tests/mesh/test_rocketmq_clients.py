@@ -42,6 +42,8 @@ BROKER_ARGS: dict[str, Any] = dict(messageDelayLevel=LEVELS)
 SCHEDULER_ARGS: dict[str, Any] = dict(FAST_SCHEDULER)
 FAST_CONSUMER = dict(FAST_CLIENT, rebalance_interval_ms=1000, consume_from="CONSUME_FROM_FIRST_OFFSET")
 USER_PROPS = ["color", "n"]
+#: 9,600 bytes of text (the C++ client's bodies end at a NUL): over the 4 KiB RocketMQ's producers compress from.
+BIG_BODY = "".join(f"rocketmq-{i:05d};" for i in range(640))
 _names = itertools.count()
 
 
@@ -176,6 +178,8 @@ def test_sync_sends_keep_id_keys_tags_and_properties_for_the_sdk(mesh, cpp):
             result["msg_id"], "TagA", f"sync-{i}".encode(), {"color": "blue", "n": str(i)})
         assert msg.queue_offset == result["offset"]
         assert (msg.reconsume_times, msg.delay_level) == (0, 0)
+    # The broker's index has the C++ client's keys.
+    assert [m.body for m in mesh.admin.query_msg_by_key(topic, "k3")] == [b"sync-3"]
 
 
 def test_oneway_sends_arrive(mesh, cpp):
@@ -235,6 +239,16 @@ def test_delay_level_is_delivered_by_the_scheduler_no_earlier_than_its_delay(mes
     assert (parked.delay_level, parked.get_property("REAL_TOPIC"), parked.keys) == (1, topic, "d1")
 
 
+def test_a_body_the_cpp_client_compresses_reaches_the_sdk_as_sent(mesh, cpp):
+    topic = mesh.topic("CppZip")
+    body = BIG_BODY  # over the C++ producer's compressMsgBodyOverHowmuch (4 KiB): it deflates it
+    sent = cpp.start("producer", group=f"pg-{topic}",
+                     sends=[{"mode": "sync", "message": spec(topic, body, keys="z1")}]).sent()
+    (msg,) = sdk_poll(mesh, topic, 1)
+    assert msg.store_size < len(body), "stored compressed"
+    assert (msg.unique_key, len(msg.body), msg.body) == (sent[0]["msg_id"], len(body), body.encode())
+
+
 # --- the consumers ------------------------------------------------------------------------------------------
 
 
@@ -259,6 +273,30 @@ def test_sdk_messages_reach_a_cpp_push_consumer_with_id_keys_tags_properties_and
             result.msg_id, "TagS", f"sdk-{key[1:]}", "green", key[1:])
         assert (e["reconsume_times"], e["delay_time_level"]) == (0, 0)  # the scheduler's copy drops DELAY
     assert got["s3"]["t_ms"] - delayed_at >= 1000, "level 1 is 1 s"
+
+
+def test_a_large_sdk_body_is_compressed_as_rocketmq_does_and_the_cpp_consumer_inflates_it(mesh, cpp):
+    topic = mesh.topic("SdkZip")
+    with Producer(f"sdk-pg-{topic}", mesh.namesrv.addr) as producer:
+        result = producer.send(Message(topic, BIG_BODY, keys="z2"))
+    run = cpp.start("push", group=f"cg-{topic}", topic=topic)
+    (e,) = run.wait_for("msg", 1)
+    assert (e["id"], len(e["body"]), e["body"]) == (result.msg_id, len(BIG_BODY), BIG_BODY)
+    (stored,) = mesh.admin.query_msg_by_key(topic, "z2")
+    assert stored.store_size < len(BIG_BODY), "over 4 KiB, the SDK's producer deflates the body as RocketMQ's"
+
+
+def test_a_cpp_consumer_gets_only_the_tags_it_subscribed(mesh, cpp):
+    topic = mesh.topic("CppTags")
+    with Producer(f"sdk-pg-{topic}", mesh.namesrv.addr) as producer:
+        for i in range(9):
+            producer.send(Message(topic, f"t{i}", tags="ABC"[i % 3], keys=f"t{i}"))
+    # The C++ client's heartbeat sends the expression with no tag hashes: the broker computes them.
+    run = cpp.start("push", group=f"cg-{topic}", topic=topic, expression="A || C")
+    run.wait_for("msg", 6)
+    time.sleep(1)  # nothing else comes
+    assert sorted((e["tags"], e["body"]) for e in run.messages) == sorted(
+        ("ABC"[i % 3], f"t{i}") for i in range(9) if i % 3 != 1)
 
 
 def test_cpp_push_consumers_of_one_group_share_the_queues(mesh, cpp):
