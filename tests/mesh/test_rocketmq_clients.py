@@ -27,7 +27,7 @@ from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_SCHEDULER, BrokerProcess, NamesrvProcess, SchedulerProcess, wait_for
 from rmqclients import CPP_044, ClientRuns, InstalledClient, require
 from rocketmesh import Admin, Message, Producer
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageExt
 from rocketmesh.model.topics import SCHEDULE_TOPIC
 
@@ -120,15 +120,17 @@ def sdk_poll(mesh: Mesh, topic: str, count: int, timeout_s: float = 20.0) -> lis
 
 
 class Received:
-    """An SDK push consumer's listener: every delivery with its arrival time; ``decide(msg)`` answers."""
+    """An SDK push consumer's listener: every delivery with its arrival time; ``decide(msg)`` answers
+    (success by default: ``orderly`` says which listener's success)."""
 
-    def __init__(self, decide: Callable[[MessageExt], ConsumeConcurrentlyStatus] | None = None) -> None:
+    def __init__(self, decide: Callable[[MessageExt], object] | None = None, orderly: bool = False) -> None:
         self.decide = decide
+        self.success: object = ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeConcurrentlyStatus.CONSUME_SUCCESS
         self.lock = threading.Lock()
         self.got: list[tuple[int, MessageExt]] = []
 
-    def __call__(self, msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-        answer = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+    def __call__(self, msgs: list[MessageExt]) -> object:
+        answer = self.success
         for m in msgs:
             with self.lock:
                 self.got.append((int(time.time() * 1000), m))
@@ -344,6 +346,40 @@ def test_cpp_orderly_consumer_gets_each_queue_in_order(mesh, cpp):
     for e in run.messages:
         per_queue[e["queue_id"]].append(e["body"])
     assert per_queue == {q: [f"{q}:{seq}" for seq in range(6)] for q in range(4)}
+
+
+def test_cpp_and_sdk_orderly_consumers_of_one_group_each_hold_their_queues_in_order(mesh, cpp):
+    """The C++ client's queue locks (LOCK_BATCH_MQ) and the SDK's are one table: each queue is consumed by
+    one member of the group, in order."""
+    topic = mesh.topic("MixedOrderly")
+    group = f"cg-{topic}"
+    run = cpp.start("push", name="cpp-orderly", group=group, topic=topic, orderly=True, instance="cpp-orderly")
+    run.wait_started()
+    wait_consumers(mesh, group, 1)
+    listener = Received(orderly=True)
+    consumer = PushConsumer(group, mesh.namesrv.addr, instance_name="sdk-orderly", **FAST_CONSUMER)
+    consumer.subscribe(topic, "*")
+    consumer.register_listener(listener, orderly=True)
+    consumer.start()
+    try:
+        wait_consumers(mesh, group, 2)
+        time.sleep(2)  # the C++ member unlocks the queues it gives up; the SDK member locks them
+        sends = [{"mode": "orderly", "arg": i % 4, "message": spec(topic, f"{i % 4}:{i // 4}", keys=f"m{i}")}
+                 for i in range(24)]
+        cpp.start("producer", name="producer", group=f"pg-{topic}", sends=sends).sent()
+        wait_for(lambda: len(run.messages) + len(listener.messages()) >= 24, 20, "24 messages consumed")
+        time.sleep(1)  # nothing else comes
+    finally:
+        consumer.shutdown()
+    cpp_queues: dict[int, list[str]] = collections.defaultdict(list)
+    for e in run.messages:
+        cpp_queues[e["queue_id"]].append(e["body"])
+    sdk_queues: dict[int, list[str]] = collections.defaultdict(list)
+    for m in listener.messages():
+        sdk_queues[m.queue_id].append(m.body.decode())
+    assert cpp_queues and sdk_queues, f"both members consumed: C++ {dict(cpp_queues)}, SDK {dict(sdk_queues)}"
+    assert not cpp_queues.keys() & sdk_queues.keys(), "no queue consumed by both"
+    assert {**cpp_queues, **sdk_queues} == {q: [f"{q}:{seq}" for seq in range(6)] for q in range(4)}
 
 
 def test_cpp_pull_consumer_reads_what_the_sdk_sent(mesh, cpp):
