@@ -2,6 +2,7 @@
 
     rocketmesh up [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--scheduler-port 10950]
                   [--txn-checker-port 10960] [--ha [--slave-port 10921] [--ha-port 10970]] [--set KEY=VALUE ...]
+                  [--namesrv-remoting-port 9866] [--broker-remoting-port 10915] [--no-remoting]
     rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ..., the same options)
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
     rocketmesh scheduler ...          (runs python -m rocketmesh.scheduler ...)
@@ -85,13 +86,18 @@ def cmd_up(args: argparse.Namespace) -> int:
     spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
                     scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,
                     slave_port=args.slave_port, ha_port=args.ha_port,
+                    namesrv_remoting_port=None if args.no_remoting else args.namesrv_remoting_port,
+                    broker_remoting_port=None if args.no_remoting else args.broker_remoting_port,
+                    slave_remoting_port=None if args.no_remoting else args.slave_remoting_port,
                     metrics_port=metrics_port,
                     broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
                     sets=tuple(args.set), account=account)
 
     ports = {"namesrv": args.namesrv_port, "broker": args.broker_port, "scheduler": args.scheduler_port,
              "txn-checker": args.txn_checker_port,
-             **({"slave": args.slave_port, "ha": args.ha_port} if args.ha else {})}
+             **({"slave": args.slave_port, "ha": args.ha_port} if args.ha else {}),
+             **({} if args.no_remoting else {"namesrv (RocketMQ clients)": args.namesrv_remoting_port,
+                                              "broker (RocketMQ clients)": args.broker_remoting_port})}
     warning = exposure_warning(host, ports, args.set, args.broker_config, curve)
     if warning:
         print(warning, file=sys.stderr, flush=True)
@@ -117,21 +123,27 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 1
     br, sched, checker = started["broker-a"], started["scheduler"], started["txn-checker"]
     slave, ha = started.get("broker-a-s"), started.get("ha")
+    shown = reachable_host(host)
+
+    def door(port: int | None) -> str:
+        return f"  (RocketMQ clients: {shown}:{port})" if port is not None else ""
     print(f"rocketmesh mesh is up (data in {data}, logs in {logs})")
-    print(f"  namesrv   {namesrv}")
-    print(f"  broker-a  {br.address}" + ("  (master)" if slave is not None else ""))
+    print(f"  namesrv   {namesrv}" + door(spec.namesrv_remoting_port))
+    print(f"  broker-a  {br.address}" + ("  (master)" if slave is not None else "") + door(spec.broker_remoting_port))
     if slave is not None and ha is not None:
-        print(f"  broker-a  {slave.address}  (slave, replicated by the ha service on {ha.address})")
+        print(f"  broker-a  {slave.address}  (slave, replicated by the ha service on {ha.address})"
+              + door(spec.slave_remoting_port))
     print(f"  scheduler {sched.address}")
     print(f"  txn-checker {checker.address}")
     if not args.no_metrics:
-        shown = reachable_host(host)
         print("Prometheus metrics (rocketmesh admin stats shows the broker's without it):")
         for name in ["namesrv", *started]:
             port = spec.metrics_port_of(name)  # a range for a replica on a free port: it takes the first free
             low, _, high = port.partition("-")
             print(f"  {name:<11} http://{shown}:{low}/metrics" + (f"  (or up to {high} when taken)" if high else ""))
     print(f"Point clients at it:  export NAMESRV_ADDR={namesrv}")
+    if spec.namesrv_remoting_port is not None:
+        print(f"  RocketMQ's own clients (Java, C++, Go, Node):  NAMESRV_ADDR={shown}:{spec.namesrv_remoting_port}")
     if args.curve_keys:
         server_key = key_paths(os.path.abspath(args.curve_keys))["server_public"]
         print(f"  and, CurveZMQ being on:  export {SERVER_KEY_ENV}={server_key}")
@@ -181,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
                          "(--set brokerRole=SYNC_MASTER makes the master wait for the slave)")
     up.add_argument("--slave-port", type=int, default=10921, help="the slave's port, with --ha")
     up.add_argument("--ha-port", type=int, default=10970, help="the ha service's status port, with --ha")
+    up.add_argument("--namesrv-remoting-port", type=int, default=9866,
+                    help="the name server's TCP door for RocketMQ's own clients (their NAMESRV_ADDR)")
+    up.add_argument("--broker-remoting-port", type=int, default=10915,
+                    help="the broker's TCP door for RocketMQ's own clients (the routes name it)")
+    up.add_argument("--slave-remoting-port", type=int, default=10925, help="the slave's TCP door, with --ha")
+    up.add_argument("--no-remoting", action="store_true",
+                    help="open no TCP doors: only rocketmesh's SDK (ZeroMQ) can connect")
     up.add_argument("--metrics-port", type=int, default=5557,
                     help="the broker's Prometheus port (metricsPromExporterPort); the name server serves on the "
                          "port below it, the scheduler, txn-checker, ha and slave on the ports above")

@@ -94,6 +94,11 @@ class MeshSpec:
     ha: bool = False
     slave_port: int = 10921
     ha_port: int = 10970
+    #: The TCP doors for RocketMQ's own clients (remotingListenPort): the name server's, the broker's and,
+    #: with ``ha``, the slave's; None opens none.
+    namesrv_remoting_port: int | None = 9866
+    broker_remoting_port: int | None = 10915
+    slave_remoting_port: int | None = 10925
     #: The broker's Prometheus port, the others' are offset from it; None: no Prometheus endpoints.
     metrics_port: int | None = 5557
     broker_config: str | None = None
@@ -145,11 +150,17 @@ def namesrv_commands(spec: MeshSpec) -> list[ServiceCommand]:
     out = []
     for i, port in enumerate(spec.namesrv_ports):
         name = namesrv_name(i)
+        door = spec.namesrv_remoting_port
         out.append(ServiceCommand(name, "namesrv", (
             "-p", str(port), "--listen-address", spec.host,
+            *_door(None if door is None else door + i),
             "--kv-config-path", os.path.join(spec.data_dir, name, "kvConfig.json"), *_metrics(spec, name),
             *_sets_of(spec, ACL_SERVER_KEYS))))
     return out
+
+
+def _door(port: int | None) -> tuple[str, ...]:
+    return ("--remoting-listen-port", str(port)) if port is not None else ()
 
 
 def _system(spec: MeshSpec, name: str, namesrv: str, port: int, *extra: str) -> ServiceCommand:
@@ -164,13 +175,13 @@ def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
     """Everything after the name servers, in start order, given the name server list ``namesrv``."""
     conf = ["-c", spec.broker_config] if spec.broker_config else []
     out = [ServiceCommand("broker-a", "broker", (
-        "-n", namesrv, "--listen-port", str(spec.broker_port),
+        "-n", namesrv, "--listen-port", str(spec.broker_port), *_door(spec.broker_remoting_port),
         "--store-dir", os.path.join(spec.data_dir, "broker-a", "store"), "--broker-name", "broker-a",
         "--set", f"listenAddress={spec.host}", *_metrics(spec, "broker-a"), *conf, *_broker_sets(spec)),
         _account_env(spec.account))]
     if spec.ha:
         out.append(ServiceCommand("broker-a-s", "broker", (
-            "-n", namesrv, "--listen-port", str(spec.slave_port),
+            "-n", namesrv, "--listen-port", str(spec.slave_port), *_door(spec.slave_remoting_port),
             "--store-dir", os.path.join(spec.data_dir, "broker-a-s", "store"), "--broker-name", "broker-a",
             "--set", f"listenAddress={spec.host}", "--set", "brokerId=1", "--set", "brokerRole=SLAVE",
             *_metrics(spec, "broker-a-s"), *conf, *_broker_sets(spec, ROLE_KEYS)), _account_env(spec.account)))

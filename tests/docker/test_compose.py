@@ -33,10 +33,13 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+import orjson
 import pytest
 
 from procs import stop_process, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, PushConsumer, TransactionProducer
+from rocketmesh.remoting import RequestCode
+from tcpkit import RawClient, cmd
 
 #: Minutes of tests: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.heavy
@@ -431,6 +434,15 @@ def test_the_mesh_in_containers(mesh: Compose) -> None:
                      what="plain, delayed and both transactional messages consumed on the host")
         delayed = got.bodies["delayed"]
         assert delayed.store_timestamp - sent_delayed >= 4000, "a level-2 delay (5 s) was not held back"
+
+    # RocketMQ's own clients: the name server's published TCP door routes them to the brokers' doors.
+    door = RawClient("127.0.0.1:9866")
+    try:
+        resp, _ = door.call(cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, {"topic": "DockerT"}))
+    finally:
+        door.close()
+    assert orjson.loads(resp.body)["brokerDatas"][0]["brokerAddrs"] == {"0": "127.0.0.1:10915",
+                                                                       "1": "127.0.0.1:10925"}, resp
 
     # From a client container in the mesh's network namespace.
     mesh_id = mesh.containers("mesh")[0]

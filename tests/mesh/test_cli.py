@@ -17,17 +17,20 @@ from procs import child_pids, cli_command, free_port, read_until_up, run_cli, wa
 from rocketmesh import Message, Producer, PullConsumer
 from rocketmesh.client.errors import MQBrokerError
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
+from tcpkit import RawClient, cmd
 
 run = run_cli
 
 
 def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
     ns_port, broker_port, sched_port, checker_port = free_port(), free_port(), free_port(), free_port()
+    ns_door, broker_door = free_port(), free_port()
     receiver = OtlpReceiver().start()  # OTEL_* given to `up` reach every service it starts
     env = {**os.environ, **receiver.env(), "OTEL_SERVICE_NAME": "one-name-for-all"}
     up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
                            "--broker-port", str(broker_port), "--scheduler-port", str(sched_port),
                            "--txn-checker-port", str(checker_port), "--no-metrics",
+                           "--namesrv-remoting-port", str(ns_door), "--broker-remoting-port", str(broker_door),
                            "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",
                            "--set", "maxIndexNum=40000"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
@@ -43,7 +46,8 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
                 break
         text = "".join(lines)
         assert f"export NAMESRV_ADDR={namesrv}" in text
-        assert f"broker-a  127.0.0.1:{broker_port}" in text
+        assert f"broker-a  127.0.0.1:{broker_port}  (RocketMQ clients: 127.0.0.1:{broker_door})" in text
+        assert f"RocketMQ's own clients (Java, C++, Go, Node):  NAMESRV_ADDR=127.0.0.1:{ns_door}" in text
 
         produced = run("produce", "-n", namesrv, "-t", "CliTopic", "-c", "5")
         assert produced.returncode == 0, produced.stderr
@@ -65,6 +69,14 @@ def test_up_runs_a_mesh_that_takes_sends_and_stops_cleanly(tmp_path):
 
         sent = run("admin", "send-message", "-n", namesrv, "-t", "CliTopic", "-p", "by hand", "-k", "hand")
         assert sent.returncode == 0 and "SEND_OK" in sent.stdout, sent.stderr
+
+        # A RocketMQ client at the name server's door is routed to the broker's door.
+        client = RawClient(f"127.0.0.1:{ns_door}")
+        try:
+            route, _ = client.call(cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, 1, {"topic": "CliTopic"}))
+        finally:
+            client.close()
+        assert orjson.loads(route.body)["brokerDatas"][0]["brokerAddrs"] == {"0": f"127.0.0.1:{broker_door}"}
 
         bad = run("admin", "topic-route", "-n", namesrv, "-t", "NoSuchTopic")
         assert bad.returncode == 1 and "TOPIC_NOT_EXIST" in bad.stderr
@@ -136,7 +148,8 @@ def test_up_with_acl_serves_accounts_and_refuses_the_rest(tmp_path, reliability)
     acl_file = tmp_path / "plain_acl.yml"
     acl_file.write_text(ACL_YAML)
     ns_port = free_port()
-    up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
+    up = subprocess.Popen([*cli_command(), "up", "--no-remoting", "--data-dir", str(tmp_path / "mesh"),
+                           "--namesrv-port", str(ns_port),
                            "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
                            "--txn-checker-port", str(free_port()), "--no-metrics",
                            "--set", "aclEnable=true", "--set", f"aclFile={acl_file}",
@@ -190,7 +203,7 @@ def test_up_with_acl_serves_accounts_and_refuses_the_rest(tmp_path, reliability)
 def _small_up(tmp_path, *prefix: str) -> subprocess.Popen:
     """``rocketmesh up`` (run by ``prefix``, if any) on free ports with small store files and no metrics, up
     and serving."""
-    up = subprocess.Popen([*prefix, *cli_command(), "up", "--data-dir", str(tmp_path / "mesh"),
+    up = subprocess.Popen([*prefix, *cli_command(), "up", "--no-remoting", "--data-dir", str(tmp_path / "mesh"),
                            "--namesrv-port", str(free_port()),
                            "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
                            "--txn-checker-port", str(free_port()), "--no-metrics",
@@ -266,7 +279,7 @@ def test_up_reports_a_service_that_cannot_start(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = run("up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(port), "--no-metrics",
-                     timeout=90)
+        result = run("up", "--no-remoting", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(port),
+                     "--no-metrics", timeout=90)
     assert result.returncode == 1
     assert "namesrv" in result.stderr and "log" in result.stderr

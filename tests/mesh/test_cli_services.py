@@ -89,7 +89,7 @@ def test_up_runs_from_a_folder_holding_a_folder_named_rocketmesh(tmp_path: Path)
     (tmp_path / "rocketmesh" / "README.md").write_text("a clone\n")
     assert run_cli("namesrv", "--help", cwd=tmp_path, timeout=30).returncode == 0
     ports = [str(free_port()) for _ in range(4)]
-    up = subprocess.Popen([*cli_command(), "up", "--data-dir", "data", "--namesrv-port", ports[0],
+    up = subprocess.Popen([*cli_command(), "up", "--no-remoting", "--data-dir", "data", "--namesrv-port", ports[0],
                            "--broker-port", ports[1], "--scheduler-port", ports[2], "--txn-checker-port", ports[3],
                            "--no-metrics",
                            "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",

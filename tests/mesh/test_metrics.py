@@ -202,7 +202,7 @@ def test_ha_serves_replication_lag(namesrv, start_broker, start_ha):
 def test_up_serves_the_broker_s_metrics_and_prints_the_urls(tmp_path):
     ns_port, broker_port, metrics_port = free_port(), free_port(), free_port()
     up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
-                           "--broker-port", str(broker_port), "--scheduler-port", str(free_port()),
+                           "--no-remoting", "--broker-port", str(broker_port), "--scheduler-port", str(free_port()),
                            "--txn-checker-port", str(free_port()), "--metrics-port", str(metrics_port),
                            "--set", "mappedFileSizeCommitLog=4194304"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -257,7 +257,7 @@ def test_up_on_a_wildcard_without_acl_warns(tmp_path: Path, reliability) -> None
     # Port -1 cannot be bound: `up` says what it has to say and stops at the name server, exposing nothing.
     def up(*extra: str):
         return run_cli("up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", "-1", "--no-metrics", *extra,
-                       timeout=60)
+                       "--no-remoting", timeout=60)
 
     wide = up("--host", "0.0.0.0")
     assert "warning: --host 0.0.0.0" in wide.stderr and "aclEnable=true" in wide.stderr, wide.stderr

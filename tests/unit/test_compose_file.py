@@ -107,9 +107,10 @@ def test_the_broker_b_override_is_broker_a_s_group_by_another_name():
     base = _load("docker-compose.yml")
     over = _load("docker-compose.broker-b.yml")
     swaps = {
-        "broker-b": ("broker-a", {"10911": "10931", "/data/broker-a/store": "/data/broker-b/store",
+        "broker-b": ("broker-a", {"10911": "10931", "10915": "10935", "/data/broker-a/store": "/data/broker-b/store",
                                   "metricsPromExporterPort=5557": "metricsPromExporterPort=5563"}),
-        "broker-b-s": ("broker-a-s", {"10921": "10941", "/data/broker-a-s/store": "/data/broker-b-s/store",
+        "broker-b-s": ("broker-a-s", {"10921": "10941", "10925": "10945",
+                                      "/data/broker-a-s/store": "/data/broker-b-s/store",
                                       "metricsPromExporterPort=5561": "metricsPromExporterPort=5564"}),
         "ha-b": ("ha", {"10970": "10971", "instanceName=ha": "instanceName=ha-b", "brokerName=broker-a":
                         "brokerName=broker-b", "metricsPromExporterPort=5560": "metricsPromExporterPort=5565"}),
