@@ -131,7 +131,8 @@ def _fetch(pinned: Pinned) -> Path:
         out = _run(cmd)
         if out.returncode != 0 or not path.exists():
             last = (out.stderr.strip().splitlines() or [f"pip exited {out.returncode}"])[-1]
-            raise ClientUnavailable(f"pip download {pinned.requirement} failed: {last}")
+            raise ClientUnavailable(f"pip download {pinned.requirement} failed (is the package index reachable?): "
+                                    f"{last}")
     digest = sha256_of(path)
     if digest != pinned.sha256:
         path.unlink()

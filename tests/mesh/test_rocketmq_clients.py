@@ -327,6 +327,7 @@ def test_cpp_broadcasting_consumers_each_get_everything(mesh, cpp):
                       instance=f"listener{i}") for i in range(2)]
     for run in runs:
         run.wait_started()
+    wait_consumers(mesh, group, 2)
     with Producer(f"sdk-pg-{topic}", mesh.namesrv.addr) as producer:
         for i in range(20):
             producer.send(Message(topic, f"b{i}", keys=f"b{i}"))
@@ -470,6 +471,6 @@ def test_cpp_clients_that_shut_down_unregister_from_the_broker(mesh, cpp):
     consumer.wait_for("msg")
     for run in (producer, consumer):
         run.stop()
-        assert run.of("stopped") and not run.log_lines("unregisterClient fail"), (
-            f"UNREGISTER_CLIENT refused: {run.log_lines('unregisterClient')}")
+        asked = run.log_lines("unregisterClient")
+        assert asked and not run.log_lines("unregisterClient fail"), f"{run.name}: UNREGISTER_CLIENT refused: {asked}"
     wait_for(lambda: not mesh.admin.consumer_ids(group), 5, f"{group} empty")

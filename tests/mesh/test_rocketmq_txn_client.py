@@ -16,7 +16,7 @@ import pytest
 
 from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_CHECKER, BrokerProcess, NamesrvProcess, TxnCheckerProcess, wait_for
-from rmqclients import CPP_200, ClientRuns, require
+from rmqclients import CPP_200, ClientRuns, InstalledClient, require
 from rocketmesh import Admin
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.model.message import MessageExt
@@ -25,10 +25,17 @@ from rocketmesh.model.message import MessageExt
 pytestmark = pytest.mark.heavy
 
 
+@pytest.fixture(scope="module")
+def client() -> InstalledClient:
+    return require(CPP_200)
+
+
 @pytest.fixture
-def door_mesh(start_namesrv: Callable[..., NamesrvProcess], start_broker: Callable[..., BrokerProcess],
+def door_mesh(client: InstalledClient, start_namesrv: Callable[..., NamesrvProcess],
+              start_broker: Callable[..., BrokerProcess],
               start_txn_checker: Callable[..., TxnCheckerProcess]) -> tuple[NamesrvProcess, BrokerProcess]:
-    """A name server and a broker with TCP doors, and a txn-checker that checks a half message 1 s old."""
+    """A name server and a broker with TCP doors, and a txn-checker that checks a half message 1 s old (the
+    client first: without it, nothing is started)."""
     namesrv = start_namesrv(door=True)
     broker = start_broker(namesrv.addr, door=True)
     start_txn_checker(namesrv.addr, **FAST_CHECKER)
@@ -36,10 +43,11 @@ def door_mesh(start_namesrv: Callable[..., NamesrvProcess], start_broker: Callab
 
 
 @pytest.fixture
-def cpp(door_mesh: tuple[NamesrvProcess, BrokerProcess], tmp_path: Path) -> Iterator[ClientRuns]:
+def cpp(door_mesh: tuple[NamesrvProcess, BrokerProcess], client: InstalledClient,
+        tmp_path: Path) -> Iterator[ClientRuns]:
     namesrv, broker = door_mesh
     assert namesrv.door_addr is not None
-    runs = ClientRuns(require(CPP_200), tmp_path, namesrv.door_addr, [broker])
+    runs = ClientRuns(client, tmp_path, namesrv.door_addr, [broker])
     yield runs
     runs.stop_all()
 
