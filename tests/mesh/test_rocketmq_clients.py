@@ -1,11 +1,14 @@
 """RocketMQ's own C++ client (PyPI ``rocketmq`` 0.4.4, the C++ client 1.x behind ctypes) against a real name
 server, broker and scheduler through their TCP doors, beside rocketmesh's SDK on the ZeroMQ door: its
-producer's sync, oneway, ordered (queue selector) and batch sends with tags, keys, user properties and delay
-levels; its push consumer clustering, broadcasting and orderly, and its pull consumer; a message crossing
-between the two clients keeps its id (UNIQ_KEY), keys, tags, user properties, delay level and reconsume
-count, and a message the C++ consumer refuses comes back through %RETRY%.
+producer's sync, oneway, ordered (queue selector) and batch sends with tags, keys, user properties, delay
+levels and bodies it compresses; its push consumer clustering, broadcasting, orderly (beside an SDK orderly
+consumer of the same group) and filtering by tags, and its pull consumer. A message crossing between the two
+clients keeps its id (UNIQ_KEY), keys, tags, user properties and reconsume count; its delay level parks it
+at that level and it arrives no earlier than the level's delay (the delivered copy drops DELAY, as in
+RocketMQ); a message the C++ consumer refuses comes back through %RETRY%; a client that shuts down
+unregisters.
 
-The clients run in subprocesses (tests/rmqclients.py, tests/rocketmq_drivers/cpp_044.py), one venv of their
+The clients run in subprocesses (tests/rmqclients.py, tests/rocketmq_drivers/cpp_044.py), in a venv of their
 own, cached; when a test fails its output shows each client's log tail (the broker's remark of a request
 it refused) and the broker's. One mesh serves the module; each test has topics and groups of its own.
 """
@@ -31,7 +34,7 @@ from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderly
 from rocketmesh.model.message import MessageExt
 from rocketmesh.model.topics import SCHEDULE_TOPIC
 
-#: Minutes of real clients and real services: scheduled first (tests/conftest.py).
+#: Real clients and real services, tens of seconds: scheduled first (tests/conftest.py).
 pytestmark = pytest.mark.heavy
 
 #: Level 1 is RocketMQ's 1 s (the delay test); a consumer's first retry (level 3) comes after 2 s, time for
