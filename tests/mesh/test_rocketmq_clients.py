@@ -5,8 +5,8 @@ levels and bodies it compresses; its push consumer clustering, broadcasting, ord
 consumer of the same group) and filtering by tags, and its pull consumer. A message crossing between the two
 clients keeps its id (UNIQ_KEY), keys, tags, user properties and reconsume count; its delay level parks it
 at that level and it arrives no earlier than the level's delay (the delivered copy drops DELAY, as in
-RocketMQ); a message the C++ consumer refuses comes back through %RETRY%; a client that shuts down
-unregisters.
+RocketMQ); a message the C++ consumer refuses comes back through %RETRY%; an admin's offset reset reaches a
+running C++ consumer; a client that shuts down unregisters.
 
 The clients run in subprocesses (tests/rmqclients.py, tests/rocketmq_drivers/cpp_044.py), in a venv of their
 own, cached; when a test fails its output shows each client's log tail (the broker's remark of a request
@@ -401,6 +401,28 @@ def test_cpp_pull_consumer_reads_what_the_sdk_sent(mesh, cpp):
     for key, result in results.items():
         assert (got[key]["id"], got[key]["tags"], got[key]["body"], got[key]["props"]["color"]) == (
             result.msg_id, "TagP", f"pull-{key[1:]}", "amber")
+
+
+def test_an_admin_offset_reset_reaches_a_running_cpp_consumer(mesh, cpp):
+    """RESET_CONSUMER_CLIENT_OFFSET, which the broker sends over the C++ client's own connection: the running
+    consumer goes back to the time asked and consumes again."""
+    topic = mesh.topic("CppReset")
+    group = f"cg-{topic}"
+    start = int(time.time() * 1000) - 1000
+    with Producer(f"sdk-pg-{topic}", mesh.namesrv.addr) as producer:
+        for i in range(5):
+            producer.send(Message(topic, f"again-{i}", keys=f"a{i}"))
+        run = cpp.start("push", group=group, topic=topic)
+        run.wait_for("msg", 5)
+        mesh.admin.reset_offset_by_time(group, topic, start)
+        # The client takes a queue back at its new offset once the pull it has out returns: a message on
+        # each queue answers the pulls the broker holds (else they last the client's long-poll timeout).
+        for mq in producer.message_queues(topic):
+            producer.send(Message(topic, f"wake-{mq.queue_id}"), queue=mq)
+        run.wait(lambda r: sum(e["body"].startswith("again-") for e in r.messages) >= 10, 20,
+                 "the 5 messages consumed again")
+    again = collections.Counter(e["body"] for e in run.messages if e["body"].startswith("again-"))
+    assert again == {f"again-{i}": 2 for i in range(5)}
 
 
 # --- retries, both ways ---------------------------------------------------------------------------------------
