@@ -14,12 +14,13 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from procs import wait_for
-from rocketmesh import Admin
+from rocketmesh import Admin, MQError
 from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
 from rocketmesh.remoting import (
     RemotingCommand,
@@ -154,3 +155,13 @@ def make_topic(admin: Admin, topic: str, queues: int = 4, timeout_s: float = 30.
     admin.wait_topic_route(topic, timeout_s)
     wait_for(lambda: any(q.read_queue_nums == queues for q in admin.topic_route(topic).queue_datas), timeout_s,
              f"the route of {topic} with {queues} queues")
+
+
+def quietly(fn: Callable[[], object]) -> Callable[[], object]:
+    """``fn`` for wait_for: an SDK error (say, a group not online yet) counts as "not yet"."""
+    def call() -> object:
+        try:
+            return fn()
+        except MQError:
+            return None
+    return call

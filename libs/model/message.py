@@ -184,6 +184,9 @@ _EXT_FIELDS = ("topic", "body", "properties", "flag", "queue_id", "queue_offset"
 class MessageExt:
     """A stored message as read back from a broker's commitlog.
 
+    ``body`` is what the producer sent: a body stored compressed (``sys_flag & SysFlag.COMPRESSED``) is
+    inflated by the decoder, while ``sys_flag``, ``body_crc`` and ``store_size`` are the stored record's.
+
     ``properties`` may be given decoded (a dict) or, with ``properties=None``,
     as the record's raw ``raw_properties`` bytes (or a pair of byte strings, the
     second appended to the first), decoded on first use: a

@@ -6,13 +6,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
-from clientkit import FAST_CLIENT, make_topic
+from clientkit import FAST_CLIENT, make_topic, quietly
 from procs import BrokerProcess, run_cli, wait_for
-from rocketmesh import Admin, Message, MQClientError, MQError, Producer
+from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
@@ -47,16 +46,6 @@ def commit_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: i
 def pull_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: int, offset: int = 0) -> int:
     header = PullMessageRequestHeader(group, topic, qid, offset, max_msg_nums=8, suspend_timeout_millis=0)
     return client.invoke_sync(addr, request(RequestCode.PULL_MESSAGE, header.to_ext())).code
-
-
-def quietly(fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` for wait_for: an MQError (say, not online yet) counts as not yet."""
-    def call() -> object:
-        try:
-            return fn()
-        except MQError:
-            return None
-    return call
 
 
 # --- admin only: offsets driven by raw requests -------------------------------------------------------------

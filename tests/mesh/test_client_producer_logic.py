@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+import zlib
 from collections.abc import Iterator
 
 import pytest
@@ -248,6 +249,66 @@ def test_batch(mesh, producer: Producer) -> None:
     ext, body, _ = broker.sends[-1]
     assert ext["batch"] is True and ext["queueId"] == r.message_queue.queue_id
     assert [m.body for m in decode_batch("T", body)] == [f"m{i}".encode() for i in range(5)]
+
+
+def _sent(a: FakeBroker, b: FakeBroker, n: int) -> list[tuple[dict, bytes, bool]]:
+    """The first ``n`` requests the fake brokers got (oneway ones arrive a moment after the call returns)."""
+    deadline = time.monotonic() + 5
+    while len(a.sends) + len(b.sends) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return a.sends + b.sends
+
+
+def test_single_sends_over_the_threshold_go_zlib_compressed_with_sysflag_bit_0(mesh, producer: Producer) -> None:
+    _, a, b = mesh
+    big = bytes(range(256)) * 40  # 10 KiB
+    assert producer.compress_msg_body_over_howmuch == 4096 and producer.compress_level == 5
+    msgs = [Message("T", big), Message("T", big), Message("T", big), Message("T", big, keys="k"),
+            Message("T", b"x" * 4096), Message("T", b"y" * 4095), Message("T", b"z" * 1024)]
+    producer.send(msgs[0])
+    producer.send_async(msgs[1]).result(5)
+    producer.send_oneway(msgs[2])
+    producer.send(msgs[3], selector=SelectMessageQueueByHash(), arg="k")
+    for m in msgs[4:]:
+        producer.send(m)
+    sent = _sent(a, b, len(msgs))
+    assert len(sent) == len(msgs)
+    by_uniq = {decode_properties(ext["properties"].encode())["UNIQ_KEY"]: (ext, body) for ext, body, _ in sent}
+    for m in msgs:
+        ext, body = by_uniq[m.properties["UNIQ_KEY"]]
+        if len(m.body) >= 4096:  # RocketMQ compares with >=: a body of exactly 4096 bytes is compressed
+            assert ext["sysFlag"] == 1 and body == zlib.compress(m.body, 5) and len(body) < len(m.body)
+        else:
+            assert ext["sysFlag"] == 0 and body == m.body
+    # The caller's messages keep their bodies.
+    assert [m.body for m in msgs[:4]] == [big] * 4
+
+
+def test_batches_are_never_compressed_and_the_threshold_and_level_are_settings(mesh) -> None:
+    ns, a, b = mesh
+    big = b"batch me " * 1000
+    with Producer("g-compress", ns.addr, compress_msg_body_over_howmuch=100, compress_level=9) as p:
+        p.send_batch([Message("T", big), Message("T", big)])
+        p.send(Message("T", b"q" * 100))
+        p.send(Message("T", b"q" * 99))
+    sent = _sent(a, b, 3)
+    [(batch_ext, batch_body)] = [(ext, body) for ext, body, _ in sent if ext.get("batch")]
+    assert batch_ext["sysFlag"] == 0 and [m.body for m in decode_batch("T", batch_body)] == [big, big]
+    singles = sorted((ext["sysFlag"], body) for ext, body, _ in sent if not ext.get("batch"))
+    assert singles == [(0, b"q" * 99), (1, zlib.compress(b"q" * 100, 9))]
+    # Auto batches are batches: uncompressed, whatever their bodies' size.
+    a.sends.clear()
+    b.sends.clear()
+    with Producer("g-compress-auto", ns.addr, auto_batch=True, batch_max_delay_ms=200) as p:
+        futures = [p.send_async(Message("T", big)) for _ in range(3)]
+        assert all(f.result(5).ok for f in futures)
+    sent = _sent(a, b, 1)
+    assert all(ext["batch"] is True and ext["sysFlag"] == 0 for ext, _, _ in sent)
+    assert sorted(m.body for _, body, _ in sent for m in decode_batch("T", body)) == [big] * 3
+    for option, value in (("compress_level", 10), ("compress_level", -2), ("compress_msg_body_over_howmuch", -1),
+                          ("compress_level", "5")):
+        with pytest.raises(MQClientError, match=option):
+            Producer("g-bad", ns.addr, **{option: value})
 
 
 def test_default_topic_route_for_new_topic(mesh, producer: Producer) -> None:

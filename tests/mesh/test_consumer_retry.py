@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from clientkit import FAST_CLIENT, make_topic
+from clientkit import FAST_CLIENT, make_topic, quietly
 from procs import FAST_BROKER, BrokerProcess, run_cli, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
-from rocketmesh.client.errors import MQError
 from rocketmesh.model.codec import decode_message_id
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
@@ -30,16 +29,6 @@ BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel=LEVELS)
 FAST_CONSUMER = dict(FAST_CLIENT, rebalance_interval_ms=1000)
 LATER = ConsumeConcurrentlyStatus.RECONSUME_LATER
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-
-def quietly(fn: Callable[[], object]) -> Callable[[], object]:
-    """``fn`` for wait_for, an SDK error counting as "not yet"."""
-    def call() -> object:
-        try:
-            return fn()
-        except MQError:
-            return None
-    return call
 
 
 class Deliveries:

@@ -99,6 +99,7 @@ def test_a_route_asked_at_the_door_names_the_brokers_doors(mesh: Mesh) -> None:
 def test_a_v2_send_at_the_door_is_read_by_the_sdk_and_its_offset_id_names_the_door(mesh: Mesh) -> None:
     props = {"KEYS": "order-1", "TAGS": "paid", "UNIQ_KEY": "0A0000010000000000000000000000AA", "color": "red"}
     client = RawClient(mesh.broker_door)
+    client_addr = "{}:{}".format(*client.sock.getsockname()[:2])
     try:
         resp, _ = send_v2(client, 7, TOPIC, b"from a RocketMQ client", props, queue_id=1)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -113,6 +114,7 @@ def test_a_v2_send_at_the_door_is_read_by_the_sdk_and_its_offset_id_names_the_do
         client.close()
     viewed = mesh.admin.view_message(resp_id := decode_record(resp.body).msg_id)
     assert viewed.body == b"from a RocketMQ client" and viewed.msg_id == resp_id
+    assert viewed.born_host == client_addr and viewed.store_host == mesh.broker_door
 
     got: list = []
     with PullConsumer("door-sdk-reader", mesh.namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
@@ -192,6 +194,18 @@ def test_a_cpp_style_heartbeat_registers_and_a_closed_connection_leaves_at_once(
         resp, _ = client.call(cmd(RequestCode.GET_CONSUMER_LIST_BY_GROUP, 2, {"consumerGroup": group}))
         assert resp.code == ResponseCode.SUCCESS, resp
         assert orjson.loads(resp.body)["consumerIdList"] == ["127.0.0.1@4242#cpp"]
+
+        # A pull without an expression (as Java's push consumers send them) is filtered by the heartbeat's.
+        for i, tag in enumerate(["paid", "other", "shipped"]):
+            send_v2(client, 10 + i, TOPIC, f"tagged {tag}".encode(), {"TAGS": tag, "KEYS": f"tag-{tag}"}, 1)
+        pull = {"consumerGroup": group, "topic": TOPIC, "queueId": "1", "queueOffset": "0", "maxMsgNums": "32",
+                "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0"}
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 20, pull))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        tags = {m.tags for m in decode_records(resp.body) if (m.keys or "").startswith("tag-")}
+        assert tags == {"paid", "shipped"}
+        resp, _ = client.call(cmd(RequestCode.PULL_MESSAGE, 21, {**pull, "consumerGroup": "no-heartbeat-group"}))
+        assert resp.code == ResponseCode.SUBSCRIPTION_NOT_EXIST and "no-heartbeat-group" in (resp.remark or "")
     finally:
         client.close()
     wait_for(lambda: not online(mesh.admin, group), 3, "the consumer whose connection closed to leave its group")

@@ -223,7 +223,7 @@ def test_broker_errors_carry_response_codes(start_broker: StartBroker, namesrv, 
     start_broker(namesrv.addr, maxMessageSize=2048)
     make_topic(admin, "ErrT")
     with pytest.raises(MQBrokerError) as ei:
-        producer.send(Message("ErrT", b"x" * 4096))  # under the producer's limit, over the broker's
+        producer.send(Message("ErrT", b"x" * 3000))  # under the producer's limit, over the broker's
     assert ei.value.response_code == ResponseCode.MESSAGE_ILLEGAL and ei.value.broker_addr
     with pytest.raises(MQBrokerError) as ei:
         producer.send(Message("ErrT", b"x"), queue=MessageQueue("ErrT", "broker-a", 99))

@@ -27,7 +27,7 @@ PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted
 
 #: Each python example the tests below run, by a string only it contains.
 RUN_HERE = ("quickstart-producer", "quickstart-consumer", "deliver_at_ms=", "access_key=", "TracerProvider(",
-            "SelectMessageQueueByHash()", "pull-example", "orders-tx")
+            "SelectMessageQueueByHash()", "pull-example", "orders-tx", "compress_level=9")
 #: Examples that are not run as shown, and why.
 NOT_RUN = {"rocketmesh.spark.register(": "needs Spark, a JVM and the caller's DataFrame; tests/mesh/test_spark.py "
                                          "runs the data source"}
@@ -95,6 +95,13 @@ def test_the_delay_and_timer_examples_are_accepted(namesrv, broker) -> None:
     with Producer("readme-delays", namesrv.addr) as producer:
         namespace = {"producer": producer, "Message": Message}
         exec(python_block("deliver_at_ms="), namespace)  # each send raises if the broker refuses it
+
+
+def test_the_compression_example_stores_the_report_compressed_and_reads_it_back(namesrv, broker) -> None:
+    out = run_example("compress_level=9", namesrv.addr)
+    assert out.returncode == 0, out.stderr
+    flag, size, same = out.stdout.split()
+    assert flag == "1" and int(size) < 1024 and same == "True"
 
 
 def test_the_acl_file_and_client_example_work_together(tmp_path: Path, start_namesrv, start_broker) -> None:

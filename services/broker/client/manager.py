@@ -157,6 +157,13 @@ class ClientManager:
         with self._lock:
             return list(self.producers.get(group, {}).values())
 
+    def subscription(self, group: str, topic: str) -> dict[str, Any] | None:
+        """``group``'s subscription of ``topic`` as its heartbeats gave it (RocketMQ's SubscriptionData JSON),
+        None when it has none."""
+        with self._lock:
+            info = self.consumers.get(group)
+            return None if info is None else info.subscriptions.get(topic)
+
     def consumer_group(self, group: str) -> ConsumerGroupInfo | None:
         """A copy of ``group``'s entry (members, subscriptions, model), or None when it has none."""
         with self._lock:

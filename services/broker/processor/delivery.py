@@ -5,7 +5,8 @@ names queue entries of SCHEDULE_TOPIC_XXXX or the timer topic by offset, and
 the broker reads each one, checks it is due by its own clock (an entry's tag
 field holds its delivery time), restores the message (real topic and queue
 from REAL_TOPIC / REAL_QID, the parking properties removed, everything else
-kept, a new store time) and stores it as a new write.
+kept, a compressed body still compressed with its sysFlag bit, a new store time)
+and stores it as a new write.
 
 A timer entry far from due can be rolled instead: parked again at the tail of
 its queue with the same due time, so the scheduler can commit past it.

@@ -114,6 +114,16 @@ class PullMessageProcessor:
     def handle(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand | None:
         """PULL_MESSAGE (register it guarded: a bad header raises HeaderError)."""
         header = PullMessageRequestHeader.from_ext(req.ext)
+        if "subscription" not in req.ext:
+            # RocketMQ's Java push consumers leave the expression out of their pulls: the broker filters by the
+            # subscription their heartbeats registered, as RocketMQ's does.
+            sub = self.broker.clients.subscription(header.consumer_group, header.topic)
+            if sub is None:
+                return response_to(req, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                                   f"the consumer's subscription not exist: group {header.consumer_group} has "
+                                   f"registered no subscription of topic {header.topic} (send a heartbeat first)")
+            header.subscription = str(sub.get("subString") or "*")
+            header.expression_type = str(sub.get("expressionType") or "TAG")
         resp = self._process(req, header, header.queue_offset, allow_suspend=True, ctx=ctx)
         if resp is None:
             return None

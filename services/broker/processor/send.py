@@ -310,10 +310,13 @@ class SendMessageProcessor:
         remote = ctx.remote
         host = self._host_cache.get(remote)
         if host is None:
-            ip = remote.rpartition("@")[2].rpartition(":")[0] or "127.0.0.1"
+            # "identity@ip" from the ZeroMQ door (no port), "ip:port" from the TCP door.
+            ip, port = remote.rpartition("@")[2], "0"
+            if ctx.over_tcp:
+                ip, _, port = ip.rpartition(":")
             try:
-                host = encode_host(ip, 0)
-            except OSError:
+                host = encode_host(ip, int(port))
+            except (OSError, ValueError, OverflowError):
                 host = encode_host("127.0.0.1", 0)
             if len(self._host_cache) < 65536:
                 self._host_cache[remote] = host

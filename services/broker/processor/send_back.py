@@ -14,7 +14,8 @@ and stores a copy:
   is negative (an orderly consumer that gave up). The dead-letter topic is
   write-only: consumers cannot pull it, admin tools read it directly.
 
-The copy keeps body, flag, tags, keys, UNIQ_KEY and user properties; it
+The copy keeps body (as stored: a compressed one stays compressed, with its
+sysFlag bit, and its consumer inflates it), flag, tags, keys, UNIQ_KEY and user properties; it
 carries the original topic in RETRY_TOPIC, the first stored copy's message id
 in ORIGIN_MESSAGE_ID, and its reconsume times (one more than the message it
 copies) in RECONSUME_TIME and in the record header. Both topics are created

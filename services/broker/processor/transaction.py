@@ -7,7 +7,8 @@ with the transaction bits of its sysflag cleared so that the dispatcher files
 it like any message of the half topic. Consumers of the real topic never see it.
 
 Decision: END_TRANSACTION COMMIT stores the restored message in its real queue
-(sysflag COMMIT, prepared offset = the half's commitlog offset) and, in the same
+(sysflag COMMIT, prepared offset = the half's commitlog offset; the half's body
+as stored, a compressed one with its COMPRESSED bit) and, in the same
 put, an op message; ROLLBACK stores only the op. An op message goes to
 RMQ_SYS_TRANS_OP_HALF_TOPIC, the half's queue id, body = the half's queue
 offset, tag "d": the txn-checker reads ops to learn what is decided. The
@@ -208,7 +209,7 @@ class TransactionProcessor:
             result = store.get_message(TRANS_CHECK_GROUP, topic, queue_id, offset, 1024)
             for rec in result.records:
                 try:
-                    yield decode_record(rec)
+                    yield decode_record(rec, inflate=False)
                 except CorruptRecord:
                     continue
             if result.next_begin_offset <= offset:
@@ -332,7 +333,8 @@ class TransactionProcessor:
         if not rec:
             return None
         try:
-            return decode_record(rec), rec
+            # As stored: the committed message and check copies keep a compressed body compressed.
+            return decode_record(rec, inflate=False), rec
         except CorruptRecord:
             return None
 

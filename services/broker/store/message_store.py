@@ -698,12 +698,17 @@ class MessageStore:
         return result
 
     def look_message_by_offset(self, commitlog_offset: int) -> MessageExt | None:
-        """The message stored at ``commitlog_offset`` (the offset inside a message id), or None."""
+        """The message stored at ``commitlog_offset`` (the offset inside a message id), or None.
+
+        Its body is as stored: a compressed one stays compressed, with its sysFlag bit, so that a copy the
+        broker makes of it (retry, dead letter, delivery of a delayed message) is inflated once, by its
+        consumer (see :mod:`rocketmesh.model.codec`).
+        """
         rec = self.commitlog.read_record(commitlog_offset)
         if not rec:
             return None
         try:
-            return decode_record(rec)
+            return decode_record(rec, inflate=False)
         except ValueError:
             return None
 
@@ -721,7 +726,7 @@ class MessageStore:
             if not rec:
                 continue
             try:
-                msg = decode_record(rec)
+                msg = decode_record(rec, inflate=False)  # only its keys are read here
             except ValueError:
                 continue
             keys = (msg.keys or "").split(MessageConst.KEY_SEPARATOR)
