@@ -198,7 +198,9 @@ def installed(client: RocketMQClient) -> InstalledClient:
     """The client's venv, built on first use (see the module docstring); ClientUnavailable without an index."""
     venv = CACHE / client.name
     stamp = venv / "rocketmesh-pins.json"
-    pins = json.dumps([client.install.sha256, client.library.sha256 if client.library else None])
+    # A venv is bound to the Python it was made from: another Python (or a new pin) builds it again.
+    pins = json.dumps([sys.version, sys.base_prefix, client.install.sha256,
+                       client.library.sha256 if client.library else None])
     with _cache_lock():
         if not (stamp.exists() and stamp.read_text() == pins):
             _build(client, venv)
@@ -218,8 +220,8 @@ def require(client: RocketMQClient) -> InstalledClient:
 
 
 class ClientRun:
-    """One driver process of ``client`` running ``job`` (a dict; the run's ``namesrv`` and ``timeout_s`` are
-    added); ``events`` holds what it reported so far. Start with ``start()``, end with ``stop()``."""
+    """One driver process of ``client`` running ``job`` (a dict; ``timeout_s`` is added: the driver ends itself
+    past it); ``events`` holds what it reported so far. Start with ``start()``, end with ``stop()``."""
 
     def __init__(self, client: InstalledClient, job: dict[str, Any], workdir: Path, name: str,
                  timeout_s: float = 60.0) -> None:
@@ -229,7 +231,6 @@ class ClientRun:
         self.workdir = workdir / name
         self.home = self.workdir / "home"
         self.log_dir = self.workdir / "log"
-        self.timeout_s = timeout_s
         self.events: list[dict[str, Any]] = []
         self.noise: list[str] = []
         self._cond = threading.Condition()

@@ -73,7 +73,8 @@ def build_message(message_class: Callable[[str], Any], spec: dict[str, Any]) -> 
 
 
 def record(msg: Any, props: list[str]) -> dict[str, Any]:
-    """A received message (0.4.4's RecvMessage, 2.0.0's ReceivedMessage: the same accessors) as a dict."""
+    """A received message (0.4.4's RecvMessage, 2.0.0's ReceivedMessage: the same accessors) as a dict. Both
+    read the body as a C string: it ends at its first NUL byte (the tests' bodies are text)."""
     return {
         "t_ms": now_ms(), "id": text(msg.id), "topic": text(msg.topic), "tags": text(msg.tags),
         "keys": text(msg.keys), "body": text(msg.body), "queue_id": msg.queue_id,
