@@ -5,8 +5,8 @@ levels and bodies it compresses; its push consumer clustering, broadcasting, ord
 consumer of the same group) and filtering by tags, and its pull consumer. A message crossing between the two
 clients keeps its id (UNIQ_KEY), keys, tags, user properties and reconsume count; its delay level parks it
 at that level and it arrives no earlier than the level's delay (the delivered copy drops DELAY, as in
-RocketMQ); a message the C++ consumer refuses comes back through %RETRY%; an admin's offset reset reaches a
-running C++ consumer; a client that shuts down unregisters.
+RocketMQ); a message the C++ consumer refuses comes back through %RETRY%, then goes to %DLQ%; an admin's
+offset reset reaches a running C++ consumer; a client that shuts down unregisters.
 
 The clients run in subprocesses (tests/rmqclients.py, tests/rocketmq_drivers/cpp_044.py), in a venv of their
 own, cached; when a test fails its output shows each client's log tail (the broker's remark of a request
@@ -428,16 +428,22 @@ def test_an_admin_offset_reset_reaches_a_running_cpp_consumer(mesh, cpp):
 # --- retries, both ways ---------------------------------------------------------------------------------------
 
 
-def test_a_message_the_cpp_consumer_refuses_comes_back_through_retry(mesh, cpp):
+def test_a_message_the_cpp_consumer_refuses_comes_back_through_retry_then_goes_to_the_dlq(mesh, cpp):
     topic = mesh.topic("CppRetry")
+    group = f"cg-{topic}"
+    # The C++ client sends no maxReconsumeTimes: the group's retryMaxTimes decides.
+    mesh.admin.update_subscription_group(group, retry_max_times=1)
     sent = cpp.start("producer", name="producer", group=f"pg-{topic}",
                      sends=[{"mode": "sync", "message": spec(topic, "again", keys="r1", tags="TagR")}]).sent()
-    run = cpp.start("push", name="refuser", group=f"cg-{topic}", topic=topic, fail={"r1": 1})
+    run = cpp.start("push", name="refuser", group=group, topic=topic, fail={"r1": 99})
     first, second = run.wait_for("msg", 2)
-    assert (first["answer"], second["answer"]) == ("RECONSUME_LATER", "CONSUME_SUCCESS")
+    assert (first["answer"], second["answer"]) == ("RECONSUME_LATER", "RECONSUME_LATER")
     assert (first["reconsume_times"], second["reconsume_times"]) == (0, 1)
     assert second["id"] == first["id"] == sent[0]["msg_id"]
     assert (second["topic"], second["keys"], second["tags"], second["body"]) == (topic, "r1", "TagR", "again")
+    dead = wait_for(lambda: mesh.admin.dlq_messages(group), 15, f"the message in %DLQ%{group}")
+    assert [(d.msg_id, d.original_topic, d.message.keys) for d in dead] == [(sent[0]["msg_id"], topic, "r1")]
+    assert len(run.messages) == 2, "a dead letter is not delivered again"
 
 
 def test_a_retry_count_crosses_from_a_cpp_consumer_to_the_sdk(mesh, cpp):
