@@ -286,14 +286,25 @@ class ServiceProcess:
         return f"ServiceProcess({self.name}, pid={self.pid}, alive={self.alive})"
 
 
+def _door(config: dict[str, object], door: bool) -> str | None:
+    """With ``door``: a free port for the TCP door of RocketMQ's own clients (remotingListenPort, put in
+    ``config``), as ``host:port``."""
+    if not door:
+        return None
+    port = config.setdefault("remotingListenPort", free_port())
+    return f"127.0.0.1:{port}"
+
+
 class NamesrvProcess(ServiceProcess):
     """A name server on a free loopback port; ``addr`` is its ``host:port``; ``env`` adds to its environment
-    (the CurveZMQ key file, say)."""
+    (the CurveZMQ key file, say); ``door``: it opens the TCP door too, at ``door_addr`` (the name server
+    address of a RocketMQ client)."""
 
     def __init__(self, data_dir: Path, port: int | None = None, name: str = "namesrv",
-                 env: dict[str, str] | None = None, **config: object) -> None:
+                 env: dict[str, str] | None = None, door: bool = False, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
+        self.door_addr = _door(config, door)
         args = [
             "-p",
             str(self.port),
@@ -327,13 +338,14 @@ FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heart
 
 class BrokerProcess(ServiceProcess):
     """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port"); ``env`` adds to
-    its environment."""
+    its environment; ``door``: it opens the TCP door too, at ``door_addr``."""
 
     def __init__(self, data_dir: Path, namesrv: str, port: int | None = None, name: str = "broker-a",
                  cluster: str = "DefaultCluster", env: dict[str, str] | None = None,
-                 credentials: SessionCredentials | None = None, **config: object) -> None:
+                 credentials: SessionCredentials | None = None, door: bool = False, **config: object) -> None:
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
+        self.door_addr = _door(config, door)
         self.broker_name = name
         self.namesrv_addr = namesrv.split(";")[0]
         self.store_dir = Path(data_dir) / "store"
