@@ -31,7 +31,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from benchkit import Services, fill_backlog, free_port, make_topic  # noqa: E402
+from benchkit import (  # noqa: E402
+    Services,
+    cpu_per_process,
+    fill_backlog,
+    free_port,
+    process_times,
+    watched_pids,
+)
 
 HERE = Path(__file__).resolve().parent
 SYNC_TOPIC = "DoorBenchSync"
@@ -115,10 +122,12 @@ def main() -> int:
     services = Services(["flushDiskType=ASYNC_FLUSH", f"remotingListenPort={door_broker}"],
                         namesrv_sets=[f"remotingListenPort={door_ns}"])
     zmq_ns, tcp_ns = services.namesrv, f"127.0.0.1:{door_ns}"
+    watched = {pid: label for pid, label in watched_pids(services).items() if label != "client"}
     results: dict[str, list[dict]] = {}
     env = {**os.environ, "HOME": services.dir}  # the C++ client's logs and offset snapshots stay in the run's folder
     try:
-        make_topic(zmq_ns, SYNC_TOPIC, 8)
+        # A first put makes the store create (and warm) its first commitlog file: done here, not in a run.
+        fill_backlog(zmq_ns, 100, a.size, 8, SYNC_TOPIC)
         if "drain" in workloads:
             fill_backlog(zmq_ns, a.backlog, a.size, 8, DRAIN_TOPIC)
         for r in range(a.rounds):
@@ -135,11 +144,15 @@ def main() -> int:
                     else:
                         argv = [sys.executable, str(Path(__file__).resolve()), "sdk",
                                 json.dumps({**job, "namesrv": zmq_ns})]
+                    before = process_times(list(watched))
                     figures = subprocess_run(argv, env)
+                    # The services' CPU over the whole run (warm-up, start and shut-down included) per message.
+                    per = cpu_per_process(before, process_times(list(watched)), figures["n"], watched)
                     rate = figures["n"] / figures["elapsed_s"]
                     results.setdefault(f"{workload}/{door}", []).append({**figures, "rate": rate})
                     print(f"round {r + 1} {workload:5} {'C++ client, TCP door' if door == 'tcp' else 'SDK, ZeroMQ':21}"
-                          f" {rate:>9,.0f} msg/s  client CPU {figures['client_cpu_us']:.0f} us/msg", flush=True)
+                          f" {rate:>9,.0f} msg/s  CPU us/msg: client {figures['client_cpu_us']:.0f}, broker "
+                          f"{per.get('broker', 0):.0f}, namesrv {per.get('namesrv', 0):.1f}", flush=True)
     finally:
         services.stop()
     print("\nsummary (medians; ratio = TCP door / ZeroMQ, pair by pair)")

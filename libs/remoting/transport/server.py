@@ -299,6 +299,15 @@ class RemotingServer:
         when there is nothing to do; one that raises is logged. It is called from the next round on."""
         self._after_reads.append(callback)
 
+    def run_after_reads(self) -> None:
+        """Call the ``after_reads`` callbacks, here: each I/O thread (this server's and its doors') does after
+        each round of reading, so work its inline handlers put off is done on the thread that put it off."""
+        for callback in self._after_reads:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - the I/O loop must outlive a bad callback
+                self._log.exception("after_reads_callback_failed")
+
     def register_default(self, handler: Handler) -> None:
         """Handle every code nothing is registered for (inline, on the I/O thread)."""
         self.dispatcher.default_handler = handler
@@ -504,11 +513,8 @@ class RemotingServer:
                         self._drain_monitor(monitor)
                     else:
                         self._drain_mailbox()
-                for callback in after_reads:
-                    try:
-                        callback()
-                    except Exception:  # noqa: BLE001 - the I/O loop must outlive a bad callback
-                        self._log.exception("after_reads_callback_failed")
+                if after_reads:
+                    self.run_after_reads()
                 now = time.monotonic()
                 if now >= next_scan:
                     next_scan = now + _SCAN_INTERVAL
