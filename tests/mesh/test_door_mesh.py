@@ -227,3 +227,21 @@ def test_an_unknown_code_is_not_supported_and_named(mesh: Mesh, which: str) -> N
     finally:
         client.close()
     assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4321" in (resp.remark or "")
+
+
+def test_sync_flush_sends_at_the_door_are_answered_once_flushed(mesh: Mesh, tmp_path: Path) -> None:
+    """Under SYNC_FLUSH a send stored on the door's thread is flushed by that thread's round (group commit)."""
+    port = free_port()
+    broker = BrokerProcess(tmp_path / "sync-broker", mesh.namesrv.addr, name="broker-sync",
+                           remotingListenPort=port, flushDiskType="SYNC_FLUSH")
+    broker.start(timeout_s=30)
+    client = RawClient(f"127.0.0.1:{port}")
+    try:
+        for i in range(20):
+            started = time.monotonic()
+            resp, _ = send_v2(client, i, "DoorSyncFlush", b"durable %d" % i, {"KEYS": f"sync-{i}"})
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            assert time.monotonic() - started < 2.0, "a SYNC_FLUSH send waited for a flush nobody did"
+    finally:
+        client.close()
+        broker.stop()
