@@ -1,5 +1,5 @@
 """Drives PyPI ``rocketmq`` 0.4.4 (the C++ client 1.x behind ctypes) for the tests; see driverkit for the
-protocol. Roles:
+protocol. Every role signs its requests for ACL when the job has ``access_key`` and ``secret_key``. Roles:
 
 - ``producer``: ``sends`` in order, each ``{"mode": "sync"|"oneway"|"orderly"|"batch", ...}`` with a
   ``message`` (``batch``: ``messages``; ``orderly``: an int ``arg``, the queue being ``arg % queues``);
@@ -23,6 +23,12 @@ from driverkit import build_message, emit, main, now_ms, record, serve_until_sto
 from rocketmq.client import Message, MessageModel, Producer, PullConsumer, PushConsumer, hashing_queue_selector
 
 
+def sign_with(client: Any, job: dict[str, Any]) -> None:
+    """RocketMQ's ACL credentials, when the job gives them (``access_key``, ``secret_key``)."""
+    if job.get("access_key"):
+        client.set_session_credentials(job["access_key"], job["secret_key"], "ALIYUN")
+
+
 def message(spec: dict[str, Any]) -> Message:
     return build_message(Message, spec)
 
@@ -30,6 +36,7 @@ def message(spec: dict[str, Any]) -> Message:
 def produce(job: dict[str, Any]) -> None:
     producer = Producer(job["group"])
     producer.set_namesrv_addr(job["namesrv"])
+    sign_with(producer, job)
     producer.set_timeout(int(job.get("send_timeout_ms", 5000)))
     producer.start()
     emit("started")
@@ -65,6 +72,7 @@ def push(job: dict[str, Any]) -> None:
     model = MessageModel.BROADCASTING if job.get("model") == "broadcasting" else MessageModel.CLUSTERING
     consumer = PushConsumer(job["group"], orderly=bool(job.get("orderly")), message_model=model)
     consumer.set_namesrv_addr(job["namesrv"])
+    sign_with(consumer, job)
     consumer.set_instance_name(job.get("instance", f"driver-{time.monotonic_ns()}"))
     consumer.set_thread_count(int(job.get("threads", 2)))
     props = list(job.get("props", []))
@@ -91,6 +99,7 @@ def push(job: dict[str, Any]) -> None:
 def pull(job: dict[str, Any]) -> None:
     consumer = PullConsumer(job["group"])
     consumer.set_namesrv_addr(job["namesrv"])
+    sign_with(consumer, job)
     consumer.start()
     emit("started")
     props, expect, count = list(job.get("props", [])), int(job["expect"]), 0

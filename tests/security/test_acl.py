@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, TxnCheckerProcess, free_port, wait_for
+from rmqclients import CPP_044, ClientRuns, require
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.acl import AclSigner, SessionCredentials
 from rocketmesh.acl.signer import rocketmq_signature
@@ -197,6 +198,28 @@ def test_the_tcp_doors_check_rocketmq_signatures_with_the_same_accounts(mesh: Me
     remark = refused(door_call(mesh.namesrv_door, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}, b"",
                                SessionCredentials("nobody1", "whatever")), "[namesrv]", "no account")
     reliability.security("TCP door: a route lookup with an unknown accessKey", refused=remark)
+
+
+def test_a_real_rocketmq_client_signs_its_way_through_the_doors(mesh: Mesh, tmp_path: Path, reliability) -> None:
+    """The C++ client of PyPI rocketmq 0.4.4, given an account's keys, sends at the doors; with a wrong secret
+    its sends are refused (its log names the broker's remark)."""
+    runs = ClientRuns(require(CPP_044), tmp_path, mesh.namesrv_door, [mesh.broker])
+    try:
+        send = [{"mode": "sync", "message": {"topic": TOPIC, "body": "signed by a C++ client", "keys": "cpp-acl"}}]
+        ok = runs.start("producer", group="acl-cpp-p", sends=send, access_key=PUB_ONLY.access_key,
+                        secret_key=PUB_ONLY.secret_key).sent()
+        assert [e["status"] for e in ok] == [0]  # SEND_OK
+        wrong = runs.start("producer", group="acl-cpp-p", sends=send, access_key=PUB_ONLY.access_key,
+                           secret_key="not-the-secret")
+        wrong.wait_for("send_failed")
+        refusals = wrong.log_lines("signature check failed")
+        assert refusals, wrong.report()
+    finally:
+        runs.stop_all()
+    with Admin(mesh.namesrv.addr, access_key=ADMIN.access_key, secret_key=ADMIN.secret_key) as admin:
+        assert [m.body for m in admin.query_msg_by_key(TOPIC, "cpp-acl")] == [b"signed by a C++ client"]
+    reliability.security("TCP door: the C++ client (rocketmq 0.4.4) with a wrong secretKey",
+                         refused=refusals[0].strip()[-200:], note="the same client with the right keys sends")
 
 
 def test_an_expired_or_replayed_timestamp_is_refused(mesh: Mesh, reliability) -> None:
