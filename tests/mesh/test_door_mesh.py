@@ -211,6 +211,51 @@ def test_a_cpp_style_heartbeat_registers_and_a_closed_connection_leaves_at_once(
     wait_for(lambda: not online(mesh.admin, group), 3, "the consumer whose connection closed to leave its group")
 
 
+def test_the_offset_index_and_config_requests_of_rocketmq_tools_at_the_door(mesh: Mesh) -> None:
+    """GET_MAX_OFFSET, GET_MIN_OFFSET, SEARCH_OFFSET_BY_TIMESTAMP, QUERY_MESSAGE and CHECK_CLIENT_CONFIG, as
+    RocketMQ's clients and mqadmin ask them (string ext fields)."""
+    topic = "DoorTools"
+    client = RawClient(mesh.broker_door)
+    try:
+        before = int(time.time() * 1000)
+        for i in range(3):
+            resp, _ = send_v2(client, i, topic, b"tool %d" % i, {"KEYS": "tool-key"}, queue_id=0)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        queue = {"topic": topic, "queueId": "0"}
+        resp, _ = client.call(cmd(RequestCode.GET_MAX_OFFSET, 10, queue))
+        assert (resp.code, resp.ext["offset"]) == (ResponseCode.SUCCESS, "3")
+        resp, _ = client.call(cmd(RequestCode.GET_MIN_OFFSET, 11, queue))
+        assert (resp.code, resp.ext["offset"]) == (ResponseCode.SUCCESS, "0")
+        resp, _ = client.call(cmd(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, 12, {**queue, "timestamp": str(before)}))
+        assert (resp.code, resp.ext["offset"]) == (ResponseCode.SUCCESS, "0")
+        query = {"topic": topic, "key": "tool-key", "maxNum": "32", "beginTimestamp": "0",
+                 "endTimestamp": str(2**62)}
+        resp, _ = wait_query(client, query, 3)
+        assert sorted(m.body for m in decode_records(resp.body)) == [b"tool 0", b"tool 1", b"tool 2"]
+        assert int(resp.ext["indexLastUpdatePhyoffset"]) > 0
+        check = {"clientId": "127.0.0.1@cpp", "group": "door-tools",
+                 "subscriptionData": {"topic": topic, "subString": "*", "expressionType": "TAG"}}
+        resp, _ = client.call(cmd(RequestCode.CHECK_CLIENT_CONFIG, 14, {}, orjson.dumps(check)))
+        assert resp.code == ResponseCode.SUCCESS
+        sql = {**check, "subscriptionData": {"topic": topic, "subString": "a > 1", "expressionType": "SQL92"}}
+        resp, _ = client.call(cmd(RequestCode.CHECK_CLIENT_CONFIG, 15, {}, orjson.dumps(sql)))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "enablePropertyFilter" in (resp.remark or "")
+    finally:
+        client.close()
+
+
+def wait_query(client: RawClient, query: dict[str, str], count: int) -> Any:
+    """QUERY_MESSAGE until the index has ``count`` messages of the key (it is built behind the commitlog)."""
+    found: list = []
+
+    def asked() -> bool:
+        found[:] = [client.call(cmd(RequestCode.QUERY_MESSAGE, 13, query))]
+        resp = found[0][0]
+        return resp.code == ResponseCode.SUCCESS and len(decode_records(resp.body)) >= count
+    wait_for(asked, 5, "the index to have the messages")
+    return found[0]
+
+
 def online(admin: Admin, group: str) -> bool:
     try:
         return bool(admin.consumer_connection(group).connections)
