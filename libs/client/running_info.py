@@ -125,6 +125,21 @@ class ConsumerRunningInfo:
         """The consumer's listener is an orderly one."""
         return self.properties.get(PROP_CONSUME_ORDERLY, "").lower() == "true"
 
+    def stalled_queues(self, now_ms: int | None = None) -> dict[MessageQueue, str]:
+        """The queues that look stuck, each with why (RocketMQ's analyzeProcessQueue): of an orderly consumer,
+        those whose lock it does not hold; of a concurrent one, those holding messages with nothing consumed
+        for a minute. Empty for a consumer that is not pushed messages."""
+        if self.consume_type != "CONSUME_PASSIVELY":
+            return {}
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        out = {}
+        for mq, pq in sorted(self.mq_table.items()):
+            if self.orderly and not pq.locked:
+                out[mq] = f"can't lock for a while, {now - pq.last_lock_timestamp}ms"
+            elif not self.orderly and pq.cached_msg_count > 0 and now - pq.last_consume_timestamp > 60_000:
+                out[mq] = f"can't consume for a while, maybe blocked, {now - pq.last_consume_timestamp}ms"
+        return out
+
     def encode(self) -> bytes:
         """The body of a GET_CONSUMER_RUNNING_INFO answer, as RocketMQ's clients write it (``mqTable`` keyed by
         message queue objects, in RocketMQ's queue order)."""
