@@ -260,9 +260,14 @@ def test_the_broker_calls_a_door_client_back_for_an_admin(mesh: Mesh) -> None:
                                       "subscriptionDataSet": [{"topic": TOPIC, "subString": "*", "tagsSet": [],
                                                                "codeSet": [], "subVersion": 1}]}]}
     client = RawClient(mesh.broker_door)
-    try:
+
+    def beat() -> None:
+        # The mesh's broker lets a silent client go after 3 s: each step starts with a fresh heartbeat.
         resp, _ = client.call(cmd(RequestCode.HEART_BEAT, 1, {}, orjson.dumps(heartbeat)))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+    try:
+        beat()
         resp, _ = send_v2(client, 2, TOPIC, b"consume me directly", {"KEYS": "called-back"}, queue_id=1)
         msg_id = resp.ext["msgId"]
 
@@ -285,6 +290,7 @@ def test_the_broker_calls_a_door_client_back_for_an_admin(mesh: Mesh) -> None:
         assert (pq.commit_offset, pq.cached_msg_count, pq.last_consume_timestamp) == (7, 2, 1700000000000)
 
         # CONSUME_MESSAGE_DIRECTLY: the stored record in the body, the broker's name in the header.
+        beat()
         asked = in_thread(lambda: mesh.admin.consume_message_directly(group, client_id, msg_id))
         call = next_request(client, RequestCode.CONSUME_MESSAGE_DIRECTLY)
         assert (call.ext["msgId"], call.ext["brokerName"]) == (msg_id, "broker-a")
@@ -297,6 +303,7 @@ def test_the_broker_calls_a_door_client_back_for_an_admin(mesh: Mesh) -> None:
         assert (result.consume_result, result.spent_time_mills, result.order) == (CMResult.CR_LATER, 4, False)
 
         # A client's refusal comes back as it gave it.
+        beat()
         asked = in_thread(lambda: mesh.admin.consumer_running_info(group, client_id))
         call = next_request(client, RequestCode.GET_CONSUMER_RUNNING_INFO)
         remark = f"The Consumer Group <{group}> not exist in this consumer"
@@ -306,6 +313,7 @@ def test_the_broker_calls_a_door_client_back_for_an_admin(mesh: Mesh) -> None:
         assert err.value.response_code == ResponseCode.SYSTEM_ERROR and err.value.remark == remark
 
         # A client that does not answer: the broker's wait ends before the admin's, naming the client.
+        beat()
         with Admin(mesh.namesrv.addr, timeout_ms=4000, instance_name="door-impatient-admin") as impatient:
             started = time.monotonic()
             with pytest.raises(MQBrokerError) as err:
