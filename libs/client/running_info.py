@@ -157,10 +157,9 @@ class ConsumerRunningInfo:
         """Read a GET_CONSUMER_RUNNING_INFO answer (RocketMQ's form, or with ``mqTable`` keys that are strings
         holding the queue's JSON); ValueError when it is not one."""
         data = _loads(body)
-        props = data.get("properties") or {}
-        subs = data.get("subscriptionSet") or []
-        table = data.get("mqTable") or {}
-        status = data.get("statusTable") or {}
+        # An absent (or null) part is empty; one of the wrong kind is an error.
+        props, subs, table, status = (_or(data.get("properties"), {}), _or(data.get("subscriptionSet"), []),
+                                      _or(data.get("mqTable"), {}), _or(data.get("statusTable"), {}))
         if not (isinstance(props, dict) and isinstance(subs, list) and isinstance(table, dict)
                 and isinstance(status, dict)):
             raise ValueError("properties, subscriptionSet, mqTable and statusTable must be objects (a list for "
@@ -235,7 +234,10 @@ def loads_lenient(text: str) -> Any:
     """JSON, also where an object's key is itself an object (as RocketMQ's clients write a map keyed by
     objects): such a key is read as a tuple of its sorted ``(name, value)`` pairs. ValueError when the text
     is not that."""
-    value, end = _value(text, _skip(text, 0))
+    try:
+        value, end = _value(text, _skip(text, 0))
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if _skip(text, end) != len(text):
         raise ValueError(f"extra data at {end}")
     return value
@@ -320,6 +322,10 @@ def _mq_of(key: Any) -> MessageQueue:
         return MessageQueue(str(d["topic"]), str(d["brokerName"]), int(d["queueId"]))
     except (KeyError, TypeError, ValueError):
         raise ValueError(f"an mqTable key must be a message queue, got {d!r:.80}") from None
+
+
+def _or(value: Any, empty: Any) -> Any:
+    return empty if value is None else value
 
 
 def _int(d: dict[str, Any], key: str, default: int = 0) -> int:
