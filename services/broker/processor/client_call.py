@@ -14,6 +14,7 @@ from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import TYPE_CHECKING
 
+from rocketmesh.acl.signer import ACCESS_KEY, SIGNATURE, TIMESTAMP
 from rocketmesh.broker.processor.handlers import Handler, register_all
 from rocketmesh.model.codec import decode_message_id
 from rocketmesh.remoting import (
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 
 log = get_logger("broker", component="client_call")
 
+#: The ACL fields of a signed request.
+_SIGNATURE_FIELDS = frozenset({ACCESS_KEY, SIGNATURE, TIMESTAMP})
 #: The longest a broker waits for a client, whatever an admin asks (a thread of the admin executor waits).
 MAX_CALL_TIMEOUT_MS = 60_000
 
@@ -79,7 +82,9 @@ class ClientCallProcessor:
         if channel is None:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
         timeout_ms = max(1, min(timeout_ms, MAX_CALL_TIMEOUT_MS))
-        call = request(req.code, dict(req.ext), body)
+        # The admin's fields, as RocketMQ forwards them, but not its signature: that proves the admin to this
+        # broker and is nothing the client needs (nor should be able to send again).
+        call = request(req.code, {k: v for k, v in req.ext.items() if k not in _SIGNATURE_FIELDS}, body)
         future = self.broker.server.invoke_client(channel.identity, call, timeout_ms)
         try:
             answer = future.result(timeout_ms / 1000.0 + 1.0)
