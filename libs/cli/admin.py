@@ -21,6 +21,7 @@ from typing import Any, Unpack
 from rocketmesh.acl.config import ACCESS_KEY_ENV, SECRET_KEY_ENV
 from rocketmesh.client import Admin, MQBrokerError, MQClientError, MQError, Producer
 from rocketmesh.client.instance import Credentials
+from rocketmesh.client.running_info import PROP_CLIENT_VERSION, ConsumerRunningInfo
 from rocketmesh.client.trace.trace_data import TraceMessageType, TraceRecord, TraceType
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.topics import DLQ_GROUP_TOPIC_PREFIX, TRACE_TOPIC
@@ -268,6 +269,67 @@ def consumer_connection(a: argparse.Namespace, admin: Admin) -> None:
     print(f"ConsumeFromWhere: {cc.consume_from_where or '-'}")
 
 
+def consumer_status(a: argparse.Namespace, admin: Admin) -> None:
+    """RocketMQ's consumerStatus: with -i one client's running info in full, else a line per client of the
+    group and what looks wrong (different subscriptions, stuck queues)."""
+    if a.client_id:
+        _print_running_info(admin.consumer_running_info(a.group, a.client_id, a.jstack))
+        return
+    infos = {cid: admin.consumer_running_info(a.group, cid, a.jstack) for cid in admin.consumer_ids(a.group)}
+    if not infos:
+        raise MQClientError(f"the consumer group {a.group} is not online", ResponseCode.CONSUMER_NOT_ONLINE)
+    print(f"{'#Index':<8}{'#ClientId':<40}  {'#Version':<20}  {'#Queues':>8}  {'#Cached':>8}")
+    for i, (cid, info) in enumerate(infos.items(), 1):
+        cached = sum(pq.cached_msg_count for pq in info.mq_table.values())
+        print(f"{i:03d}     {cid:<40}  {info.properties.get(PROP_CLIENT_VERSION, '-'):<20}  "
+              f"{len(info.mq_table):>8}  {cached:>8}")
+    print()
+    subscriptions = {frozenset((s.topic, s.sub_string, s.expression_type.value) for s in info.subscriptions)
+                     for info in infos.values()}
+    print("Same subscription in the same group of consumer" if len(subscriptions) == 1
+          else "WARN: Different subscription in the same group of consumer!!!")
+    for cid, info in infos.items():
+        for mq, why in info.stalled_queues().items():
+            print(f"{cid} {mq} {why}")
+        if a.jstack and info.jstack:
+            print(f"\n#Consumer jstack# {cid}\n{info.jstack}")
+
+
+def _print_running_info(info: ConsumerRunningInfo) -> None:
+    print("#Consumer Properties#")
+    for k, v in sorted(info.properties.items()):
+        print(f"{k:<40}: {v}")
+    print("\n\n#Consumer Subscription#")
+    for i, s in enumerate(info.subscriptions, 1):
+        print(f"{i:03d} Topic: {s.topic:<40} Type: {s.expression_type.value:<6} SubExpression: {s.sub_string}")
+    print("\n\n#Consumer Offset#")
+    print(f"{'#Topic':<32}  {'#Broker Name':<24}  {'#QID':<4}  #Consumer Offset")
+    for mq, pq in info.mq_table.items():
+        print(f"{mq.topic:<32}  {mq.broker_name:<24}  {mq.queue_id:<4}  {pq.commit_offset}")
+    print("\n\n#Consumer MQ Detail#")
+    print(f"{'#Topic':<32}  {'#Broker Name':<24}  {'#QID':<4}  {'#Cached':>7}  {'#Cached Offsets':<20}  "
+          f"{'#Locked':<7}  {'#Last Pull':<23}  #Last Consume")
+    for mq, pq in info.mq_table.items():
+        span = f"{pq.cached_msg_min_offset}..{pq.cached_msg_max_offset}" if pq.cached_msg_count else "-"
+        print(f"{mq.topic:<32}  {mq.broker_name:<24}  {mq.queue_id:<4}  {pq.cached_msg_count:>7}  {span:<20}  "
+              f"{str(pq.locked).lower():<7}  {_ts(pq.last_pull_timestamp):<23}  {_ts(pq.last_consume_timestamp)}")
+    if info.status_table:
+        print("\n\n#Consumer RT&TPS#")
+        for topic, status in sorted(info.status_table.items()):
+            print(f"{topic:<32}  " + "  ".join(f"{k}={v}" for k, v in sorted(status.items())))
+    if info.jstack:
+        print("\n\n#Consumer jstack#")
+        print(info.jstack)
+
+
+def consume_message_directly(a: argparse.Namespace, admin: Admin) -> None:
+    r = admin.consume_message_directly(a.group, a.client_id, a.msg_id, a.topic)
+    result = r.consume_result.value if r.consume_result is not None else "null"
+    print(f"ConsumeMessageDirectlyResult [order={str(r.order).lower()}, autoCommit={str(r.auto_commit).lower()}, "
+          f"consumeResult={result}, remark={r.remark if r.remark is not None else 'null'}, "
+          f"spentTimeMills={r.spent_time_mills}]")
+
+
 def reset_offset_by_time(a: argparse.Namespace, admin: Admin) -> None:
     timestamp = parse_timestamp(a.timestamp)
     force = parse_bool(a.force, "-f/--force") if a.force is not None else True
@@ -457,6 +519,23 @@ def _(p):
 @_command("consumer-connection", "a consumer group's running clients and subscriptions")
 def _(p):
     p.add_argument("-g", "--group", required=True)
+
+
+@_command("consumer-status", "a consumer group's clients as they see themselves: settings, subscriptions, "
+                              "each queue's offsets and cached messages (asked through a broker)")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-i", "--client-id", help="this client in full (default: a line per client of the group)")
+    p.add_argument("-s", "--jstack", action="store_true", help="with the clients' thread stacks")
+
+
+@_command("consume-message-directly", "have one client of a group run a message through its listener now "
+                                      "(nothing is retried or committed) and print the outcome")
+def _(p):
+    p.add_argument("-g", "--group", required=True)
+    p.add_argument("-d", "--client-id", required=True, help="the client, as consumer-connection lists it")
+    p.add_argument("-i", "--msg-id", required=True, help="the message's offset id (or its unique key with -t)")
+    p.add_argument("-t", "--topic", help="the message's topic, to find it by unique key")
 
 
 @_command("reset-offset-by-time", "move a consumer group's offsets in a topic to a point in time")

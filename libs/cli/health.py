@@ -97,9 +97,12 @@ def check(service: str, addr: str, timeout_ms: int = 3000) -> str:
         try:
             doc = how.ask(ClientAPI(client, timeout_ms=timeout_ms), addr, timeout_ms)
         except MQBrokerError as exc:
-            if exc.response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
-                raise RuntimeError(f"{addr} answers, but it is not a {service} (it does not serve {how.request})"
-                                   ) from None
+            # A system service answers its status request whatever it carries; a broker serves that code too
+            # (an admin's question to a consumer), and refuses it without a consumer group and client id.
+            if exc.response_code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED or (
+                    how.marker and exc.response_code == ResponseCode.SYSTEM_ERROR):
+                raise RuntimeError(f"{addr} answers, but it is not a {service} (it does not serve {how.request}: "
+                                   f"{exc.remark})") from None
             raise RuntimeError(f"{service} at {addr} answered {code_name(exc.response_code, True)}: {exc.remark}"
                                ) from None
         except MQClientError as exc:

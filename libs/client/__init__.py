@@ -27,6 +27,12 @@ from rocketmesh.client.producer.transaction import (
     TransactionSendResult,
 )
 from rocketmesh.client.results import PendingHalfMessage, SendResult, SendStatus, TopicOffset
+from rocketmesh.client.running_info import (
+    CMResult,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+    ProcessQueueInfo,
+)
 from rocketmesh.model.message import Message, MessageExt, MessageQueue
 from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.remoting import ResponseCode
@@ -37,6 +43,9 @@ __all__ = [
     "BrokerInfo",
     "ClientErrorCode",
     "ClusterInfo",
+    "CMResult",
+    "ConsumeMessageDirectlyResult",
+    "ConsumerRunningInfo",
     "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
@@ -48,6 +57,7 @@ __all__ = [
     "NAMESRV_ADDR_ENV",
     "PendingHalfMessage",
     "Perm",
+    "ProcessQueueInfo",
     "Producer",
     "QueueData",
     "RequestTimeoutError",

@@ -37,6 +37,7 @@ from rocketmesh.client.errors import (
     from_remoting,
 )
 from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult
+from rocketmesh.client.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.model.route import TopicRouteData
 from rocketmesh.remoting import (
@@ -52,6 +53,7 @@ from rocketmesh.remoting import (
 from rocketmesh.remoting.protocol.headers import (
     CheckHalfMessageRequestHeader,
     CheckHalfMessageResponseHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
     ConsumerSendMsgBackRequestHeader,
     CreateTopicRequestHeader,
@@ -60,6 +62,7 @@ from rocketmesh.remoting.protocol.headers import (
     DeliverDueMessagesResponseHeader,
     EarliestMsgStoretimeResponseHeader,
     EndTransactionRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     GetRouteInfoRequestHeader,
     HaAppendRequestHeader,
@@ -640,6 +643,28 @@ class ClientAPI:
         """GET_CONSUMER_RUNNING_INFO: a system service's status (scheduler, txn-checker, ha) as JSON."""
         data = _json(self.invoke(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, timeout_ms=timeout_ms), addr)
         return data if isinstance(data, dict) else {}
+
+    def get_client_running_info(self, addr: str, header: GetConsumerRunningInfoRequestHeader,
+                                timeout_ms: int | None = None) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO through the broker at ``addr``, which asks the consumer client the header
+        names over that client's own connection: its ConsumerRunningInfo."""
+        resp = self.invoke(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, header, timeout_ms=timeout_ms)
+        try:
+            return ConsumerRunningInfo.decode(resp.body)
+        except ValueError as exc:
+            raise MQClientError(f"the running info of client {header.client_id} (through {addr}) is malformed: "
+                                f"{exc}") from None
+
+    def consume_message_directly(self, addr: str, header: ConsumeMessageDirectlyResultRequestHeader,
+                                 timeout_ms: int | None = None) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY through the broker at ``addr`` (the one storing the message): the consumer
+        client the header names runs the message through its listener and says how that went."""
+        resp = self.invoke(addr, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, timeout_ms=timeout_ms)
+        try:
+            return ConsumeMessageDirectlyResult.decode(resp.body)
+        except ValueError as exc:
+            raise MQClientError(f"the answer of client {header.client_id} (through {addr}) is malformed: "
+                                f"{exc}") from None
 
     # -- messages --------------------------------------------------------------
 

@@ -22,21 +22,31 @@ release shuts the instance down.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypedDict
 
 import orjson
 
+from rocketmesh import __version__
 from rocketmesh.acl.signer import AclSigner, SessionCredentials, signer_for
 from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.fault import ISOLATION_LATENCY_MS, UNREACHABLE_DURATION_MS, LatencyFaultTolerance
 from rocketmesh.client.route import TopicPublishInfo, publish_info
+from rocketmesh.client.running_info import (
+    PROP_CLIENT_VERSION,
+    PROP_NAMESERVER_ADDR,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+)
 from rocketmesh.client.unique_id import local_ip
-from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.codec import CorruptRecord, decode_record
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.model.route import MASTER_ID, TopicRouteData
 from rocketmesh.model.topics import DEFAULT_TOPIC
 from rocketmesh.remoting import (
@@ -49,7 +59,9 @@ from rocketmesh.remoting import (
     response_to,
 )
 from rocketmesh.remoting.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     ConsumerGroupRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     HeaderError,
     ResetOffsetRequestHeader,
     UnregisterClientRequestHeader,
@@ -82,6 +94,13 @@ class ConsumerHooks(Protocol):
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """An admin moved the group's offsets (RESET_CONSUMER_CLIENT_OFFSET)."""
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """An admin asks how the group's consumer is doing (GET_CONSUMER_RUNNING_INFO)."""
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult | None:
+        """An admin has the group's listener consume ``msg`` (CONSUME_MESSAGE_DIRECTLY); None without a
+        listener."""
 
 
 def _signer(access_key: str | None, secret_key: str | None) -> AclSigner | None:
@@ -569,6 +588,13 @@ class ClientInstance:
             return None
         if cmd.code == RequestCode.RESET_CONSUMER_CLIENT_OFFSET:
             return self._on_reset_offset(addr, cmd)
+        if cmd.code in (RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSAGE_DIRECTLY):
+            try:
+                if cmd.code == RequestCode.GET_CONSUMER_RUNNING_INFO:
+                    return self._on_running_info(cmd)
+                return self._on_consume_directly(addr, cmd)
+            except HeaderError as exc:
+                return response_to(cmd, ResponseCode.SYSTEM_ERROR, str(exc))
         handler = self._push_handlers.get(cmd.code)
         if handler is None:
             return response_to(cmd, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} not supported")
@@ -593,6 +619,33 @@ class ClientInstance:
         hooks.reset_offset(header.topic, offsets)
         return None
 
+    def _on_running_info(self, cmd: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerRunningInfoRequestHeader.from_ext(cmd.ext)
+        hooks = self._consumer_hooks.get(header.consumer_group)
+        if hooks is None:
+            return _group_not_here(cmd, header.consumer_group)
+        info = hooks.running_info()
+        info.properties[PROP_NAMESERVER_ADDR] = ";".join(self.namesrv_addrs)
+        info.properties[PROP_CLIENT_VERSION] = f"rocketmesh-{__version__}"
+        if header.jstack_enable:
+            info.jstack = thread_stacks()
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, info.encode())
+
+    def _on_consume_directly(self, addr: str, cmd: RemotingCommand) -> RemotingCommand:
+        header = ConsumeMessageDirectlyResultRequestHeader.from_ext(cmd.ext)
+        hooks = self._consumer_hooks.get(header.consumer_group)
+        if hooks is None:
+            return _group_not_here(cmd, header.consumer_group)
+        try:
+            msg = decode_record(cmd.body)
+        except CorruptRecord as exc:
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"the message from {addr} is unreadable: {exc}")
+        result = hooks.consume_message_directly(msg, header.broker_name or "")
+        if result is None:
+            return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> of "
+                                                               "this client has no listener to consume with")
+        return response_to(cmd, ResponseCode.SUCCESS, None, None, result.encode())
+
     def _api(self) -> ClientAPI:
         api = self.api
         if api is None or self._closed:
@@ -601,6 +654,19 @@ class ClientInstance:
 
     def __repr__(self) -> str:
         return f"ClientInstance(client_id={self.client_id!r}, namesrv={';'.join(self.namesrv_addrs)!r})"
+
+
+def _group_not_here(cmd: RemotingCommand, group: str) -> RemotingCommand:
+    return response_to(cmd, ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{group}> not exist in this consumer")
+
+
+def thread_stacks() -> str:
+    """Every thread's stack, as RocketMQ's jstack of a consumer shows them: a header line per thread."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        out.append(f"Thread: {names.get(ident, ident)}\n" + "".join(traceback.format_stack(frame)))
+    return "\n".join(out)
 
 
 class _InstanceTasks(ServiceThread):

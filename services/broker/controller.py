@@ -24,6 +24,7 @@ from rocketmesh.broker.metadata.topic_config import TopicConfigManager
 from rocketmesh.broker.metrics import BrokerMetrics
 from rocketmesh.broker.parts import BrokerParts
 from rocketmesh.broker.processor.admin import AdminProcessor
+from rocketmesh.broker.processor.client_call import ClientCallProcessor
 from rocketmesh.broker.processor.consumer_manage import ConsumerManageProcessor
 from rocketmesh.broker.processor.delivery import DeliveryProcessor
 from rocketmesh.broker.processor.ha import HaProcessor
@@ -174,6 +175,7 @@ class BrokerController:
         AdminProcessor(parts, send_back, metrics.metrics,
                        functools.partial(self._runtime_info, parts, self.sampler)).register(self.server, self.executor)
         ConsumerManageProcessor(parts).register(self.server, self.executor)
+        ClientCallProcessor(parts).register(self.server, self.executor)
         send_back.register(self.server, self.executor)
         delivery = self.delivery = DeliveryProcessor(parts, os.path.join(config_dir, "scheduleDelivered.json"))
         delivery.load()

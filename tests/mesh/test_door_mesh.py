@@ -3,8 +3,9 @@ with string-valued ``extFields`` (tests/tcpkit.py), beside rocketmesh's SDK over
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,13 +15,13 @@ import pytest
 
 from clientkit import FAST_CLIENT
 from procs import FAST_BROKER, BrokerProcess, NamesrvProcess, free_port, wait_for
-from rocketmesh.client import Admin, MQClientError
+from rocketmesh.client import Admin, CMResult, MQBrokerError, MQClientError
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.codec import decode_message_id, decode_record, decode_records, encode_batch
 from rocketmesh.model.fields import encode_properties
 from rocketmesh.model.message import Message, MessageQueue
-from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
-from rocketmesh.remoting.protocol.command import ONEWAY_FLAG
+from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, request
+from rocketmesh.remoting.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG
 from rocketmesh.remoting.protocol.rocketmq_wire import SerializeType
 from tcpkit import RawClient, cmd
 
@@ -262,6 +263,114 @@ def online(admin: Admin, group: str) -> bool:
     except MQClientError as exc:
         assert exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE
         return False
+
+
+def next_request(client: RawClient, code: int) -> RemotingCommand:
+    """The next request the broker sends ``client`` with ``code`` (others, such as NOTIFY_CONSUMER_IDS_CHANGED,
+    are passed over)."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        frame, _ = client.recv(max(0.1, deadline - time.monotonic()))
+        if not frame.is_response and frame.code == code:
+            return frame
+    raise AssertionError(f"no request {code} from the broker")
+
+
+def in_thread(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """Start ``fn`` on a thread; the returned call waits for it and returns its result (or raises its error)."""
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append((True, fn()))
+        except BaseException as exc:  # noqa: BLE001 - handed to the waiting test
+            out.append((False, exc))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+
+    def result() -> Any:
+        thread.join(15)
+        assert out, "the admin call did not return"
+        ok, value = out[0]
+        if not ok:
+            raise value
+        return value
+    return result
+
+
+def test_the_broker_calls_a_door_client_back_for_an_admin(mesh: Mesh) -> None:
+    group, client_id = "door-called-back", "127.0.0.1@5151#cpp"
+    heartbeat = {"clientID": client_id, "producerDataSet": [],
+                 "consumerDataSet": [{"groupName": group, "consumeType": "CONSUME_PASSIVELY",
+                                      "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                      "subscriptionDataSet": [{"topic": TOPIC, "subString": "*", "tagsSet": [],
+                                                               "codeSet": [], "subVersion": 1}]}]}
+    client = RawClient(mesh.broker_door)
+
+    def beat() -> None:
+        # The mesh's broker lets a silent client go after 3 s: each step starts with a fresh heartbeat.
+        resp, _ = client.call(cmd(RequestCode.HEART_BEAT, 1, {}, orjson.dumps(heartbeat)))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+
+    try:
+        beat()
+        resp, _ = send_v2(client, 2, TOPIC, b"consume me directly", {"KEYS": "called-back"}, queue_id=1)
+        msg_id = resp.ext["msgId"]
+
+        # GET_CONSUMER_RUNNING_INFO: the broker asks over this connection and relays the answer as it is,
+        # mqTable keyed by queue objects as RocketMQ's C++ client writes it.
+        asked = in_thread(lambda: mesh.admin.consumer_running_info(group, client_id))
+        call = next_request(client, RequestCode.GET_CONSUMER_RUNNING_INFO)
+        assert (call.ext["consumerGroup"], call.ext["clientId"]) == (group, client_id)
+        body = (b'{"jstack":"","properties":{"PROP_CONSUME_TYPE":"CONSUME_PASSIVELY","PROP_CONSUMEORDERLY":"false",'
+                b'"PROP_CLIENT_VERSION":"V2_1_0"},"subscriptionSet":[{"topic":"' + TOPIC.encode() + b'","subString":'
+                b'"*","tagsSet":[],"codeSet":[],"subVersion":1,"classFilterMode":false}],"mqTable":{'
+                b'{"brokerName":"broker-a","queueId":1,"topic":"' + TOPIC.encode() + b'"}:{"commitOffset":7,'
+                b'"cachedMsgCount":2,"locked":false,"lastConsumeTimestamp":1700000000000}}}')
+        client.send(cmd(ResponseCode.SUCCESS, call.opaque, {}, body, flag=RESPONSE_FLAG))
+        info = asked()
+        assert info.properties["PROP_CLIENT_VERSION"] == "V2_1_0" and info.consume_type == "CONSUME_PASSIVELY"
+        assert [(s.topic, s.sub_string) for s in info.subscriptions] == [(TOPIC, "*")]
+        ((mq, pq),) = info.mq_table.items()
+        assert mq == MessageQueue(TOPIC, "broker-a", 1)
+        assert (pq.commit_offset, pq.cached_msg_count, pq.last_consume_timestamp) == (7, 2, 1700000000000)
+
+        # CONSUME_MESSAGE_DIRECTLY: the stored record in the body, the broker's name in the header.
+        beat()
+        asked = in_thread(lambda: mesh.admin.consume_message_directly(group, client_id, msg_id))
+        call = next_request(client, RequestCode.CONSUME_MESSAGE_DIRECTLY)
+        assert (call.ext["msgId"], call.ext["brokerName"]) == (msg_id, "broker-a")
+        record = decode_record(call.body)
+        assert (record.body, record.keys, record.msg_id) == (b"consume me directly", "called-back", msg_id)
+        client.send(cmd(ResponseCode.SUCCESS, call.opaque, {},
+                        b'{"order":false,"autoCommit":true,"consumeResult":"CR_LATER","spentTimeMills":4}',
+                        flag=RESPONSE_FLAG))
+        result = asked()
+        assert (result.consume_result, result.spent_time_mills, result.order) == (CMResult.CR_LATER, 4, False)
+
+        # A client's refusal comes back as it gave it.
+        beat()
+        asked = in_thread(lambda: mesh.admin.consumer_running_info(group, client_id))
+        call = next_request(client, RequestCode.GET_CONSUMER_RUNNING_INFO)
+        remark = f"The Consumer Group <{group}> not exist in this consumer"
+        client.send(RemotingCommand(ResponseCode.SYSTEM_ERROR, call.opaque, RESPONSE_FLAG, remark, {}))
+        with pytest.raises(MQBrokerError) as err:
+            asked()
+        assert err.value.response_code == ResponseCode.SYSTEM_ERROR and err.value.remark == remark
+
+        # A client that does not answer: the broker's wait ends before the admin's, naming the client.
+        beat()
+        with Admin(mesh.namesrv.addr, timeout_ms=4000, instance_name="door-impatient-admin") as impatient:
+            started = time.monotonic()
+            with pytest.raises(MQBrokerError) as err:
+                impatient.consumer_running_info(group, client_id)
+            assert time.monotonic() - started < 4.0
+        assert err.value.response_code == ResponseCode.CONSUME_MSG_TIMEOUT
+        assert group in err.value.remark and client_id in err.value.remark
+        next_request(client, RequestCode.GET_CONSUMER_RUNNING_INFO)  # the call it left unanswered
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize("which", ["namesrv", "broker"])

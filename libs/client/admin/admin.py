@@ -31,6 +31,7 @@ from rocketmesh.client.results import (
     PendingHalfMessage,
     TopicOffset,
 )
+from rocketmesh.client.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
 from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord
 from rocketmesh.client.trace.trace_data import decode as decode_trace
 from rocketmesh.client.unique_id import looks_like_message_id
@@ -38,11 +39,13 @@ from rocketmesh.client.validators import check_group, check_topic
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.model.route import Perm, TopicRouteData
-from rocketmesh.model.topics import TRACE_TOPIC
+from rocketmesh.model.topics import TRACE_TOPIC, retry_topic
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.remoting.addr import join_addr
 from rocketmesh.remoting.protocol.headers import (
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
     GetConsumeStatsRequestHeader,
     PendingHalfMessagesRequestHeader,
     QueryMessageRequestHeader,
@@ -302,6 +305,65 @@ class Admin:
                 raise res
             ids.update(res)
         return sorted(ids)
+
+    def consumer_running_info(self, group: str, client_id: str, jstack: bool = False) -> ConsumerRunningInfo:
+        """How the client ``client_id`` of ``group`` is doing: its settings, subscriptions and the figures of
+        each queue it holds (RocketMQ's getConsumerRunningInfo; ``jstack``: with its threads' stacks).
+
+        A broker the group heartbeats to asks the client over the client's own connection, whichever door it
+        came in by. MQBrokerError(SYSTEM_ERROR, "The Consumer <group> <client> not online") when no broker
+        knows the client, MQBrokerError(CONSUME_MSG_TIMEOUT) when it did not answer in time.
+        """
+        check_group(group)
+        _check_client_id(client_id)
+        header = GetConsumerRunningInfoRequestHeader(group, client_id, bool(jstack), self._client_timeout_ms())
+        last: MQBrokerError | None = None
+        for addr in self._group_brokers(group):
+            try:
+                return self.api.get_client_running_info(addr, header, self.timeout_ms)
+            except MQBrokerError as exc:
+                if not _not_online(exc):
+                    raise
+                last = exc
+        assert last is not None  # _group_brokers names at least one broker
+        raise last
+
+    def consume_message_directly(self, group: str, client_id: str, msg_id: str,
+                                 topic: str | None = None) -> ConsumeMessageDirectlyResult:
+        """Have the client ``client_id`` of ``group`` run the message ``msg_id`` through its listener now,
+        outside regular consumption (nothing is retried or committed), and say how that went (RocketMQ's
+        consumeMessageDirectly). ``msg_id`` is an offset message id; a message's own id (its unique key)
+        needs its ``topic``. Errors as :meth:`consumer_running_info`'s.
+        """
+        check_group(group)
+        _check_client_id(client_id)
+        if not isinstance(msg_id, str) or not looks_like_message_id(msg_id):
+            raise MQClientError(f"{msg_id!r} is not a message id (32 hex characters)", ResponseCode.MESSAGE_ILLEGAL)
+        addr, _ = self._offset_id_broker(msg_id)
+        if addr is None:
+            if topic is None:
+                raise MQClientError(_not_an_offset_id(msg_id), ResponseCode.MESSAGE_ILLEGAL)
+            msg_id = self.query_msg_by_unique_key(topic, msg_id).msg_id
+            addr, _ = self._offset_id_broker(msg_id)
+            if addr is None:
+                raise MQClientError(f"the broker storing {msg_id} is not registered", ResponseCode.MESSAGE_ILLEGAL)
+        header = ConsumeMessageDirectlyResultRequestHeader(group, client_id, msg_id,
+                                                           timeout_millis=self._client_timeout_ms())
+        return self.api.consume_message_directly(addr, header, self.timeout_ms)
+
+    def _client_timeout_ms(self) -> int:
+        """How long a broker may wait for a client on this admin's behalf: less than this admin waits for the
+        broker, so that a client's silence comes back as the broker's answer naming it."""
+        return self.timeout_ms - min(1000, self.timeout_ms // 4)
+
+    def _group_brokers(self, group: str) -> list[str]:
+        """The masters ``group``'s clients heartbeat to: those of its retry topic's route (created by the
+        group's first heartbeat), else every master."""
+        try:
+            addrs = [addr for _, addr in self._route_masters(retry_topic(group))]
+        except MQError:
+            addrs = []
+        return addrs or self._master_addrs(None)
 
     def reset_offset_by_time(
         self, group: str, topic: str, timestamp_ms: int, force: bool = True
@@ -618,6 +680,17 @@ def _online(results: list[T | MQError]) -> list[T]:
             raise res
         out.append(res)
     return out
+
+
+def _not_online(exc: MQBrokerError) -> bool:
+    """The broker's answer that the client is not one of its consumers (RocketMQ's remark)."""
+    return exc.response_code == ResponseCode.SYSTEM_ERROR and "not online" in (exc.remark or "")
+
+
+def _check_client_id(client_id: str) -> None:
+    if not isinstance(client_id, str) or not client_id:
+        raise MQClientError(f"give the client id (as consumer-connection lists it), got {client_id!r}",
+                            ResponseCode.MESSAGE_ILLEGAL)
 
 
 def _not_an_offset_id(msg_id: str) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.types import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, MessageModel
 from rocketmesh.client.errors import MQError
+from rocketmesh.client.running_info import CMResult, ConsumeMessageDirectlyResult
 from rocketmesh.client.trace.msg_trace import MsgTracer, SubTrace
 from rocketmesh.client.trace.tracing import ListenerTrace, current_traceparent, start_process
 from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
@@ -135,6 +136,37 @@ def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, grou
         if sub is not None:
             sub.raised = True
         return failed
+
+
+#: What each listener status comes to as the outcome of a CONSUME_MESSAGE_DIRECTLY (RocketMQ's mapping).
+_DIRECT_RESULTS: dict[str, CMResult] = {
+    ConsumeConcurrentlyStatus.CONSUME_SUCCESS: CMResult.CR_SUCCESS,
+    ConsumeConcurrentlyStatus.RECONSUME_LATER: CMResult.CR_LATER,
+    ConsumeOrderlyStatus.SUCCESS: CMResult.CR_SUCCESS,
+    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: CMResult.CR_LATER,
+}
+
+
+def consume_directly(listener: Listener, msg: MessageExt, group: str, orderly: bool) -> ConsumeMessageDirectlyResult:
+    """Run one message through ``listener`` for an admin (CONSUME_MESSAGE_DIRECTLY), beside regular
+    consumption: nothing is sent back, retried or committed, whatever the listener says; the result says
+    what it said (CR_RETURN_NULL for no status, CR_THROW_EXCEPTION with the error when it raised)."""
+    started = time.monotonic()
+    result = ConsumeMessageDirectlyResult(order=orderly)
+    log.info("consume_message_directly", group=group, msg_id=msg.msg_id, topic=msg.topic)
+    try:
+        status = listener([msg])
+    except Exception as exc:  # noqa: BLE001 - what the listener raised is the answer
+        log.warning("consume_message_directly_raised", group=group, msg_id=msg.msg_id, error=repr(exc))
+        result.consume_result = CMResult.CR_THROW_EXCEPTION
+        result.remark = f"{type(exc).__name__}: {exc}"
+    else:
+        outcome = _DIRECT_RESULTS.get(status) if isinstance(status, str) else None
+        result.consume_result = CMResult.CR_RETURN_NULL if outcome is None else outcome
+        if outcome is None and status is not None:
+            result.remark = f"the listener returned {status!r:.80}, not a consume status"
+    result.spent_time_mills = int((time.monotonic() - started) * 1000)
+    return result
 
 
 class ConcurrentConsumeService:

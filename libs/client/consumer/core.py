@@ -28,17 +28,25 @@ from rocketmesh.client.consumer.offset_store import (
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
-from rocketmesh.client.consumer.options import ConsumerOptions
+from rocketmesh.client.consumer.options import ConsumerOptions, PushConsumerOptions, option_properties
 from rocketmesh.client.consumer.process_queue import ProcessQueue
 from rocketmesh.client.consumer.pull_api import PullAPI, build_sys_flag
 from rocketmesh.client.consumer.rebalance import Rebalance, subscribe_queues
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel, PullResult, PullStatus
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.running_info import (
+    PROP_CONSUME_ORDERLY,
+    PROP_CONSUME_TYPE,
+    PROP_CONSUMER_START_TIMESTAMP,
+    PROP_THREADPOOL_CORE_SIZE,
+    ConsumeMessageDirectlyResult,
+    ConsumerRunningInfo,
+)
 from rocketmesh.client.trace.tracing import start_receive
 from rocketmesh.client.validators import check_group, check_topic
 from rocketmesh.filter import ExpressionType, FilterSyntaxError, SubscriptionData, build_subscription
-from rocketmesh.model.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageConst, MessageExt, MessageQueue
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX, retry_topic, validate_topic_name
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.runtime.log import get_logger
@@ -65,13 +73,16 @@ class ConsumerHooks:
     ``can_pull(request) -> delay_ms``: 0 to pull now, else how long to wait (flow control).
     ``on_queue_removed(mq, pq)``: a queue went to another client (or the consumer stops).
     ``periodic()``: called often from the core's task thread.
-    All run on client threads and must not block.
+    All these run on client threads and must not block.
+    ``consume_directly(msg)``: run one message through the listener for an admin (CONSUME_MESSAGE_DIRECTLY);
+    None for a consumer without a listener. It may block: it runs on a thread of its own.
     """
 
     deliver: Callable[[PullRequest, list[MessageExt]], None]
     can_pull: Callable[[PullRequest], float]
     on_queue_removed: Callable[[MessageQueue, ProcessQueue], None] = _nothing
     periodic: Callable[[], None] = _nothing
+    consume_directly: Callable[[MessageExt], ConsumeMessageDirectlyResult] | None = None
 
 
 def make_subscription(topic: str, expression: str | None = "*", sql: str | None = None, *,
@@ -225,6 +236,8 @@ class ConsumerCore:
         self._rebalance_requested = True
         #: Pull requests by queue, for seeks and resets.
         self.requests: dict[MessageQueue, PullRequest] = {}
+        #: When ``start()`` last succeeded (epoch ms).
+        self.start_timestamp = 0
 
     # --- what start() built ---
 
@@ -281,6 +294,37 @@ class ConsumerCore:
                 "messageModel": self.message_model.value, "consumeFromWhere": self.consume_from.value,
                 "subscriptionDataSet": [s.to_json() for s in self.subscriptions.values()], "unitMode": False}
 
+    # --- what admins ask of a running consumer ---
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO: the settings, subscriptions and each held queue's figures (RocketMQ's
+        ConsumerRunningInfo; the client instance adds what it knows)."""
+        props = {"consumerGroup": self.group, **option_properties(self.options),
+                 PROP_CONSUME_TYPE: self.consume_type, PROP_CONSUME_ORDERLY: str(self.orderly).lower(),
+                 PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp)}
+        if isinstance(self.options, PushConsumerOptions):
+            props[PROP_THREADPOOL_CORE_SIZE] = str(self.options.consume_thread_nums)
+        info = ConsumerRunningInfo(props, list(self.subscriptions.values()))
+        session = self._session
+        if session is not None:
+            store = session.offset_store
+            for mq, pq in list(session.rebalance.process_queues.items()):
+                stored = store.read(mq, ReadOffsetType.READ_FROM_MEMORY)
+                info.mq_table[mq] = pq.info(max(stored, pq.committed_offset) if self.auto_commit else stored)
+        return info
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult | None:
+        """CONSUME_MESSAGE_DIRECTLY: ``msg`` (stored on ``broker_name``) through the listener; None when this
+        consumer has none (a pull consumer)."""
+        consume = self.hooks.consume_directly
+        if consume is None:
+            return None
+        if msg.topic == self.retry_topic:
+            original = msg.properties.get(MessageConst.RETRY_TOPIC)
+            if original:
+                msg.topic = original
+        return consume(msg)
+
     # --- life cycle ---
 
     def start(self) -> None:
@@ -309,6 +353,7 @@ class ConsumerCore:
             self._session = None
             raise
         self.running = True
+        self.start_timestamp = int(time.time() * 1000)
         self.scheduler.start()
         self._tasks = threading.Thread(target=self._tasks_loop, name=f"consumer-tasks-{self.group}", daemon=True)
         self._tasks.start()

@@ -20,6 +20,7 @@ from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateStrat
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.validators import check_topic
+from rocketmesh.runtime.config import camel_case
 
 #: CONSUME_FROM_TIMESTAMP without a timestamp starts this long ago (RocketMQ: half an hour).
 DEFAULT_CONSUME_TIMESTAMP_AGO_MS = 1_800_000
@@ -158,6 +159,35 @@ class PullConsumerOptions(ConsumerOptions):
         _within("auto_commit_interval_ms", self.auto_commit_interval_ms, 1000)
         _within("pull_threshold_for_all", self.pull_threshold_for_all, 1)
         _within("poll_timeout_ms", self.poll_timeout_ms, 0)
+
+
+#: Settings whose RocketMQ name is not the camel case of ours.
+_ROCKETMQ_NAMES = {"consume_from": "consumeFromWhere", "allocate": "allocateMessageQueueStrategy"}
+#: Settings a consumer does not show an admin.
+_PRIVATE = frozenset({"access_key", "secret_key"})
+
+
+def option_properties(options: ConsumerOptions) -> dict[str, str]:
+    """The settings as the string properties of a ConsumerRunningInfo, under RocketMQ's names (its push
+    consumer's ``consumeThreadMin`` / ``consumeThreadMax`` for our one ``consume_thread_nums``); the ACL
+    keys are left out."""
+    out: dict[str, str] = {}
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if f.name in _PRIVATE or value is None:
+            continue
+        if isinstance(value, bool):
+            text = str(value).lower()
+        elif isinstance(value, AllocateStrategy):
+            text = value.name
+        elif isinstance(value, (MessageModel, ConsumeFromWhere)):
+            text = value.value
+        else:
+            text = str(value)
+        out[_ROCKETMQ_NAMES.get(f.name) or camel_case(f.name)] = text
+    if "consumeThreadNums" in out:
+        out["consumeThreadMin"] = out["consumeThreadMax"] = out["consumeThreadNums"]
+    return out
 
 
 def options_from(cls: type[ConsumerOptions], options: ConsumerOptions | None, settings: dict[str, Any]

@@ -12,12 +12,14 @@ import threading
 import time
 from collections.abc import Iterable
 
+from rocketmesh.client.running_info import ProcessQueueInfo, epoch_ms
 from rocketmesh.model.message import MessageExt
 
 #: A queue lock taken from the broker counts as held for this long without renewal (RocketMQ: 30 s).
 REBALANCE_LOCK_MAX_LIVE_S = 30.0
 #: A pull service that has not pulled a queue for this long considers it idle (RocketMQ: 120 s).
 PULL_MAX_IDLE_S = 120.0
+_MiB = 1024 * 1024
 
 
 class HeldOffset:
@@ -181,6 +183,22 @@ class ProcessQueue:
     def held_offsets(self) -> list[int]:
         with self._lock:
             return list(self._msgs)
+
+    def info(self, commit_offset: int) -> ProcessQueueInfo:
+        """This queue's figures as RocketMQ's ProcessQueueInfo reports them, with ``commit_offset`` (what the
+        consumer's offset store holds): the held messages ("cached"), those an orderly consumer is consuming
+        ("transaction"), the lock, the last pull and consume (epoch ms)."""
+        with self._lock:
+            held, consuming = self._msgs, self._consuming
+            return ProcessQueueInfo(
+                commit_offset=commit_offset,
+                cached_msg_min_offset=min(held, default=0), cached_msg_max_offset=max(held, default=0),
+                cached_msg_count=len(held), cached_msg_size_in_mib=self.msg_size // _MiB,
+                transaction_msg_min_offset=min(consuming, default=0),
+                transaction_msg_max_offset=max(consuming, default=0), transaction_msg_count=len(consuming),
+                locked=self.locked, last_lock_timestamp=epoch_ms(self.last_lock_timestamp), dropped=self.dropped,
+                last_pull_timestamp=epoch_ms(self.last_pull_timestamp),
+                last_consume_timestamp=epoch_ms(self.last_consume_timestamp))
 
     def clear(self) -> None:
         """Forget everything held (the queue's offset was reset)."""

@@ -46,7 +46,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.consumer.consume_service import ConcurrentConsumeService, Listener, OrderlyConsumeService
+from rocketmesh.client.consumer.consume_service import (
+    ConcurrentConsumeService,
+    Listener,
+    OrderlyConsumeService,
+    consume_directly,
+)
 from rocketmesh.client.consumer.core import (
     PULL_DELAY_WHEN_FLOW_CONTROL_MS,
     ConsumerCore,
@@ -58,6 +63,7 @@ from rocketmesh.client.consumer.options import PushConsumerOptions, options_from
 from rocketmesh.client.consumer.types import MessageModel
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.producer.producer import Producer
+from rocketmesh.client.running_info import ConsumeMessageDirectlyResult
 from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.client.validators import check_group
 from rocketmesh.filter import SubscriptionData
@@ -119,7 +125,8 @@ class PushConsumer:
             raise MQClientError("no subscription: call subscribe(topic, expression) before start()")
         o = self.options
         core = ConsumerCore(self.group, self.namesrv, o,
-                            ConsumerHooks(deliver=self._deliver, can_pull=self._flow_control, periodic=self._periodic),
+                            ConsumerHooks(deliver=self._deliver, can_pull=self._flow_control, periodic=self._periodic,
+                                          consume_directly=self._consume_directly),
                             orderly=self._orderly)
         for topic, expression, sql in self._subs:
             core.subscribe(topic, expression, sql)
@@ -149,6 +156,10 @@ class PushConsumer:
         self._core = core
         exit_hooks.started(self)
         return self
+
+    def _consume_directly(self, msg: MessageExt) -> ConsumeMessageDirectlyResult:
+        assert self._listener is not None  # start() refuses to start without one
+        return consume_directly(self._listener, msg, self.group, self._orderly)
 
     def _deliver(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         self._service.submit(req, msgs)

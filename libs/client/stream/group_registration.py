@@ -22,9 +22,10 @@ from rocketmesh.client.consumer.offset_store import RemoteBrokerOffsetStore
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.instance import ClientInstance
+from rocketmesh.client.running_info import PROP_CONSUME_TYPE, ConsumeMessageDirectlyResult, ConsumerRunningInfo
 from rocketmesh.client.validators import check_group
 from rocketmesh.filter import SubscriptionData
-from rocketmesh.model.message import MessageQueue
+from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.runtime.log import get_logger
 
 log = get_logger("client", component="group_registration")
@@ -127,3 +128,14 @@ class GroupRegistration:
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Not applied: the application's own offsets are the truth; the reset shows at its next start."""
         log.warning("reset_offset_ignored", group=self.group, topic=topic, queues=len(offsets))
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """The group's subscriptions; no queues: the application reads them on its own."""
+        return ConsumerRunningInfo({"consumerGroup": self.group, "messageModel": MessageModel.CLUSTERING.value,
+                                    "consumeFromWhere": self.consume_from.value,
+                                    PROP_CONSUME_TYPE: "CONSUME_ACTIVELY"},
+                                   list(self.subscriptions.values()))
+
+    def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult | None:
+        """None: a registration has no listener."""
+        return None

@@ -426,6 +426,41 @@ class ResetOffsetRequestHeader(Header):
     is_force: bool = True
 
 
+#: How long a broker waits for a consumer it calls on an admin's behalf when the admin does not say
+#: (RocketMQ's broker waits 10 s for the client).
+CALL_CONSUMER_TIMEOUT_MS = 10_000
+
+
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    """GET_CONSUMER_RUNNING_INFO (admin -> broker -> client): the running state of the client ``client_id``
+    of ``consumer_group``, with its threads' stacks when ``jstack_enable``. The answer's body is
+    RocketMQ's ConsumerRunningInfo JSON (see rocketmesh.client.running_info).
+
+    ``timeout_millis`` is rocketmesh's own (RocketMQ's admins leave it out): how long the broker waits for
+    the client, which an admin sets below its own timeout so that it hears the broker's answer."""
+
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool = False
+    timeout_millis: int = CALL_CONSUMER_TIMEOUT_MS
+
+
+@dataclass(slots=True)
+class ConsumeMessageDirectlyResultRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (admin -> broker -> client): have the client ``client_id`` of
+    ``consumer_group`` run the message ``msg_id`` (an offset message id) through its listener. The broker
+    puts the message's stored record in the body and its own ``broker_name`` in the header before it
+    forwards the request; the answer's body is RocketMQ's ConsumeMessageDirectlyResult JSON.
+    ``timeout_millis``: as in :class:`GetConsumerRunningInfoRequestHeader`."""
+
+    consumer_group: str
+    client_id: str | None = None
+    msg_id: str | None = None
+    broker_name: str | None = None
+    timeout_millis: int = CALL_CONSUMER_TIMEOUT_MS
+
+
 @dataclass(slots=True)
 class SubscriptionGroupRequestHeader(Header):
     """DELETE_SUBSCRIPTIONGROUP: one group."""
