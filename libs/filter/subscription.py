@@ -101,6 +101,8 @@ class SubscriptionData:
         if not isinstance(sub_string, str):
             raise ValueError(f"subscription to {topic}: subString must be a string, got {sub_string!r}")  # noqa: TRY004 - malformed JSON
         version = d.get("subVersion")
+        if isinstance(version, str) and version.isdigit():
+            version = int(version)  # the C++ client writes it as a string
         if version is None:
             version = next_sub_version()
         elif not _is_int(version):

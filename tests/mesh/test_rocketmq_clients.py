@@ -505,3 +505,15 @@ def test_cpp_clients_that_shut_down_unregister_from_the_broker(mesh, cpp):
         asked = run.log_lines("unregisterClient")
         assert asked and not run.log_lines("unregisterClient fail"), f"{run.name}: UNREGISTER_CLIENT refused: {asked}"
     wait_for(lambda: not mesh.admin.consumer_ids(group), 5, f"{group} empty")
+
+
+def test_an_admin_reads_a_running_cpp_consumers_state_through_the_broker(mesh, cpp):
+    """GET_CONSUMER_RUNNING_INFO: the broker asks the C++ consumer over its own TCP connection."""
+    topic = mesh.topic("CppRunning")
+    group = f"cg-{topic}"
+    cpp.start("push", group=group, topic=topic, expression="TagA").wait_started()
+    wait_consumers(mesh, group, 1)
+    (client_id,) = mesh.admin.consumer_ids(group)
+    info = mesh.admin.consumer_running_info(group, client_id)
+    assert [(s.topic, s.sub_string) for s in info.subscriptions if s.topic == topic] == [(topic, "TagA")]
+    assert info.consume_type == "CONSUME_PASSIVELY"
