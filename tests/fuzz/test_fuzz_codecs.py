@@ -1,9 +1,10 @@
-"""Unit-level fuzz of everything that parses bytes or text a peer sent: the wire command decoder, the
-message and batch codecs, the properties encoding, request headers, and the SQL92 selector compiler.
+"""Unit-level fuzz of everything that parses bytes or text a peer sent: the wire command decoder, RocketMQ's
+TCP frame decoder, the message and batch codecs, the properties encoding, request headers, and the SQL92
+selector compiler.
 
 Each target feeds random and structured-but-wrong input and accepts exactly one outcome besides
-success: the parser's own typed error (ProtocolError, CorruptRecord, HeaderError, FilterSyntaxError).
-Anything else escaping (a struct.error, an IndexError, a UnicodeDecodeError) is a bug: callers catch
+success: the parser's own typed error (ProtocolError, WireFormatError, CorruptRecord, HeaderError,
+FilterSyntaxError). Anything else escaping (a struct.error, an IndexError, a UnicodeDecodeError) is a bug: callers catch
 the typed error to answer the peer, so a stray one turns bad input into a traceback. A hang shows up
 as the target blowing the time budget of the whole directory.
 """
@@ -11,10 +12,12 @@ as the target blowing the time budget of the whole directory.
 from __future__ import annotations
 
 import dataclasses
+import math
 import struct
 from typing import Any
 
 import orjson
+from doorpeer import DOOR_FRAME_LIMIT, Malformed, Request, door_requests, malformed_inputs
 from fuzzkit import Tally, fuzz_settings
 from hypothesis import example, given
 from hypothesis import strategies as st
@@ -35,8 +38,10 @@ from rocketmesh.model.codec import (
 )
 from rocketmesh.model.message import Message
 from rocketmesh.remoting import ProtocolError, RemotingCommand, decode, pack_frame
+from rocketmesh.remoting.errors import WireFormatError
 from rocketmesh.remoting.protocol import headers as request_headers
 from rocketmesh.remoting.protocol.headers import HeaderError
+from rocketmesh.remoting.protocol.rocketmq_wire import FrameDecoder, SerializeType, WireInfo
 
 # --- building blocks -----------------------------------------------------------------------------
 
@@ -137,6 +142,79 @@ def test_decode_refuses_oversized_header() -> None:
         assert "exceeds" in str(exc)
     else:
         raise AssertionError("a header past MAX_HEADER_SIZE was decoded")
+
+
+# --- RocketMQ's TCP frames (rocketmq_wire) ---------------------------------------------------------
+
+#: Streams as a TCP door reads them: well-formed requests, then perhaps bytes that are not a frame (or a frame cut
+#: short: the stream ends inside it).
+rocketmq_streams = st.tuples(st.lists(door_requests([10, 34, 105, 310], st.binary(max_size=64)), max_size=3),
+                             st.none() | malformed_inputs)
+
+
+def _check_read_as_sent(cmd: RemotingCommand, wire: WireInfo, req: Request, opaque: int) -> None:
+    """``cmd`` is ``req`` as RocketMQ keeps a request: every extFields value a string, null ones absent."""
+    assert (cmd.code, cmd.opaque, cmd.flag, cmd.body) == (req.code, opaque, req.flag, req.body)
+    assert wire.serialize_type == req.serialize_type and type(wire.version) is int
+    assert cmd.remark == req.remark
+    # JSON has no infinity: a JSON header carries one as null (orjson), which reads as absent.
+    sent_ext = {k: v for k, v in req.ext.items() if v is not None and not (
+        req.serialize_type == SerializeType.JSON and isinstance(v, float) and not math.isfinite(v))}
+    assert set(cmd.ext) == set(sent_ext)
+    for key, sent in sent_ext.items():
+        read = cmd.ext[key]
+        if type(sent) is str:
+            assert read == sent
+        elif isinstance(sent, bool):
+            assert read == ("true" if sent else "false")
+        elif isinstance(sent, int):
+            assert read == str(sent)
+        else:  # a float, a list, an object: some text
+            assert type(read) is str
+
+
+def test_rocketmq_frame_decoder_reads_a_stream_up_to_its_bad_bytes(reliability) -> None:
+    tally = Tally()
+
+    @fuzz_settings(200)
+    @given(rocketmq_streams, st.lists(st.integers(1, 64), min_size=1, max_size=4))
+    @tally.counted
+    def run(stream: tuple[list[Request], Malformed | None], cuts: list[int]) -> None:
+        reqs, bad = stream
+        data = b"".join(req.frame(opaque) for opaque, req in enumerate(reqs, start=1)) + (bad.data if bad else b"")
+        decoder = FrameDecoder(DOOR_FRAME_LIMIT)
+        got: list[tuple[RemotingCommand, WireInfo]] = []
+        error: WireFormatError | None = None
+        pos = i = 0
+        while pos < len(data) and error is None:
+            size = cuts[i % len(cuts)] if i < 64 else len(data)  # a long header's tail in one piece: time
+            try:
+                got += decoder.feed(data[pos:pos + size])
+            except WireFormatError as exc:
+                error = exc
+            pos, i = pos + size, i + 1
+        # Whatever was read is what was sent, in order; a chunk that held bad bytes gives nothing.
+        assert len(got) <= len(reqs)
+        for (cmd, wire), (opaque, req) in zip(got, enumerate(reqs, start=1), strict=False):
+            _check_read_as_sent(cmd, wire, req, opaque)
+        if bad is None or bad.then_close:
+            assert error is None and len(got) == len(reqs)
+            assert decoder.buffered == (len(bad.data) if bad else 0)
+        else:
+            assert error is not None, f"{bad.what} was read as frames"
+            # The stream has lost its framing: the decoder refuses everything after.
+            try:
+                decoder.feed(b"")
+            except WireFormatError as again:
+                assert again is error
+            else:
+                raise AssertionError("the decoder took bytes after bad ones")
+
+    run()
+    reliability.fuzz("RocketMQ frame decoder: streams", inputs=tally.inputs,
+                     note="JSON (ext values of any JSON type) and ROCKETMQ requests, then negative and huge lengths, "
+                          "bad header lengths, serialize types and headers, or a cut frame, fed in random pieces: "
+                          "requests read as sent, WireFormatError only, nothing taken after bad bytes")
 
 
 # --- request headers (ext) -------------------------------------------------------------------------

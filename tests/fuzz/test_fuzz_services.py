@@ -1,24 +1,33 @@
-"""Black-box fuzz of the live name server and broker: raw multipart frames from a zmq DEALER.
+"""Black-box fuzz of the live name server and broker at both their doors: raw multipart frames from a zmq DEALER
+at the ZeroMQ door, raw RocketMQ frames from a TCP socket at the RocketMQ TCP door (remotingListenPort).
 
-One mesh (a name server and a broker, real processes) serves every example of the module. Each example
-is a message of random frames or a request of any code (every code the server has registered, unknown
-ones, wrong types) with hostile ext fields and bodies. Checked throughout:
+One mesh (a name server and a broker, real processes, both doors open) serves every example of the module. Each
+example is a message of random frames or a request of any code (every code the server has registered, unknown
+ones, wrong types) with hostile ext fields and bodies; at the TCP door also bytes that are not a frame (negative
+and huge lengths, header lengths past the frame, unknown serialize types, headers that do not decode, frames cut
+short by a close). Checked throughout:
 
 * the process is alive, and logged no handler traceback (a handler must answer bad input itself);
 * every request that is owed a reply gets one that decodes, has the response flag, echoes the
-  opaque, carries a known response code, and says what was wrong when it is an error;
-* a well-behaved client is served: a watcher thread asks both servers every 100 ms (the stall
-  bound), and a real Producer sends a witness message every few examples;
-* at the end, with the broker stopped, every witness message is in the store, intact (body CRC),
-  and every consume queue entry agrees with the commitlog.
+  opaque, carries a known response code, and says what was wrong when it is an error; at the TCP door in
+  the request's serialize type; oneway requests get none;
+* bytes that are not a frame close their TCP connection, and only it, and the service logs one line naming
+  the peer;
+* a well-behaved client is served: a watcher thread asks both servers at both doors every 100 ms (the stall
+  bound; at the broker's TCP door it sends a message), and a real Producer sends a witness message every few
+  examples;
+* at the end, with the broker stopped, every witness message (the Producer's and the watcher's) is in the
+  store, intact (body CRC), and every consume queue entry agrees with the commitlog.
 """
 
 from __future__ import annotations
 
 import itertools
+import socket
+import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,13 +35,36 @@ from typing import Any
 import orjson
 import pytest
 import zmq
+from doorpeer import (
+    DOOR_FRAME_LIMIT,
+    DoorPeer,
+    Malformed,
+    Request,
+    door_requests,
+    framed,
+    is_malformed,
+    malformed_inputs,
+)
 from fuzzkit import Tally, fuzz_settings
 from hypothesis import given
 from hypothesis import strategies as st
+from livefuzz import (
+    REPLY_BOUND_S,
+    WITNESS_GROUP,
+    WITNESS_TOPIC,
+    ReplyBook,
+    big_ints,
+    bodies,
+    hold_of,
+    hostile_ext,
+    json_ints,
+    registered_codes,
+)
 
-from procs import TEST_STORE_CONFIG, BrokerProcess, NamesrvProcess
+from procs import TEST_STORE_CONFIG, BrokerProcess, NamesrvProcess, free_port, wait_for
 from rocketmesh import Message, Producer
-from rocketmesh.model.codec import decode_message_id, decode_record, encode_batch
+from rocketmesh.model.codec import decode_message_id, decode_record
+from rocketmesh.model.fields import encode_properties
 from rocketmesh.namesrv.processor import NamesrvProcessor
 from rocketmesh.remoting import (
     ONEWAY_FLAG,
@@ -44,42 +76,40 @@ from rocketmesh.remoting import (
     pack_frame,
     request,
 )
-from rocketmesh.remoting.protocol import headers as request_headers
 from rocketmesh.remoting.protocol.codes import RequestCode, ResponseCode
+from rocketmesh.remoting.protocol.rocketmq_wire import MAX_FRAME_SIZE, SerializeType
 from rocketmesh.remoting.transport.options import DEFAULT_MAX_MESSAGE_SIZE
-from rocketmesh.runtime.config import camel_case
 from storekit import check_queues_agree_with_commitlog, open_store
+from tcpkit import RawClient, cmd
 
-WITNESS_TOPIC = "FuzzWitness"
-WITNESS_GROUP = "fuzz-witness"
-#: A reply owed to a prompt request must come within this many seconds.
-REPLY_BOUND_S = 5.0
 #: A normal request to either server must be answered within this many seconds while the fuzzer runs.
 STALL_BOUND_S = 3.0
 #: A witness message is sent every this many examples.
 WITNESS_EVERY = 10
 #: Lines in a service's log that mean a request met a code path that did not expect it.
-FAILURE_MARKS = ("request_handler_failed", "remoting I/O loop crashed", "Traceback")
-RESPONSE_CODES = {int(c) for c in ResponseCode}
-#: Codes whose error answers must say what went wrong (a remark).
-ERROR_CODES_WITH_REMARK = {ResponseCode.SYSTEM_ERROR, ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                           ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                           ResponseCode.NO_PERMISSION, ResponseCode.TOPIC_NOT_EXIST}
+FAILURE_MARKS = ("request_handler_failed", "remoting I/O loop crashed", "tcp_door_loop_crashed", "Traceback")
 
 # --- the mesh ------------------------------------------------------------------------------------------
 
 
 @dataclass
 class Watcher:
-    """Asks both servers a normal question every 100 ms; remembers the slowest answer and any failure."""
+    """Asks both servers a normal question every 100 ms at both doors (at the broker's TCP door: a send, whose
+    message joins the witnesses); remembers the slowest answer and any failure."""
 
     namesrv: str
     broker: str
+    namesrv_door: str
+    broker_door: str
     slowest_s: float = 0.0
     asked: int = 0
     failures: list[str] = field(default_factory=list)
+    #: (offset message id, body) of every message sent at the broker's TCP door and answered SEND_OK.
+    door_witnesses: list[tuple[str, bytes]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _opaques: Iterator[int] = field(default_factory=lambda: itertools.count(1))
+    _doors: dict[str, RawClient] = field(default_factory=dict)
 
     def start(self) -> Watcher:
         self._thread = threading.Thread(target=self._run, name="fuzz-watcher", daemon=True)
@@ -95,24 +125,62 @@ class Watcher:
         questions = [(self.namesrv, request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": WITNESS_TOPIC})),
                      (self.broker, request(RequestCode.GET_BROKER_RUNTIME_INFO))]
         with RemotingClient(name="fuzz-watcher") as client:
-            while not self._stop.wait(0.1):
-                for addr, req in questions:
-                    began = time.monotonic()
-                    try:
-                        resp = client.invoke_sync(addr, request(req.code, dict(req.ext)), int(STALL_BOUND_S * 1000))
-                    except RemotingError as exc:
-                        self.failures.append(f"{addr} code {req.code}: {exc}")
-                        continue
-                    self.slowest_s = max(self.slowest_s, time.monotonic() - began)
-                    self.asked += 1
-                    if resp.code != ResponseCode.SUCCESS:
-                        self.failures.append(f"{addr} code {req.code}: answered {resp.code} {resp.remark}")
+            try:
+                while not self._stop.wait(0.1):
+                    for addr, req in questions:
+                        self._ask(f"{addr} code {req.code}", client.invoke_sync, addr, request(req.code, dict(req.ext)),
+                                  int(STALL_BOUND_S * 1000))
+                    self._ask(f"{self.namesrv_door} route", self._route_at_door)
+                    self._ask(f"{self.broker_door} send", self._send_at_door)
+            finally:
+                for door in self._doors.values():
+                    door.close()
+
+    def _ask(self, what: str, ask: Callable[..., Any], *args: Any) -> None:
+        began = time.monotonic()
+        try:
+            resp = ask(*args)
+        except (RemotingError, OSError, AssertionError) as exc:  # tcpkit: AssertionError when no answer came
+            self.failures.append(f"{what}: {exc!r}")
+            for door in self._doors.values():
+                door.close()
+            self._doors.clear()
+            return
+        self.slowest_s = max(self.slowest_s, time.monotonic() - began)
+        self.asked += 1
+        if resp.code != ResponseCode.SUCCESS:
+            self.failures.append(f"{what}: answered {resp.code} {resp.remark}")
+
+    def _door(self, addr: str) -> RawClient:
+        if addr not in self._doors:
+            self._doors[addr] = RawClient(addr)
+        return self._doors[addr]
+
+    def _route_at_door(self) -> Any:
+        resp, _ = self._door(self.namesrv_door).call(
+            cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, next(self._opaques), {"topic": WITNESS_TOPIC}))
+        return resp
+
+    def _send_at_door(self) -> Any:
+        """A SEND_MESSAGE_V2 as RocketMQ's clients write it (one-letter keys, every value a string)."""
+        n = next(self._opaques)
+        body = b"door-witness-%06d" % n
+        props = encode_properties({"KEYS": body.decode(), "TAGS": "door"}).decode()
+        ext = {"a": WITNESS_GROUP, "b": WITNESS_TOPIC, "c": "TBW102", "d": "4", "e": "0", "f": "0",
+               "g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false", "m": "false"}
+        resp, _ = self._door(self.broker_door).call(cmd(RequestCode.SEND_MESSAGE_V2, n, ext, body))
+        if resp.code == ResponseCode.SUCCESS and "msgId" in resp.ext:
+            self.door_witnesses.append((resp.ext["msgId"], body))
+        return resp
 
 
 @dataclass
 class Mesh:
     namesrv: NamesrvProcess
     broker: BrokerProcess
+    #: The RocketMQ TCP doors (remotingListenPort) of the name server and the broker.
+    namesrv_door: str
+    broker_door: str
     producer: Producer
     watcher: Watcher
     #: (offset message id, body) of every witness message acknowledged SEND_OK.
@@ -130,19 +198,22 @@ class Mesh:
 @pytest.fixture(scope="module")
 def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
     root = tmp_path_factory.mktemp("fuzz-mesh")
-    namesrv = NamesrvProcess(root / "namesrv").start()
-    broker = BrokerProcess(root / "broker", namesrv.addr)
+    ns_port, broker_port = free_port(), free_port()
+    ns_door, broker_door = f"127.0.0.1:{ns_port}", f"127.0.0.1:{broker_port}"
+    namesrv = NamesrvProcess(root / "namesrv", remotingListenPort=ns_port)
+    namesrv.start()
+    broker = BrokerProcess(root / "broker", namesrv.addr, remotingListenPort=broker_port)
     broker.start(timeout_s=30)
     broker.wait_registered()
     producer = Producer(WITNESS_GROUP, namesrv.addr)
     producer.start()
-    watcher = Watcher(namesrv.addr, broker.addr).start()
-    m = Mesh(namesrv, broker, producer, watcher)
+    m = Mesh(namesrv, broker, ns_door, broker_door, producer, Watcher(namesrv.addr, broker.addr, ns_door, broker_door))
     try:
-        m.send_witness()  # creates the topic before the fuzzer may touch anything
+        m.send_witness()  # creates the topic before the fuzzer (or the watcher's sends at the door) may touch anything
+        m.watcher.start()
         yield m
     finally:
-        watcher.stop()
+        m.watcher.stop()
         producer.shutdown()
         broker.stop()
         namesrv.stop()
@@ -151,16 +222,13 @@ def mesh(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mesh]:
 # --- a raw DEALER that checks every reply ----------------------------------------------------------
 
 
-class RawPeer:
+class RawPeer(ReplyBook):
     """A DEALER that sends any frames and checks the replies it is owed (by opaque)."""
 
     def __init__(self, addr: str) -> None:
+        super().__init__()
         self.addr = addr
         self.sock = self._connect()
-        #: opaque -> (deadline or None when the reply may be held indefinitely, what was sent)
-        self.owed: dict[int, tuple[float | None, str]] = {}
-        self.replies: dict[int, int] = {}  # opaque -> response code, for the probe
-        self.bad: list[str] = []
 
     def _connect(self) -> zmq.Socket:
         sock = zmq.Context.instance().socket(zmq.DEALER)
@@ -171,6 +239,9 @@ class RawPeer:
 
     def close(self) -> None:
         self.sock.close(0)
+
+    def ask(self, code: int, opaque: int) -> None:
+        self.send(orjson_frames({"code": code, "opaque": opaque, "flag": 0, "ext": {}}, b""))
 
     def send(self, frames: list[bytes], hold_s: float | None = 0.0) -> int | None:
         """Send ``frames``; returns the opaque a reply is owed for (None if none is), which must come
@@ -186,62 +257,20 @@ class RawPeer:
             return None
         owed = owed_opaque(frames)
         self.sock.send_multipart(frames, copy=True)
-        if owed is not None and owed not in self.owed:
-            deadline = None if hold_s is None else time.monotonic() + REPLY_BOUND_S + hold_s
-            self.owed[owed] = (deadline, repr(frames)[:300])
-            return owed
-        return None
+        return None if owed is None else self.owe(owed, hold_s, repr(frames))
 
-    def pump(self, until_opaque: int | None = None) -> None:
-        """Read replies; with ``until_opaque``, until that one came or its deadline passed."""
-        while True:
-            timeout = 0
-            if until_opaque is not None and until_opaque in self.owed:
-                deadline = self.owed[until_opaque][0]
-                if deadline is None:
-                    timeout = 0
-                else:
-                    timeout = max(0, int((deadline - time.monotonic()) * 1000))
-                    if timeout == 0:
-                        self._overdue(time.monotonic())
-                        return
-            if not self.sock.poll(timeout):
-                self._overdue(time.monotonic())
-                return
-            self._check(self.sock.recv_multipart())
-
-    def settle(self) -> None:
-        """Wait for every owed reply that has a deadline; then report the ones that never came."""
-        while any(d is not None for d, _ in self.owed.values()):
-            soonest = min(d for d, _ in self.owed.values() if d is not None)
-            if not self.sock.poll(max(0, int((soonest - time.monotonic()) * 1000))):
-                self._overdue(time.monotonic())
-                continue
-            self._check(self.sock.recv_multipart())
-
-    def _overdue(self, now: float) -> None:
-        for opaque, (deadline, sent) in list(self.owed.items()):
-            if deadline is not None and deadline <= now:
-                del self.owed[opaque]
-                self.bad.append(f"no reply within the bound to {sent}")
-
-    def _check(self, frames: list[bytes]) -> None:
+    def _wait(self, timeout_s: float) -> bool:
+        if not self.sock.poll(int(timeout_s * 1000)):
+            return False
+        frames = self.sock.recv_multipart()
         try:
-            cmd = decode(frames)
+            reply = decode(frames)
         except ProtocolError as exc:
             self.bad.append(f"undecodable reply {frames!r:.200}: {exc}")
-            return
-        if not cmd.flag & RESPONSE_FLAG:
-            return  # a push (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE) to the client we posed as
-        entry = self.owed.pop(cmd.opaque, None)
-        self.replies[cmd.opaque] = cmd.code
-        if entry is None:
-            self.bad.append(f"reply nobody asked for: opaque {cmd.opaque} code {cmd.code} {cmd.remark!r}")
-            return
-        if cmd.code not in RESPONSE_CODES:
-            self.bad.append(f"unknown response code {cmd.code} to {entry[1]}")
-        elif cmd.code in ERROR_CODES_WITH_REMARK and not cmd.remark:
-            self.bad.append(f"{ResponseCode(cmd.code).name} without a remark to {entry[1]}")
+            return True
+        if reply.flag & RESPONSE_FLAG:  # else a push (NOTIFY_CONSUMER_IDS_CHANGED ...) to the client we posed as
+            self.answered(reply.opaque, reply.code, reply.remark)
+        return True
 
 
 def owed_opaque(frames: list[bytes]) -> int | None:
@@ -257,20 +286,6 @@ def owed_opaque(frames: list[bytes]) -> int | None:
     return None if cmd.flag & (RESPONSE_FLAG | ONEWAY_FLAG) else cmd.opaque
 
 
-def registered_codes(peer: RawPeer, opaques: Iterator[int]) -> set[int]:
-    """The request codes a live server has a handler for: every RequestCode asked with an empty ext; the
-    ones not answered REQUEST_CODE_NOT_SUPPORTED are registered."""
-    asked: dict[int, int] = {}
-    for code in sorted({int(c) for c in RequestCode}):
-        opaque = next(opaques)
-        asked[opaque] = code
-        peer.send(orjson_frames({"code": code, "opaque": opaque, "flag": 0, "ext": {}}, b""))
-    peer.settle()
-    assert not peer.bad, peer.bad
-    return {code for opaque, code in asked.items()
-            if peer.replies.get(opaque) != ResponseCode.REQUEST_CODE_NOT_SUPPORTED}
-
-
 def orjson_frames(header: dict[str, Any], body: bytes, framing: str = "whole") -> list[bytes]:
     """The request ``header`` + ``body`` as the wire frames it (``whole``), or mis-framed: header and body in two
     frames without the length field (``split``), or a stray frame after the request (``extra``)."""
@@ -280,83 +295,9 @@ def orjson_frames(header: dict[str, Any], body: bytes, framing: str = "whole") -
     return frames + [b"extra"] if framing == "extra" else frames
 
 
-# --- hostile inputs ----------------------------------------------------------------------------------
+# --- hostile inputs (the rest: livefuzz.py) --------------------------------------------------------------
 
-#: Integers JSON can carry (orjson: 64 bits).
-json_ints = st.integers(-(2**63), 2**64 - 1)
-big_ints = st.sampled_from([-1, 0, 1, 2**31 - 1, 2**31, -(2**31), 2**63 - 1, -(2**63), 2**64 - 1])
-invalid_names = st.sampled_from([
-    "", " ", "a" * 128, "a" * 256, "a" * 300, "bad topic", "bad/topic", "../../etc/passwd", "a\x00b", "é中",
-    "%RETRY%", "%RETRY%fuzz", "%DLQ%fuzz", "TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC",
-    "rmq_sys_TRACE_DATA", "DefaultCluster", "a|b", "a,b", "a\x01b\x02", "*", "||",
-]) | st.text(max_size=12)
-sql92 = st.sampled_from([
-    "a >", "a = 1 AND", "(" * 3000 + "a = 1" + ")" * 3000, "NOT " * 3000 + "TRUE", "'unterminated", "a IN ()",
-    "a BETWEEN 1", "TAGS = 'w'", "1 = 1", "a = 1E999", "/*", "a = 'x' OR b IS NOT NULL", "TRUE",
-]) | st.text(max_size=20)
-hostile_properties = st.lists(
-    st.sampled_from(["DELAY\x013\x02", "DELAY\x0199\x02", "TIMER_DELIVER_MS\x01-5\x02", "TIMER_DELAY_MS\x01abc\x02",
-                     "TRAN_MSG\x01true\x02", "PGROUP\x01g\x02", "\x01\x02", "\x02\x02", "k\x01v\x01w\x02",
-                     "UNIQ_KEY\x01\x02", "KEYS\x01" + "k " * 50 + "\x02", "a" * 70000, "é\x01中\x02", "x"]),
-    max_size=4).map("".join)
-ext_values = (st.none() | st.booleans() | big_ints | json_ints | st.floats(allow_nan=False)
-              | invalid_names | sql92 | hostile_properties
-              | st.lists(json_ints, max_size=3) | st.dictionaries(st.text(max_size=4), json_ints, max_size=2))
-
-#: Every ext field name a handler reads: the request header classes' and the name server's.
-EXT_KEYS = sorted({camel_case(f) for cls in vars(request_headers).values()
-                   if isinstance(cls, type) and getattr(cls, "__dataclass_fields__", None)
-                   for f in cls.__dataclass_fields__}
-                  | {"clusterName", "brokerName", "brokerId", "brokerAddr", "haServerAddr", "namespace", "key",
-                     "value", "cluster", "expressionType", "subVersion"})
-#: A field a handler reads is usually there (so the handler gets past its first check), with a value of
-#: the right type most of the time.
-SANE = {"topic": "FuzzTopic", "producerGroup": "fuzz-pg", "consumerGroup": "fuzz-cg", "group": "fuzz-cg",
-        "queueId": 0, "bornTimestamp": 0, "queueOffset": 0, "offset": 0, "commitLogOffset": 0,
-        "tranStateTableOffset": 0, "commitOrRollback": 8, "clientId": "fuzz-client", "key": "k",
-        "namespace": "ns", "value": "v", "brokerName": "fuzz-broker", "clusterName": "fuzz-cluster",
-        "brokerAddr": "127.0.0.1:1", "brokerId": 0, "groupName": "fuzz-cg", "timestamp": 0, "slaveAddr": "x:1",
-        "fileSize": 1024, "expressionType": "SQL92", "subscription": "a > 1", "properties": "a\x01b\x02"}
-
-
-def _safe(value: Any) -> bool:
-    """Never aim at what the witness uses: it must be served however hostile the rest is."""
-    return not (isinstance(value, str) and (WITNESS_TOPIC in value or WITNESS_GROUP in value))
-
-
-@st.composite
-def hostile_ext(draw: st.DrawFn) -> dict[str, Any]:
-    ext = {k: v for k, v in SANE.items() if draw(st.integers(0, 3))}
-    for key in draw(st.lists(st.sampled_from(EXT_KEYS), max_size=6)):
-        ext[key] = draw(ext_values)
-    return {k: v for k, v in ext.items() if _safe(v)}
-
-
-def _batch_body(n: int, cut: int) -> bytes:
-    body = encode_batch([Message("FuzzTopic", b"b%d" % i, properties={"k": "v\x01w"}) for i in range(n)])
-    return body[:cut] if cut else body
-
-
-bodies = (st.just(b"") | st.binary(max_size=256)
-          | st.builds(orjson.dumps, st.dictionaries(st.sampled_from(["consumerDataSet", "producerDataSet", "clientID",
-                                                                     "topicConfigTable", "dataVersion", "mqSet",
-                                                                     "subscriptionData", "offsetTable", "offsets"]),
-                                                    ext_values, max_size=3))
-          | st.builds(orjson.dumps, st.lists(ext_values, max_size=3))
-          | st.builds(_batch_body, st.integers(1, 5), st.integers(0, 200))
-          | st.sampled_from([b"x" * (5 * 1024 * 1024), b"\xff" * 70000]))  # past maxMessageSize; not UTF-8
 flags = st.sampled_from([0] * 12 + [ONEWAY_FLAG, RESPONSE_FLAG, 4, -1, 2**40])
-
-
-def hold_of(code: Any, ext: dict[str, Any]) -> float | None:
-    """How long a well-formed request of ``code`` may be held before its answer (None: unbounded here)."""
-    if code == RequestCode.PULL_MESSAGE and isinstance(ext.get("sysFlag"), int) and ext["sysFlag"] & 0x2:
-        timeout = ext.get("suspendTimeoutMillis", 15_000)
-        return timeout / 1000 if isinstance(timeout, int) and 0 <= timeout <= 5_000 else None
-    if code == RequestCode.HA_TRANSFER:
-        held = ext.get("suspendMillis", 0)
-        return min(max(held, 0), 30_000) / 1000 if isinstance(held, int) and not isinstance(held, bool) else 0.0
-    return 0.0
 
 
 def fuzz_target(peer: RawPeer, mesh: Mesh, tally: Tally, codes: list[int], examples: int):
@@ -406,18 +347,23 @@ def check_service(proc: Any, watcher: Watcher) -> None:
 # --- the targets ---------------------------------------------------------------------------------------
 
 
-def _run_server_fuzz(mesh: Mesh, addr: str, proc: Any, examples: int) -> tuple[int, set[int]]:
-    peer = RawPeer(addr)
+def _run_fuzz(mesh: Mesh, peer: Any, proc: Any, target: Callable[..., Any], examples: int) -> tuple[int, set[int]]:
+    """Probe the codes registered at ``peer``'s door, run ``target`` (fuzz_target, door_fuzz_target) on them, and
+    check the service; returns the inputs sent and the codes."""
     tally = Tally()
     try:
         codes = registered_codes(peer, itertools.count(2_000_000_000))
-        fuzz_target(peer, mesh, tally, sorted(codes), examples)()
+        target(peer, mesh, tally, sorted(codes), examples)()
         peer.settle()
         assert not peer.bad, peer.bad
     finally:
         peer.close()
     check_service(proc, mesh.watcher)
     return tally.inputs, codes
+
+
+def _run_server_fuzz(mesh: Mesh, addr: str, proc: Any, examples: int) -> tuple[int, set[int]]:
+    return _run_fuzz(mesh, RawPeer(addr), proc, fuzz_target, examples)
 
 
 def test_namesrv_survives_hostile_requests(mesh: Mesh, reliability) -> None:
@@ -455,23 +401,152 @@ def test_broker_survives_hostile_requests(mesh: Mesh, reliability) -> None:
                           "witness sends all stored intact")
 
 
+# --- the RocketMQ TCP doors ------------------------------------------------------------------------------
+
+#: Bodies at the TCP door: the hostile ones, and one past maxMessageSize that still fits the door's frame limit.
+door_bodies = bodies | st.just(4 * 1024 * 1024 + 1).map(lambda n: b"y" * n)
+
+
+def door_fuzz_target(peer: DoorPeer, mesh: Mesh, tally: Tally, codes: list[int], examples: int):
+    """The hypothesis test body shared by both TCP doors: one request (answered in kind, or not at all when it is
+    oneway) or bytes that are not a frame (their connection closed), the mesh still serving."""
+    opaques = itertools.count(1)
+    requests = door_requests(codes, door_bodies)
+
+    # Three requests to one malformed input (one_of would flatten the branches of both and weigh them as one).
+    inputs = st.sampled_from([requests, requests, requests, malformed_inputs]).flatmap(lambda s: s)
+
+    @fuzz_settings(examples)
+    @given(inputs, st.booleans())
+    @tally.counted
+    def run(shape: Request | Malformed, negative_opaque: bool) -> None:
+        if isinstance(shape, Request):
+            opaque = next(opaques) * (-1 if negative_opaque else 1)
+            frame = shape.frame(opaque)
+            if len(frame) > DOOR_FRAME_LIMIT:
+                shape = Malformed("a request over the door's frame limit", frame)
+            else:
+                hold = hold_of(shape.code, shape.ext)
+                owed = peer.request(shape, opaque, hold)
+                peer.pump(owed if hold == 0.0 else None)
+        if isinstance(shape, Malformed):
+            assert is_malformed(shape.data, shape.then_close), f"not malformed after all: {shape!r}"
+            peer.malformed(shape)
+        if tally.inputs % WITNESS_EVERY == 0:
+            mesh.send_witness()
+        assert not peer.bad, peer.bad
+
+    return run
+
+
+def bad_frame_lines(proc: Any, peer: str) -> list[str]:
+    """The lines of ``proc``'s log that report bad input from the TCP peer ``peer`` (``ip:port``)."""
+    return [line for line in proc.stderr_text().splitlines()
+            if '"tcp_bad_frame"' in line and f'"peer": "{peer}"' in line]
+
+
+def _run_door_fuzz(mesh: Mesh, door: str, proc: Any, zmq_addr: str, examples: int) -> tuple[int, set[int], int]:
+    """Fuzz ``door``; returns the inputs sent, the codes registered there, and the connections closed for bad
+    input (each logged once, naming its peer)."""
+    with_zmq = RawPeer(zmq_addr)
+    try:
+        zmq_codes = registered_codes(with_zmq, itertools.count(2_000_000_000))
+    finally:
+        with_zmq.close()
+    peer = DoorPeer(door)
+    inputs, codes = _run_fuzz(mesh, peer, proc, door_fuzz_target, examples)
+    # One dispatcher behind both doors: the same handlers answer.
+    assert codes == zmq_codes, f"the doors disagree: {sorted(codes ^ zmq_codes)}"
+    closed = peer.closed_for_bad_input
+    assert len(closed) >= examples // 10, f"only {len(closed)} connections closed for bad input: the framing untried"
+    wait_for(lambda: all(bad_frame_lines(proc, p) for p in closed), 5, "a log line for every connection closed")
+    for p in set(closed):
+        assert len(bad_frame_lines(proc, p)) == closed.count(p), f"not one line per bad connection of {p}"
+    return inputs, codes, len(closed)
+
+
+def test_namesrv_tcp_door_survives_hostile_frames(mesh: Mesh, reliability) -> None:
+    inputs, codes, closed = _run_door_fuzz(mesh, mesh.namesrv_door, mesh.namesrv, mesh.namesrv.addr, 300)
+    reliability.fuzz("name server: live TCP door", inputs=inputs,
+                     note=f"RocketMQ frames of unknown codes and all {len(codes)} registered codes in JSON (ext values "
+                          "of any JSON type) and ROCKETMQ headers, hostile ext and bodies; negative and huge lengths, "
+                          f"bad header lengths, serialize types and headers, cut frames ({closed} connections): each "
+                          "closed alone and logged naming its peer; owed answers in kind, none to oneway; clients "
+                          "of both doors served throughout")
+
+
+def test_broker_tcp_door_survives_hostile_frames(mesh: Mesh, reliability) -> None:
+    inputs, codes, closed = _run_door_fuzz(mesh, mesh.broker_door, mesh.broker, mesh.broker.addr, 500)
+    reliability.fuzz("broker: live TCP door", inputs=inputs,
+                     note=f"RocketMQ frames of unknown codes and all {len(codes)} registered codes in JSON (ext values "
+                          "of any JSON type) and ROCKETMQ headers, hostile ext and bodies (over maxMessageSize too); "
+                          "negative and huge lengths, bad header lengths, serialize types and headers, cut frames "
+                          f"({closed} connections): each closed alone and logged naming its peer; owed answers in "
+                          "kind, none to oneway; sends at both doors all stored intact")
+
+
+#: One of each kind of bytes that is not a frame (and a frame cut short by the peer's close).
+MALFORMED = [
+    Malformed("negative total length", struct.pack(">iI", -1, 10)),
+    Malformed("total length over 16 MiB", struct.pack(">iI", MAX_FRAME_SIZE, 10)),
+    Malformed("total length over maxMessageSize plus headers", struct.pack(">iI", DOOR_FRAME_LIMIT, 10)),
+    Malformed("header length past the frame", framed(b'{"code":105}', header_size=13)),
+    Malformed("unknown serialize type", framed(b'{"code":105}', kind=2)),
+    Malformed("header not JSON", framed(b"{code: 105}")),
+    Malformed("header not ROCKETMQ", framed(b"\x00\x69\x00\x00\x00", kind=SerializeType.ROCKETMQ)),
+    Malformed("truncated frame, then close", framed(b'{"code":105,"opaque":1}', b"body")[:20], then_close=True),
+]
+
+
+@pytest.mark.parametrize("door", ["namesrv", "broker"])
+def test_a_malformed_frame_closes_its_connection_only_and_is_logged(mesh: Mesh, door: str) -> None:
+    proc, addr = (mesh.namesrv, mesh.namesrv_door) if door == "namesrv" else (mesh.broker, mesh.broker_door)
+    question = (cmd(RequestCode.GET_ROUTEINFO_BY_TOPIC, 0, {"topic": WITNESS_TOPIC}) if door == "namesrv"
+                else cmd(RequestCode.GET_BROKER_RUNTIME_INFO, 0))
+    bystander = RawClient(addr)
+    try:
+        for n, bad in enumerate(MALFORMED, start=1):
+            assert is_malformed(bad.data, bad.then_close), bad
+            client = RawClient(addr)
+            peer = client.identity.decode().removeprefix("tcp:")
+            try:
+                client.sock.sendall(bad.data)
+                if bad.then_close:
+                    client.sock.shutdown(socket.SHUT_WR)
+                assert client.closed_within(REPLY_BOUND_S), f"{bad.what}: the connection stayed open"
+            finally:
+                client.close()
+            wait_for(lambda: bad_frame_lines(proc, peer), 5, f"{bad.what}: a log line naming {peer}")  # noqa: B023
+            assert len(bad_frame_lines(proc, peer)) == 1, bad_frame_lines(proc, peer)
+            # The connection opened before it is still open, and served.
+            question.opaque = n
+            resp, _ = bystander.call(question)
+            assert (resp.opaque, resp.code) == (n, ResponseCode.SUCCESS), f"{bad.what}: {resp}"
+    finally:
+        bystander.close()
+    check_service(proc, mesh.watcher)
+
+
 def test_store_undamaged_after_fuzz(mesh: Mesh) -> None:
     """Every witness message is in the store, intact, and the consume queues agree with the commitlog."""
     mesh.send_witness()
+    mesh.watcher.stop()  # its last send at the broker's door is in the witnesses before the store is read
+    assert mesh.watcher.door_witnesses, "the watcher sent nothing at the broker's door"
+    witnesses = mesh.witnesses + mesh.watcher.door_witnesses
     mesh.broker.stop()
     store = open_store(mesh.broker.store_dir, mapped_file_size_commit_log=TEST_STORE_CONFIG["mappedFileSizeCommitLog"],
                        mapped_file_size_consume_queue=TEST_STORE_CONFIG["mappedFileSizeConsumeQueue"],
                        max_hash_slot_num=TEST_STORE_CONFIG["maxHashSlotNum"],
                        max_index_num=TEST_STORE_CONFIG["maxIndexNum"])
     try:
-        for msg_id, body in mesh.witnesses:
+        for msg_id, body in witnesses:
             _, _, phys = decode_message_id(msg_id)
             m = store.look_message_by_offset(phys)
             assert m is not None and m.body == body and m.topic == WITNESS_TOPIC, f"witness {body!r} damaged"
-        assert check_queues_agree_with_commitlog(store) >= len(mesh.witnesses)
+        assert check_queues_agree_with_commitlog(store) >= len(witnesses)
         stored = sorted(decode_record(store.commitlog.read(*cq.get(off)[:2]), check_crc=True).body
                         for cq in store.consume_queues() if cq.topic == WITNESS_TOPIC
                         for off in range(cq.min_offset, cq.max_offset))
-        assert stored == sorted(body for _, body in mesh.witnesses)
+        assert stored == sorted(body for _, body in witnesses)
     finally:
         store.shutdown()

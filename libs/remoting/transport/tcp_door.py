@@ -422,6 +422,10 @@ class TcpDoor:
             self._close(conn, f"receive failed: {exc}")
             return
         if not data:
+            if conn.decoder.buffered:
+                # A frame cut short by the peer's close is bad input like any other: logged as one.
+                self._log.warning("tcp_bad_frame", peer=conn.remote,
+                                  error=f"closed by the peer {conn.decoder.buffered} bytes into a frame")
             self._close(conn, "closed by the peer")
             return
         try:
