@@ -7,9 +7,14 @@ Run::
     python bench/door_bench.py --rounds 5 --sends 10000 --backlog 200000 --threads 4
 
 Workloads, each client in a process of its own:
-  sync   one thread sends --sends messages of --size bytes, each awaited (msg/s after a warm-up)
-  drain  a push consumer of a fresh group drains a backlog of --backlog messages of --size bytes (msg/s from
-         its first message to its last); the listener only counts
+  sync     one thread sends --sends messages of --size bytes, each awaited (msg/s after a warm-up)
+  drain    a push consumer of a fresh group drains a backlog of --backlog messages of --size bytes (msg/s from
+           its first message to its last); the listener only counts
+  rawsync  as sync, by one light loop that is the same through both doors (a request built by hand, its
+           answer read): through the TCP door with RocketMQ's frames (tests/tcpkit.py), through ZeroMQ with
+           the SDK's RemotingClient. What the doors cost, without either client's own work
+  rawpull  the same light loop, pulling the backlog 32 messages a request, queue after queue; records counted,
+           not decoded
 
 Each run prints msg/s and the client's CPU per message; the summary gives the medians and door / ZeroMQ
 ratio pair by pair. The C++ client's venv is built by tests/rmqclients.py (the tests' kit, cached under
@@ -101,6 +106,72 @@ def sdk_drain(job: dict) -> dict:
     return {"n": n, "elapsed_s": state["last"] - state["first"], "client_cpu_us": cpu / n * 1e6}
 
 
+# --- one light loop through either door (``door_bench.py raw JOB``) ----------------------------------------
+
+
+def raw(job: dict) -> dict:
+    """``rawsync`` / ``rawpull`` through the TCP door (``job["door"]`` "tcp") or ZeroMQ ("zmq")."""
+    from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, request
+    from tcpkit import RawClient, cmd
+
+    addr = job["broker"]
+    if job["door"] == "tcp":
+        client = RawClient(addr)
+
+        def call(code: int, ext: dict, body: bytes = b"") -> tuple[int, dict, bytes]:
+            resp, _ = client.call(cmd(code, 1, {k: str(v) for k, v in ext.items()}, body))
+            return resp.code, resp.ext, resp.body
+        close = client.close
+    else:
+        zclient = RemotingClient(name="door-bench")
+
+        def call(code: int, ext: dict, body: bytes = b"") -> tuple[int, dict, bytes]:
+            resp: RemotingCommand = zclient.invoke_sync(addr, request(code, ext, body), 10_000)
+            return resp.code, resp.ext, resp.body
+        close = zclient.close
+    try:
+        if job["mode"] == "rawsync":
+            body = b"x" * job["size"]
+            ext = {"producerGroup": "door-bench-raw", "topic": job["topic"], "defaultTopic": "TBW102",
+                   "defaultTopicQueueNums": 8, "queueId": 0, "sysFlag": 0, "bornTimestamp": 0, "flag": 0,
+                   "properties": "", "reconsumeTimes": 0, "batch": False}
+            for _ in range(job["warmup"]):
+                call(RequestCode.SEND_MESSAGE, ext, body)
+            t0, c0 = time.monotonic(), cpu_s()
+            for i in range(job["n"]):
+                ext["queueId"] = i % 8
+                code, _, _ = call(RequestCode.SEND_MESSAGE, ext, body)
+                if code != 0:
+                    return {"error": f"send answered {code}"}
+            elapsed = time.monotonic() - t0
+            return {"n": job["n"], "elapsed_s": elapsed, "client_cpu_us": (cpu_s() - c0) / job["n"] * 1e6}
+        got, t0, c0 = 0, time.monotonic(), cpu_s()
+        for queue in range(8):
+            offset = 0
+            while got < job["n"]:
+                pull = {"consumerGroup": "door-bench-raw", "topic": job["topic"], "queueId": queue,
+                        "queueOffset": offset, "maxMsgNums": 32, "sysFlag": 0, "commitOffset": 0,
+                        "suspendTimeoutMillis": 0, "subscription": "*", "subVersion": 0, "expressionType": "TAG"}
+                code, ext, body = call(RequestCode.PULL_MESSAGE, pull)
+                if code != 0:
+                    break  # the queue's end
+                got += count_records(body)
+                offset = int(ext["nextBeginOffset"])
+        elapsed = time.monotonic() - t0
+        return {"n": got, "elapsed_s": elapsed, "client_cpu_us": (cpu_s() - c0) / max(got, 1) * 1e6}
+    finally:
+        close()
+
+
+def count_records(body: bytes) -> int:
+    """How many commitlog records a pull's body holds (their TOTALSIZE fields, nothing decoded)."""
+    n = pos = 0
+    while pos < len(body):
+        pos += int.from_bytes(body[pos:pos + 4], "big")
+        n += 1
+    return n
+
+
 # --- the bench ------------------------------------------------------------------------------------------
 
 
@@ -128,17 +199,26 @@ def main() -> int:
     try:
         # A first put makes the store create (and warm) its first commitlog file: done here, not in a run.
         fill_backlog(zmq_ns, 100, a.size, 8, SYNC_TOPIC)
-        if "drain" in workloads:
+        services_broker = f"127.0.0.1:{services.broker_port}"
+        if "drain" in workloads or "rawpull" in workloads:
             fill_backlog(zmq_ns, a.backlog, a.size, 8, DRAIN_TOPIC)
         for r in range(a.rounds):
             for workload in workloads:
                 for door in ("tcp", "zmq"):
-                    if workload == "sync":
+                    if workload in ("rawsync", "rawpull"):
+                        job = {"mode": workload, "door": door, "topic": SYNC_TOPIC if workload == "rawsync"
+                               else DRAIN_TOPIC, "n": a.sends if workload == "rawsync" else a.backlog,
+                               "size": a.size, "warmup": 200,
+                               "broker": f"127.0.0.1:{door_broker}" if door == "tcp" else services_broker}
+                        argv = [sys.executable, str(Path(__file__).resolve()), "raw", json.dumps(job)]
+                    elif workload == "sync":
                         job = {"mode": "sync", "topic": SYNC_TOPIC, "n": a.sends, "size": a.size, "warmup": 200}
                     else:
                         job = {"mode": "drain", "topic": DRAIN_TOPIC, "n": a.backlog, "threads": a.threads,
                                "group": f"door-bench-{door}-{time.time_ns()}", "timeout_s": 600}
-                    if door == "tcp":
+                    if workload.startswith("raw"):
+                        pass
+                    elif door == "tcp":
                         argv = [str(cpp.python), str(HERE / "door_cpp_client.py"), json.dumps({**job,
                                                                                             "namesrv": tcp_ns})]
                     else:
@@ -150,7 +230,10 @@ def main() -> int:
                     per = cpu_per_process(before, process_times(list(watched)), figures["n"], watched)
                     rate = figures["n"] / figures["elapsed_s"]
                     results.setdefault(f"{workload}/{door}", []).append({**figures, "rate": rate})
-                    print(f"round {r + 1} {workload:5} {'C++ client, TCP door' if door == 'tcp' else 'SDK, ZeroMQ':21}"
+                    who = {"tcp": "C++ client, TCP door", "zmq": "SDK, ZeroMQ"}[door]
+                    if workload.startswith("raw"):
+                        who = {"tcp": "raw loop, TCP door", "zmq": "raw loop, ZeroMQ"}[door]
+                    print(f"round {r + 1} {workload:7} {who:21}"
                           f" {rate:>9,.0f} msg/s  CPU us/msg: client {figures['client_cpu_us']:.0f}, broker "
                           f"{per.get('broker', 0):.0f}, namesrv {per.get('namesrv', 0):.1f}", flush=True)
     finally:
@@ -160,7 +243,7 @@ def main() -> int:
         tcp = [x["rate"] for x in results[f"{workload}/tcp"]]
         zmq = [x["rate"] for x in results[f"{workload}/zmq"]]
         ratios = sorted(t / z for t, z in zip(tcp, zmq, strict=True))
-        print(f"  {workload:5} TCP door {statistics.median(tcp):>9,.0f} msg/s, ZeroMQ {statistics.median(zmq):>9,.0f} "
+        print(f"  {workload:7} TCP door {statistics.median(tcp):>9,.0f} msg/s, ZeroMQ {statistics.median(zmq):>9,.0f} "
               f"msg/s, ratio {statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})")
     return 0
 
@@ -177,6 +260,9 @@ def subprocess_run(argv: list[str], env: dict[str, str]) -> dict:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "raw":
+        print(json.dumps(raw(json.loads(sys.argv[2]))), flush=True)
+        sys.exit(0)
     if len(sys.argv) == 3 and sys.argv[1] == "sdk":
         job = json.loads(sys.argv[2])
         print(json.dumps(sdk_sync(job) if job["mode"] == "sync" else sdk_drain(job)), flush=True)
