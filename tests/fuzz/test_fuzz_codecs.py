@@ -353,6 +353,7 @@ def test_batch_decoder_raises_only_corrupt_record(reliability) -> None:
     @example(BATCH_ITEM_HEADER.pack(22, 0, 0, 0, 0))  # properties length missing
     # a property name without its \x01: dropped, not read as a name with an empty value
     @example(b"\x00\x00\x00\x1d" + bytes(17) + b"\x07X\x01\x02XX\x00\x02")
+    @example(b"\x00\x00\x00\x1d" + bytes(17) + b"\x07" + bytes(6) + b"\x01")  # a last pair without its \x02
     @given(st.binary(max_size=96) | st.lists(messages, min_size=1, max_size=4).map(encode_batch).flatmap(_mutations))
     @tally.counted
     def run(body: bytes) -> None:
@@ -360,7 +361,10 @@ def test_batch_decoder_raises_only_corrupt_record(reliability) -> None:
             out = decode_batch("T", body)
         except CorruptRecord:
             return
-        assert sum(20 + len(m.body) + 2 + len(encode_properties(m.properties)) for m in out) <= len(body) or not out
+        # Re-encoded, each message takes no more room than it did, but for the \x02 a last property may lack
+        # (RocketMQ reads a final name\x01value without it, and so do we).
+        assert (sum(20 + len(m.body) + 2 + len(encode_properties(m.properties)) for m in out)
+                <= len(body) + len(out)) or not out
 
     run()
     reliability.fuzz("batch decoder", inputs=tally.inputs,

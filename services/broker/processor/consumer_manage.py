@@ -111,6 +111,10 @@ class ConsumerManageProcessor:
         """Can this broker serve a subscription? (SQL92 needs enablePropertyFilter and a valid expression.)"""
         data = self._body(req)
         sub = data.get("subscriptionData") or {}
+        if not isinstance(sub, dict):
+            return response_to(req, ResponseCode.SYSTEM_ERROR,
+                               f"bad check_client_config request: subscriptionData must be an object, "
+                               f"got {type(sub).__name__}")
         expr_type = sub.get("expressionType", "TAG")
         if expr_type == "TAG":
             return ok(req)
