@@ -12,6 +12,7 @@ from rocketmesh.remoting.protocol import headers
 from rocketmesh.remoting.protocol.headers import (
     Header,
     HeaderError,
+    QueryDataVersionResponseHeader,
     SendMessageRequestHeader,
     decode_fields,
     encode_fields,
@@ -124,3 +125,15 @@ def test_fields_sent_as_strings_are_typed():
     assert (send.queue_id, send.born_timestamp, send.batch) == (2, 5, False)
     with pytest.raises(HeaderError, match="<queueId>"):
         SendMessageRequestHeader.from_ext({"producerGroup": "g", "topic": "T", "queueId": "two", "bornTimestamp": 5})
+
+
+@pytest.mark.parametrize("value", [[], {}, 1.5, 2, "yes", ""])
+def test_a_boolean_field_of_another_kind_is_a_header_error(value) -> None:
+    with pytest.raises(HeaderError, match="<changed> must be true or false"):
+        QueryDataVersionResponseHeader.from_ext({"changed": value})
+
+
+@pytest.mark.parametrize(("value", "read"), [(True, True), ("true", True), ("TRUE", True), ("1", True), (1, True),
+                                             ("false", False), ("0", False), (0, False)])
+def test_a_boolean_field_as_rocketmqs_clients_write_it(value, read) -> None:
+    assert QueryDataVersionResponseHeader.from_ext({"changed": value}).changed is read

@@ -80,7 +80,7 @@ def decode_fields(cls: type[H], ext: Any) -> H:
                 v = _parse_int(v, key)
         elif tp is bool:
             if type(v) is not bool:
-                parsed = _BOOLS.get(v.lower() if type(v) is str else v)
+                parsed = _BOOLS.get(v.lower()) if type(v) is str else _BOOLS.get(v) if type(v) is int else None
                 if parsed is None:
                     raise HeaderError(f"the custom field <{key}> must be true or false, got {v!r:.40}")
                 v = parsed
