@@ -205,7 +205,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Modules marked ``heavy`` first: under ``-n 2 --dist loadfile`` a worker takes a whole module at a time,
     so a module of several minutes taken last keeps one worker busy while the other has nothing left; taken
     first, the short modules fill the other worker around it. (The sort is stable: a module's tests stay
-    together and in their order.)"""
+    together and in their order.) Run with ``--no-loadscope-reorder``, as .ci/run does: by default xdist
+    orders the modules by their number of tests instead."""
     items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
 
 

@@ -350,7 +350,7 @@ def test_heartbeat_and_unregister(mesh) -> None:
     assert hb["clientID"] == p.client_id and "@" in hb["clientID"]
     assert {"groupName": "hb-group"} in hb["producerDataSet"] and hb["consumerDataSet"] == []
     p.shutdown()
-    assert any(u.get("producerGroup") == "hb-group" and u["clientId"] == hb["clientID"] for u in a.unregisters)
+    assert any(u.get("producerGroup") == "hb-group" and u["clientID"] == hb["clientID"] for u in a.unregisters)
 
 
 def test_retry_topic_header_fields(mesh, producer: Producer) -> None:

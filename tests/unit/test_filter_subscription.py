@@ -166,7 +166,7 @@ def test_from_json_fills_what_is_missing():
     ({"topic": "T", "subString": "A", "tagsSet": [1]}, ValueError, "tagsSet holds 1"),
     ({"topic": "T", "subString": "A", "codeSet": ["65"]}, ValueError, "codeSet holds '65'"),
     ({"topic": "T", "subString": "A", "codeSet": [True]}, ValueError, "codeSet holds True"),
-    ({"topic": "T", "subString": "A", "subVersion": "1"}, ValueError, "subVersion"),
+    ({"topic": "T", "subString": "A", "subVersion": "v1"}, ValueError, "subVersion"),
     ({"topic": "T", "subString": "A", "classFilterMode": True}, ValueError, "class filter mode"),
     (["topic", "T"], ValueError, "JSON object"),
 ])
