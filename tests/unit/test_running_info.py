@@ -79,6 +79,7 @@ def test_lenient_json_reads_any_json(value: object) -> None:
 @given(st.binary(max_size=200) | st.just(b"[" * 50_000) | st.just(b'{"mqTable":' + b"{" * 50_000))
 def test_anything_a_client_sends_is_a_running_info_or_a_value_error(body: bytes) -> None:
     try:
-        ConsumerRunningInfo.decode(body)
+        info = ConsumerRunningInfo.decode(body)
     except ValueError:
-        pass
+        return
+    assert isinstance(info, ConsumerRunningInfo)
