@@ -11,3 +11,15 @@ threaded SDK's, shared with it. What changes is where the application's code run
 requests complete on the remoting I/O thread and wake the event loop; listeners written as
 ``async def`` run on the application's loop. Nothing here blocks the loop on the network.
 """
+
+from rocketmesh.aio.producer import AsyncProducer
+from rocketmesh.aio.push_consumer import AsyncListener, AsyncPushConsumer
+from rocketmesh.aio.transaction import AsyncTransactionListener, AsyncTransactionProducer
+
+__all__ = [
+    "AsyncListener",
+    "AsyncProducer",
+    "AsyncPushConsumer",
+    "AsyncTransactionListener",
+    "AsyncTransactionProducer",
+]

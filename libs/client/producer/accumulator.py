@@ -142,6 +142,11 @@ class ProduceAccumulator:
             self._send(ready)
         return fut
 
+    def has_room(self, n: int) -> bool:
+        """Whether :meth:`add` of ``n`` encoded bytes would queue them without waiting for room now."""
+        with self._lock:
+            return not self._held or self._held + n <= self._total_bytes
+
     def close(self, timeout_s: float) -> bool:
         """Send everything pending and wait (at most ``timeout_s``) until it completed; True when it did."""
         with self._lock:

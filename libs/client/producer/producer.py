@@ -21,7 +21,7 @@ from __future__ import annotations
 import queue as queue_mod
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from typing import Any, cast
@@ -72,6 +72,9 @@ RETRY_RESPONSE_CODES = frozenset({
 #: ``callback(future)``: told when an async send completes, on the producer's callback thread.
 SendCallback = Callable[["Future[SendResult]"], None]
 SelectorLike = MessageQueueSelector | Callable[[Sequence[MessageQueue], Message, Any], MessageQueue]
+#: A send's attempts, as its driver makes them: yields ``(broker address, queue, attempt timeout ms)``, is sent
+#: each attempt's SendResult (or thrown its MQError), returns the send's result (see Producer.failover_plan).
+SendPlan = Generator[tuple[str, MessageQueue, int], SendResult, SendResult]
 
 _TRAN_PREPARED = MessageConst.TRANSACTION_PREPARED
 _SEND_OK = SendStatus.SEND_OK
@@ -668,10 +671,43 @@ class Producer:
                    timeout_ms: int, st: SendTrace | None = None) -> SendResult:
         """RocketMQ's sendDefaultImpl for sync sends: retries on another broker, bounded by ``timeout_ms``.
         Every attempt carries ``st``'s context (the send's span, which the caller ends)."""
-        traceparent = None if st is None else st.traceparent
-        instance = self._instance
+        plan = self.failover_plan(self._publish_info(topic), header, timeout_ms, st, self._refresh_for_addr)
+        return self._run_plan(plan, header, body, uniq, None if st is None else st.traceparent)
+
+    def _send_sync_once(self, topic: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
+                        uniq: str, timeout_ms: int, st: SendTrace | None = None) -> SendResult:
+        """One attempt to a given queue (a pinned queue or a selector's choice): no retry. The request carries
+        ``st``'s context (the send's span, which the caller ends)."""
+        plan = self.pinned_plan(mq, header, timeout_ms, st)
+        return self._run_plan(plan, header, body, uniq, None if st is None else st.traceparent)
+
+    def _run_plan(self, plan: SendPlan, header: SendMessageRequestHeader, body: bytes, uniq: str,
+                  traceparent: str | None) -> SendResult:
+        """Make the attempts ``plan`` asks for, each waiting for its answer on this thread."""
         send = self._api.send_message
-        tp = self._publish_info(topic)
+        try:
+            addr, mq, attempt_ms = next(plan)
+            while True:
+                try:
+                    result = send(addr, mq, header, body, uniq, attempt_ms, traceparent)
+                except MQError as err:
+                    addr, mq, attempt_ms = plan.throw(err)
+                else:
+                    addr, mq, attempt_ms = plan.send(result)
+        except StopIteration as done:
+            return cast(SendResult, done.value)
+
+    def failover_plan(self, tp: TopicPublishInfo, header: SendMessageRequestHeader, timeout_ms: int,
+                      st: SendTrace | None, refresh_addr: Callable[[str, str], str | None]) -> SendPlan:
+        """RocketMQ's sendDefaultImpl for sync sends, without the waiting: which attempts to make, each on another
+        broker, all within ``timeout_ms``. A plan yields ``(addr, queue, attempt timeout ms)``; its driver makes
+        the request (``header.queue_id`` is set) and sends the plan the SendResult, or throws it the MQError;
+        the plan returns the send's result or raises its error. ``refresh_addr(topic, broker)`` finds a master
+        address the route did not have (None: no master).
+
+        One plan serves the threaded ``send`` and the asyncio one (rocketmesh.aio), so both fail over alike."""
+        topic = tp.topic
+        instance = self._instance
         fault = self._fault
         fault_on = fault.send_latency_fault_enable
         attempts = 1 + self.retry_times_when_send_failed
@@ -692,7 +728,7 @@ class Producer:
             brokers_sent.append(broker)
             addr = instance.master_addr(broker)
             if addr is None:
-                addr = self._refresh_for_addr(topic, broker)
+                addr = refresh_addr(topic, broker)
                 if addr is None:
                     last_error = MQClientError(f"the broker {broker!r} is in no route of topic {topic!r}",
                                                ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
@@ -706,7 +742,7 @@ class Producer:
             # must not eat the retries' time. With one broker, all of it (RocketMQ's way).
             attempt_ms = remaining_ms // (attempts - n) if split else remaining_ms
             try:
-                result = send(addr, mq, header, body, uniq, max(1, attempt_ms), traceparent)
+                result = yield addr, mq, max(1, attempt_ms)
             except MQBrokerError as err:
                 fault.update_fault_item(broker, (_monotonic() - start) * 1000, True)
                 if err.response_code in RETRY_RESPONSE_CODES:
@@ -749,23 +785,21 @@ class Producer:
         )
         raise last_error
 
-    def _send_sync_once(self, topic: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
-                        uniq: str, timeout_ms: int, st: SendTrace | None = None) -> SendResult:
-        """One attempt to a given queue (a pinned queue or a selector's choice): no retry. The request carries
-        ``st``'s context (the send's span, which the caller ends)."""
+    def pinned_plan(self, mq: MessageQueue, header: SendMessageRequestHeader, timeout_ms: int,
+                    st: SendTrace | None) -> SendPlan:
+        """The plan (see :meth:`failover_plan`) of a send to a given queue (pinned, or a selector's choice): one
+        attempt, no retry, since another queue would break the order."""
         addr = self._instance.find_master_addr(mq)
         header.queue_id = mq.queue_id
-        traceparent = None
         if st is not None:
             st.attempt(addr, mq)
-            traceparent = st.traceparent
         start = _monotonic()
         try:
-            result = self._api.send_message(addr, mq, header, body, uniq, timeout_ms, traceparent)
+            result = yield addr, mq, timeout_ms
         except MQBrokerError as err:
             self._fault.update_fault_item(mq.broker_name, (_monotonic() - start) * 1000, True)
             if err.response_code in RETRY_RESPONSE_CODES:
-                self._instance.request_route_refresh(topic)
+                self._instance.request_route_refresh(mq.topic)
             raise
         except MQError as err:
             cause = err.__cause__

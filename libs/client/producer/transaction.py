@@ -35,7 +35,7 @@ from rocketmesh.client.instance import ClientInstance
 from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.results import SendResult, SendStatus
 from rocketmesh.client.trace.msg_trace import store_host_of
-from rocketmesh.client.trace.tracing import start_settle
+from rocketmesh.client.trace.tracing import SettleTrace, start_settle
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record
 from rocketmesh.model.message import Message, MessageConst, MessageExt, SysFlag
 from rocketmesh.remoting import RemotingCommand, RequestCode, ResponseCode, response_to
@@ -80,6 +80,12 @@ class TransactionSendResult(SendResult):
     """A SendResult with the local transaction's outcome; ``transaction_id`` is the message's unique id."""
 
     local_transaction_state: LocalTransactionState = LocalTransactionState.UNKNOW
+
+
+def transaction_result(result: SendResult, state: LocalTransactionState) -> TransactionSendResult:
+    """The TransactionSendResult of a half message's send ``result`` whose transaction came to ``state``."""
+    return TransactionSendResult(result.send_status, result.msg_id, result.offset_msg_id, result.message_queue,
+                                 result.queue_offset, result.msg_id, result.region_id, state)
 
 
 class TransactionProducer(Producer):
@@ -160,6 +166,24 @@ class TransactionProducer(Producer):
         ``execute_local_transaction`` counts as UNKNOW: a check decides later.
         A failed END_TRANSACTION is logged, not raised: a check decides then too.
         """
+        listener = self._half_message(msg)
+        result = self.send(msg, timeout_ms=timeout_ms)
+        state = LocalTransactionState.ROLLBACK_MESSAGE
+        # The local transaction runs in a span parented to the half message's send span (user spans nest in
+        # it); the END_TRANSACTION request carries it, so the broker's handling joins the message's trace.
+        settle = start_settle(self.group, msg)
+        try:
+            if result.send_status is SendStatus.SEND_OK:
+                state = self._run_local(lambda: listener.execute_local_transaction(msg, arg), result.msg_id)
+            self._settle_transaction(msg, result, state, settle)
+        finally:
+            if settle is not None:
+                settle.finish(state.value)
+        return transaction_result(result, state)
+
+    def _half_message(self, msg: Message) -> TransactionListener:
+        """Check that ``msg`` may go in a transaction and mark it a half message of this group; the listener
+        to run. Raises MQClientError."""
         if isinstance(msg, (list, tuple)):
             raise MQClientError("a batch cannot be sent in a transaction; send each message in a transaction "
                                 "of its own", _ILLEGAL)
@@ -176,23 +200,16 @@ class TransactionProducer(Producer):
                                     "delay_ms); it is delivered when its transaction commits", _ILLEGAL)
             msg.properties[MessageConst.TRANSACTION_PREPARED] = "true"
             msg.properties[MessageConst.PRODUCER_GROUP] = self.group
-        result = self.send(msg, timeout_ms=timeout_ms)
-        state = LocalTransactionState.ROLLBACK_MESSAGE
-        # The local transaction runs in a span parented to the half message's send span (user spans nest in
-        # it); the END_TRANSACTION request carries it, so the broker's handling joins the message's trace.
-        settle = start_settle(self.group, msg)
-        try:
-            if result.send_status is SendStatus.SEND_OK:
-                state = self._run_local(lambda: listener.execute_local_transaction(msg, arg), result.msg_id)
-            self._end_transaction(result, state, None if settle is None else settle.traceparent)
-            if self._msg_trace is not None:
-                self._msg_trace.end_transaction(msg, result.msg_id, store_host_of(result.offset_msg_id), state.value,
-                                                False)
-        finally:
-            if settle is not None:
-                settle.finish(state.value)
-        return TransactionSendResult(result.send_status, result.msg_id, result.offset_msg_id, result.message_queue,
-                                     result.queue_offset, result.msg_id, result.region_id, state)
+        return listener
+
+    def _settle_transaction(self, msg: Message, result: SendResult, state: LocalTransactionState,
+                            settle: SettleTrace | None) -> None:
+        """Tell the broker the outcome ``state`` of the half message ``result`` stored (oneway, in ``settle``'s
+        span) and record it in the message trace."""
+        self._end_transaction(result, state, None if settle is None else settle.traceparent)
+        if self._msg_trace is not None:
+            self._msg_trace.end_transaction(msg, result.msg_id, store_host_of(result.offset_msg_id), state.value,
+                                            False)
 
     def _run_local(self, call: Any, transaction_id: str) -> LocalTransactionState:
         try:
@@ -201,6 +218,10 @@ class TransactionProducer(Producer):
             self._log.exception("local transaction failed; its outcome counts as UNKNOW",
                                 transaction_id=transaction_id)
             return LocalTransactionState.UNKNOW
+        return self._checked_state(state, transaction_id)
+
+    def _checked_state(self, state: object, transaction_id: str) -> LocalTransactionState:
+        """``state`` when it is a LocalTransactionState, else UNKNOW (logged)."""
         if not isinstance(state, LocalTransactionState):
             self._log.warning("the transaction listener returned no LocalTransactionState; counted as UNKNOW",
                               transaction_id=transaction_id, returned=repr(state))

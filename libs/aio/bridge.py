@@ -1,0 +1,95 @@
+"""Where the threaded core meets the event loop.
+
+Answers complete on the remoting I/O thread; an asyncio future must be completed on its loop's thread.
+``LoopInbox`` carries completions across: other threads append to a deque and wake the loop at most
+once per drain (``call_soon_threadsafe`` writes to the loop's self-pipe), so a burst of answers costs
+one wake-up, not one each. ``run_on_loop`` goes the other way: a core thread (a consume or a check
+thread) runs a coroutine on the application's loop and waits for its outcome, bounded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class LoopInbox:
+    """Completes asyncio futures of one loop from any thread, waking the loop once per burst."""
+
+    __slots__ = ("_loop", "_items", "_scheduled")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: collections.deque[tuple[asyncio.Future[Any], Any, BaseException | None]] = collections.deque()
+        self._scheduled = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop whose futures this inbox completes."""
+        return self._loop
+
+    def future(self) -> tuple[asyncio.Future[Any], Callable[[Any, BaseException | None], None]]:
+        """A new future of the loop and ``done(result, error)``, callable once from any thread, that completes
+        it (unless the future was cancelled meanwhile)."""
+        fut = self._loop.create_future()
+        return fut, lambda result, error: self.put(fut, result, error)
+
+    def put(self, fut: asyncio.Future[Any], result: object, error: BaseException | None) -> None:
+        """Complete ``fut`` with ``error``, or else ``result``, on the loop's thread (any thread)."""
+        self._items.append((fut, result, error))
+        if not self._scheduled:
+            self._scheduled = True
+            try:
+                self._loop.call_soon_threadsafe(self._drain)
+            except RuntimeError:  # the loop is closed: nobody is left to wait
+                self._items.clear()
+
+    def _drain(self) -> None:
+        # Clear the flag before popping: a put that lands after the last pop then schedules a drain itself.
+        self._scheduled = False
+        popleft = self._items.popleft
+        while True:
+            try:
+                fut, result, error = popleft()
+            except IndexError:
+                return
+            if fut.done():  # cancelled by its awaiter
+                continue
+            if error is not None:
+                fut.set_exception(error)
+            else:
+                fut.set_result(result)
+
+
+def is_async_callable(fn: object) -> bool:
+    """Whether calling ``fn`` gives a coroutine: an ``async def`` function, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or (callable(fn) and inspect.iscoroutinefunction(type(fn).__call__))
+
+
+async def resolve(value: T | Awaitable[T]) -> T:
+    """``value``, awaited first when it is awaitable (a listener may be ``def`` or ``async def``)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def run_on_loop(loop: asyncio.AbstractEventLoop, call: Callable[[], T | Awaitable[T]], timeout_s: float) -> T:
+    """From a thread that is not ``loop``'s: run ``call()`` on ``loop`` (awaiting what it returns when that is
+    awaitable) and wait for its outcome, at most ``timeout_s``. Raises what it raised, TimeoutError (the
+    coroutine is cancelled) or RuntimeError when the loop is closed."""
+
+    async def run() -> T:
+        return await resolve(call())
+
+    fut = asyncio.run_coroutine_threadsafe(run(), loop)
+    try:
+        return fut.result(timeout_s)
+    except concurrent.futures.TimeoutError:
+        fut.cancel()
+        raise TimeoutError(f"the coroutine did not finish within {timeout_s:g} s") from None

@@ -1,0 +1,223 @@
+"""AsyncProducer: the Producer for asyncio programs.
+
+    async with AsyncProducer("orders-producer", "127.0.0.1:9876") as producer:
+        result = await producer.send(Message("Orders", b"..."))
+
+It drives a threaded :class:`~rocketmesh.client.producer.producer.Producer` (same settings, same
+checks, compression, unique ids, spans, msgTrace and fault tolerance) without its waits: each attempt
+goes out through the client's remoting I/O thread on the one connection per broker that every send
+shares, and its answer wakes the loop (:class:`~rocketmesh.aio.bridge.LoopInbox`). ``send`` fails over
+to another broker exactly as ``Producer.send`` does (the same plan of attempts). Work that must ask a
+name server first (a topic's first route, ``start``, ``stop``) runs in a worker thread, so the loop
+never waits on the network.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from rocketmesh.aio.bridge import LoopInbox
+from rocketmesh.client.errors import MQClientError, MQError, RequestTimeoutError
+from rocketmesh.client.producer.producer import Producer, SelectorLike, SendPlan
+from rocketmesh.client.results import SendResult
+from rocketmesh.client.trace.tracing import UNTRACED, SendTrace
+from rocketmesh.client.validators import check_topic
+from rocketmesh.model.codec import encode_batch_item
+from rocketmesh.model.message import Message, MessageQueue
+from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader
+
+
+class AsyncProducer:
+    """Sends messages of one producer group from asyncio code.
+
+    Takes :class:`~rocketmesh.client.producer.producer.Producer`'s arguments and defaults, and raises its
+    errors (MQClientError, MQBrokerError, RequestTimeoutError). ``await start()`` (or ``async with``) before
+    the first send, ``await stop()`` at the end. Sends may come from any number of tasks of the loop that
+    started the producer; none holds a thread while it waits.
+
+    ``auto_batch`` is off by default, as in Producer: with it, a message waits up to ``batch_max_delay_ms``
+    to share a request, and a failed batch is retried on its broker only (never moved to another broker), so
+    a broker's failure costs its sends their failover. Turn it on where throughput from many concurrent
+    senders matters more than that.
+    """
+
+    def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, **settings: Any) -> None:
+        self._producer = self._new_producer(group, namesrv, settings)
+        self._inbox: LoopInbox | None = None
+
+    @staticmethod
+    def _new_producer(group: str, namesrv: str | Sequence[str] | None, settings: dict[str, Any]) -> Producer:
+        return Producer(group, namesrv, **settings)
+
+    # -- life cycle ------------------------------------------------------------
+
+    @property
+    def group(self) -> str:
+        """The producer group."""
+        return self._producer.group
+
+    @property
+    def producer(self) -> Producer:
+        """The threaded Producer underneath (for settings and introspection; do not send through it from the
+        loop: its waits would block the loop)."""
+        return self._producer
+
+    @property
+    def running(self) -> bool:
+        """True between ``start()`` and ``stop()``."""
+        return self._inbox is not None and self._producer.running
+
+    async def start(self) -> AsyncProducer:
+        """Join the client instance and register the group (in a worker thread); returns self."""
+        if self._inbox is not None:
+            return self
+        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(self._producer.start)
+        self._inbox = LoopInbox(loop)
+        return self
+
+    async def stop(self, timeout_s: float = 3.0) -> None:
+        """Send what auto batching holds, unregister the group and leave the client instance (in a worker
+        thread, bounded by ``timeout_s``). Sends still awaiting answers fail with MQClientError."""
+        await asyncio.to_thread(self._producer.shutdown, timeout_s)
+
+    async def __aenter__(self) -> AsyncProducer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _loop_inbox(self) -> LoopInbox:
+        inbox = self._inbox
+        if inbox is None:
+            raise MQClientError("the producer is not started: await producer.start() (or use async with) first")
+        if asyncio.get_running_loop() is not inbox.loop:
+            raise MQClientError("the producer belongs to the event loop that started it; send from that loop")
+        return inbox
+
+    async def message_queues(self, topic: str) -> list[MessageQueue]:
+        """The queues a send to ``topic`` may go to (asks the name server the first time, in a worker thread)."""
+        check_topic(topic)
+        self._loop_inbox()
+        await self._ensure_route(topic)
+        return self._producer.message_queues(topic)
+
+    async def _ensure_route(self, topic: str) -> None:
+        """Have ``topic``'s publish route cached: a worker thread asks the name server when it is not."""
+        if not self._producer._route_cached(topic):
+            await asyncio.to_thread(self._producer._publish_info, topic)
+
+    # -- sends -----------------------------------------------------------------
+
+    async def send(self, msg: Message, *, queue: MessageQueue | None = None, selector: SelectorLike | None = None,
+                   arg: Any = None, timeout_ms: int | None = None) -> SendResult:
+        """Send and await the broker's answer: :meth:`Producer.send`'s semantics (failover to another broker
+        within ``timeout_ms``; a ``queue`` or ``selector`` pins the queue and is not retried elsewhere; delay
+        levels and timers as message properties; auto batching when on)."""
+        p = self._producer
+        tracer = p._msg_trace
+        if tracer is None:
+            return await self._send(msg, queue, selector, arg, timeout_ms)
+        begin = int(time.time() * 1000)
+        try:
+            result = await self._send(msg, queue, selector, arg, timeout_ms)
+        except BaseException:
+            tracer.pub(msg, None, begin)
+            raise
+        tracer.pub(msg, result, begin)
+        return result
+
+    async def _send(self, msg: Message, queue: MessageQueue | None, selector: SelectorLike | None, arg: Any,
+                    timeout_ms: int | None) -> SendResult:
+        p = self._producer
+        inbox = self._loop_inbox()
+        p._check(msg)
+        await self._ensure_route(msg.topic)
+        timeout = p.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        st: SendTrace | None = None
+        if p.auto_batch and queue is None and selector is None:
+            accumulator = p._accumulator
+            if accumulator is not None and not accumulator.has_room(len(encode_batch_item(msg))):
+                # Waiting for room is a wait on other sends' answers: a worker thread's, not the loop's.
+                batched, st = await asyncio.to_thread(p._auto_batched, msg, timeout)
+            else:
+                batched, st = p._auto_batched(msg, timeout)
+            if batched is not None:
+                try:
+                    return await asyncio.wait_for(asyncio.wrap_future(batched), timeout / 1000.0)
+                except TimeoutError:
+                    raise RequestTimeoutError(
+                        f"send to topic {msg.topic!r} timed out: no answer to its batch within {timeout} ms"
+                    ) from None
+        ordered = queue is not None or selector is not None
+        timeout, uniq, header, body, st = p._prepare(msg, timeout_ms, ordered, st)
+        with st or UNTRACED:  # the send's span ends with the send
+            if ordered:
+                plan = p.pinned_plan(p._pinned_queue(msg, queue, selector, arg), header, timeout, st)
+            else:
+                plan = p.failover_plan(p._publish_info(msg.topic), header, timeout, st, self._no_refresh)
+            return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent)
+
+    async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
+                         timeout_ms: int | None = None) -> SendResult:
+        """Send messages of one topic as one request to one queue, as :meth:`Producer.send_batch` does (failover
+        to another broker unless ``queue`` pins it)."""
+        p = self._producer
+        inbox = self._loop_inbox()
+        if msgs:
+            await self._ensure_route(msgs[0].topic)
+        topic, body, ids, st = p._encode_batch(msgs, queue is not None)
+        timeout = p.send_msg_timeout_ms if timeout_ms is None else timeout_ms
+        with st or UNTRACED:  # the batch's span ends with the send
+            header = p._header(None, topic)
+            if queue is None:
+                plan = p.failover_plan(p._publish_info(topic), header, timeout, st, self._no_refresh)
+            else:
+                if queue.topic != topic:
+                    raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}")
+                plan = p.pinned_plan(queue, header, timeout, st)
+            return await self._run_plan(inbox, plan, header, body, ids, None if st is None else st.traceparent)
+
+    async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
+                          selector: SelectorLike | None = None, arg: Any = None,
+                          timeout_ms: int | None = None) -> None:
+        """Send and forget (:meth:`Producer.send_oneway`): no answer, no retry."""
+        self._loop_inbox()
+        await self._ensure_route(msg.topic)
+        # The request is queued on a socket without blocking; nothing here waits on the network.
+        self._producer.send_oneway(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+
+    # -- the plan's driver -----------------------------------------------------
+
+    def _no_refresh(self, topic: str, broker: str) -> str | None:
+        """A broker the cached route names without a master: refreshed in the background, not waited for (the
+        plan moves on to another broker)."""
+        self._producer.instance.request_route_refresh(topic)
+        return None
+
+    async def _run_plan(self, inbox: LoopInbox, plan: SendPlan, header: SendMessageRequestHeader, body: bytes,
+                        uniq: str, traceparent: str | None) -> SendResult:
+        """Make the attempts ``plan`` asks for, awaiting each answer on the loop."""
+        send = self._producer.instance.api.send_message_async
+        try:
+            addr, mq, attempt_ms = next(plan)
+            while True:
+                fut, done = inbox.future()
+                try:
+                    send(addr, mq, header, body, uniq, attempt_ms, done, traceparent)
+                    result: SendResult = await fut
+                except MQError as err:
+                    addr, mq, attempt_ms = plan.throw(err)
+                else:
+                    addr, mq, attempt_ms = plan.send(result)
+        except StopIteration as finished:
+            outcome: SendResult = finished.value
+            return outcome
+        finally:
+            plan.close()
+
+    def __repr__(self) -> str:
+        return f"AsyncProducer(group={self.group!r}, running={self.running})"
