@@ -274,6 +274,12 @@ class RemotingClient:
         entry = PendingRequest(cmd.opaque, addr, timeout_ms, time.monotonic() + timeout_ms / 1000.0, None)
         self._mailbox.put((addr, frames, entry))
 
+    @property
+    def pending_requests(self) -> int:
+        """Requests sent on the I/O thread's connections (async and callback ones) still awaiting their answer
+        or deadline."""
+        return len(self._pending)
+
     def close(self, timeout_s: float = 2.0) -> None:
         """Fail everything pending with RemotingSendRequestError, close the sockets, join the threads."""
         if self._closed:

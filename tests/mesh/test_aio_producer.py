@@ -1,0 +1,240 @@
+"""AsyncProducer and AsyncTransactionProducer against real name server, broker and txn-checker processes:
+what an asyncio program checks — every send answered and stored once, failover as the threaded producer
+does it, ordered sends, batches, transactions with async listeners, and cancellation that leaves nothing
+behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from typing import Any
+
+from aiokit import run
+from clientkit import FAST_CLIENT, make_topic
+from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, wait_for
+from rocketmesh import LocalTransactionState, Message, MQClientError, SendStatus
+from rocketmesh.aio import AsyncProducer, AsyncTransactionProducer
+from rocketmesh.client import ClientErrorCode, SelectMessageQueueByHash
+from rocketmesh.client.consumer import PullConsumer
+from rocketmesh.model.message import MessageExt, MessageQueue
+
+BROKER_ARGS = FAST_BROKER
+
+
+def read_all(namesrv: str, topic: str, expect: int, group: str) -> list[MessageExt]:
+    """Every message stored in ``topic``, read from offset 0 of each queue; waits for ``expect`` of them and
+    then half a second more for any extra."""
+    got: list[MessageExt] = []
+    with PullConsumer(group, namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT) as c:
+        c.assign(c.fetch_message_queues(topic))
+        wait_for(lambda: got.extend(c.poll(200)) or len(got) >= expect, 20, f"{expect} messages read back")
+        got.extend(c.poll(500))
+    return got
+
+
+def tcp_connections_to(port: int) -> int:
+    """This process's established TCP connections to ``port`` on loopback."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    count = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if int(fields[2].split(":")[1], 16) == port and fields[3] == "01" and fields[9] in inodes:
+                count += 1
+    return count
+
+
+def test_sends_from_100_tasks_are_all_send_ok_stored_once_over_one_connection_per_broker(namesrv, broker, admin):
+    make_topic(admin, "AioManyT", 4)
+
+    async def main() -> tuple[list[Any], int, int, int, int]:
+        async with AsyncProducer("aio-many", namesrv.addr, **FAST_CLIENT) as producer:
+            await producer.send(Message("AioManyT", b"warm-up"))
+            threads, conns = threading.active_count(), tcp_connections_to(broker.port)
+            async with asyncio.TaskGroup() as tg:
+                tasks = [tg.create_task(producer.send(Message("AioManyT", f"m{i}".encode(), keys=f"k{i}")))
+                         for i in range(100)]
+            return ([t.result() for t in tasks], threads, conns, threading.active_count(),
+                    tcp_connections_to(broker.port))
+
+    results, threads_before, conns_before, threads_after, conns_after = run(main())
+    assert [r.send_status for r in results] == [SendStatus.SEND_OK] * 100
+    assert len({r.msg_id for r in results}) == 100
+    # A hundred sends in flight took no thread and no connection of their own.
+    assert (threads_after, conns_after) == (threads_before, conns_before)
+    stored = read_all(namesrv.addr, "AioManyT", 101, "aio-many-check")
+    bodies = sorted(m.body.decode() for m in stored if m.body != b"warm-up")
+    assert bodies == sorted(f"m{i}" for i in range(100))  # each exactly once
+    assert {m.unique_key for m in stored} >= {r.msg_id for r in results}
+
+
+def test_ordered_sends_batches_oneway_and_auto_batching(namesrv, broker, admin):
+    make_topic(admin, "AioOrderT", 4)
+
+    async def main() -> tuple[list[Any], Any, list[Any], list[MessageQueue]]:
+        async with AsyncProducer("aio-order", namesrv.addr, **FAST_CLIENT) as producer:
+            queues = await producer.message_queues("AioOrderT")
+            by_key = [await producer.send(Message("AioOrderT", f"{key}-{n}".encode(), keys=key),
+                                          selector=SelectMessageQueueByHash(), arg=key)
+                      for n in range(5) for key in ("order-1", "order-2")]
+            batch = await producer.send_batch([Message("AioOrderT", f"b{i}".encode()) for i in range(10)],
+                                              queue=queues[0])
+            await producer.send_oneway(Message("AioOrderT", b"oneway"))
+        async with AsyncProducer("aio-auto", namesrv.addr, auto_batch=True, **FAST_CLIENT) as auto:
+            batched = await asyncio.gather(*(auto.send(Message("AioOrderT", f"a{i}".encode())) for i in range(300)))
+        return by_key, batch, batched, queues
+
+    by_key, batch, batched, queues = run(main())
+    for key in ("order-1", "order-2"):
+        sent = [r for r, n in zip(by_key, [k for _ in range(5) for k in ("order-1", "order-2")], strict=True)
+                if n == key]
+        assert len({r.message_queue for r in sent}) == 1  # one key, one queue
+        offsets = [r.queue_offset for r in sent]
+        assert offsets == sorted(offsets)  # in the order they were awaited
+    assert batch.message_queue == queues[0] and len(batch.msg_id.split(",")) == 10
+    assert all(r.send_status is SendStatus.SEND_OK for r in batched) and len({r.msg_id for r in batched}) == 300
+    stored = read_all(namesrv.addr, "AioOrderT", 10 + 10 + 1 + 300, "aio-order-check")
+    assert len(stored) == 321 and sum(m.body == b"oneway" for m in stored) == 1
+
+
+def test_a_send_fails_over_to_the_other_broker_when_one_is_gone(namesrv, broker, start_broker, admin):
+    broker_b: BrokerProcess = start_broker(namesrv.addr, "broker-b")
+    make_topic(admin, "AioFailT", 2)
+    wait_for(lambda: len(admin.topic_route("AioFailT").broker_datas) == 2, 20, "the topic on both brokers")
+
+    async def main() -> list[Any]:
+        async with AsyncProducer("aio-fail", namesrv.addr, send_msg_timeout_ms=3000, **FAST_CLIENT) as producer:
+            await asyncio.gather(*(producer.send(Message("AioFailT", b"both")) for _ in range(8)))
+            broker.kill()
+            return [await producer.send(Message("AioFailT", f"after-{i}".encode())) for i in range(10)]
+
+    results = run(main())
+    assert [r.send_status for r in results] == [SendStatus.SEND_OK] * 10
+    assert {r.message_queue.broker_name for r in results} == {"broker-b"}
+    assert broker_b.proc is not None and broker_b.proc.poll() is None
+
+
+def test_errors_are_the_sdk_errors(namesrv, broker, admin):
+    async def main() -> None:
+        producer = AsyncProducer("aio-errors", namesrv.addr, **FAST_CLIENT)
+        try:
+            await producer.send(Message("AnyT", b"x"))
+            raise AssertionError("a send before start() went through")
+        except MQClientError as exc:
+            assert "start()" in str(exc)
+        async with producer:
+            try:
+                await producer.send(Message("bad topic!", b"x"))
+                raise AssertionError("a bad topic was sent")
+            except MQClientError as exc:
+                assert exc.response_code is not None
+            try:
+                await producer.send(Message("AioErrT", b"x"), queue=MessageQueue("AioErrT", "no-such-broker", 0))
+                raise AssertionError("a send to a broker that does not exist went through")
+            except MQClientError as exc:
+                assert exc.response_code == ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION
+
+    run(main())
+
+
+def test_cancelled_sends_leave_no_pending_request_socket_or_thread(namesrv, broker, admin):
+    make_topic(admin, "AioCancelT", 2)
+
+    async def main() -> tuple[int, int, int, int, SendStatus, Any]:
+        async with AsyncProducer("aio-cancel", namesrv.addr, **FAST_CLIENT) as producer:
+            await producer.send(Message("AioCancelT", b"warm-up"))
+            remoting = producer.producer.instance.api.remoting
+            threads, conns = threading.active_count(), tcp_connections_to(broker.port)
+            for _ in range(5):
+                tasks = [asyncio.create_task(producer.send(Message("AioCancelT", b"c"))) for _ in range(200)]
+                await asyncio.sleep(0)  # every task is inside its await now: the requests are out
+                for t in tasks:
+                    t.cancel()
+                outcomes = await asyncio.gather(*tasks, return_exceptions=True)
+                assert all(isinstance(o, asyncio.CancelledError) or o.send_status is SendStatus.SEND_OK
+                           for o in outcomes)
+            deadline = asyncio.get_running_loop().time() + 5
+            while remoting.pending_requests and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.05)
+            after = await producer.send(Message("AioCancelT", b"after"))
+            return (remoting.pending_requests, threads, threading.active_count(), conns,
+                    after.send_status, tcp_connections_to(broker.port))
+
+    pending, threads_before, threads_after, conns_before, status, conns_after = run(main())
+    assert pending == 0
+    assert threads_after == threads_before and conns_after == conns_before
+    assert status is SendStatus.SEND_OK
+
+
+def test_a_transaction_with_async_listeners_commits_and_a_check_answers_on_the_loop(
+        namesrv, broker, admin, start_txn_checker):
+    make_topic(admin, "AioTxT", 2)
+    start_txn_checker(namesrv.addr, **FAST_CHECKER)
+    seen: dict[str, list[str]] = {"executed": [], "checked": []}
+    loop_threads: set[int] = set()
+
+    class Orders:
+        async def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            await asyncio.sleep(0.01)
+            loop_threads.add(threading.get_ident())
+            seen["executed"].append(msg.keys or "")
+            if arg == "raise":
+                raise RuntimeError("the database is down")
+            return {"commit": LocalTransactionState.COMMIT_MESSAGE,
+                    "rollback": LocalTransactionState.ROLLBACK_MESSAGE}.get(str(arg), LocalTransactionState.UNKNOW)
+
+        async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            await asyncio.sleep(0.01)
+            loop_threads.add(threading.get_ident())
+            seen["checked"].append(msg.keys or "")
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    async def main() -> list[Any]:
+        async with AsyncTransactionProducer("aio-tx", namesrv.addr, Orders(), **FAST_CLIENT) as producer:
+            results = [await producer.send_message_in_transaction(Message("AioTxT", key.encode(), keys=key), arg)
+                       for key, arg in (("t-commit", "commit"), ("t-rollback", "rollback"),
+                                        ("t-unknown", "unknown"), ("t-raise", "raise"))]
+            # The undecided two are settled by checks, which this loop answers.
+            deadline = asyncio.get_running_loop().time() + 20
+            while set(seen["checked"]) < {"t-unknown", "t-raise"} and asyncio.get_running_loop().time() < deadline:
+                await asyncio.sleep(0.1)
+            return results
+
+    main_thread = threading.get_ident()
+    results = run(main())
+    assert [r.local_transaction_state for r in results] == [
+        LocalTransactionState.COMMIT_MESSAGE, LocalTransactionState.ROLLBACK_MESSAGE,
+        LocalTransactionState.UNKNOW, LocalTransactionState.UNKNOW]
+    assert {"t-unknown", "t-raise"} <= set(seen["checked"])
+    assert loop_threads == {main_thread}  # both listeners ran on the program's loop
+    stored = read_all(namesrv.addr, "AioTxT", 3, "aio-tx-check")
+    assert sorted({m.keys for m in stored}) == ["t-commit", "t-raise", "t-unknown"]
+
+
+def test_a_producer_is_bound_to_the_loop_that_started_it(namesrv, broker):
+    holder: dict[str, AsyncProducer] = {}
+
+    async def start() -> None:
+        holder["p"] = await AsyncProducer("aio-loop", namesrv.addr, **FAST_CLIENT).start()
+
+    async def send_elsewhere() -> str:
+        try:
+            await holder["p"].send(Message("AnyT", b"x"))
+        except MQClientError as exc:
+            return str(exc)
+        finally:
+            await holder["p"].stop()
+        return ""
+
+    asyncio.run(start())
+    assert "loop" in asyncio.run(send_elsewhere())
+
+
