@@ -14,6 +14,8 @@ Modes:
   pull   PullConsumer polls the whole backlog (msg/s from first to last message)
   push   PushConsumer with a listener that only counts (msg/s likewise)
   e2e    one producer sends --rate msg/s; a PushConsumer measures send-to-listener latency (p50/p99)
+  aio-push  AsyncPushConsumer (rocketmesh.aio) with an async listener that only counts (msg/s likewise)
+  aio-e2e   e2e with an AsyncPushConsumer whose async listener measures the latency on its loop
   wake   a held long-poll pull: latency from the send to the pull's answer (p50/p99 over --wakes sends)
 
 Drains print the CPU per message they took in this process and in each
@@ -26,6 +28,7 @@ offset, so modes read the same messages.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import shutil
 import statistics
@@ -56,6 +59,7 @@ from benchkit import (  # noqa: E402
     watched_pids,
 )
 from rocketmesh import Admin, Message, Producer  # noqa: E402
+from rocketmesh.aio import AsyncPushConsumer  # noqa: E402
 from rocketmesh.client.consumer import (  # noqa: E402
     ConsumeConcurrentlyStatus,
     PullConsumer,
@@ -113,7 +117,55 @@ def drain_push(namesrv: str, n: int, batch: int, consume_batch: int, threads: in
     return state["got"] / (state["last"] - state["first"])
 
 
-def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, float, int]:
+class _LoopThread:
+    """An asyncio loop running on a thread of its own, for the async consumers (the bench's main thread paces)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="bench-loop", daemon=True)
+        self.thread.start()
+
+    def run(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+
+
+def drain_aio_push(namesrv: str, n: int, batch: int, consume_batch: int, threads: int) -> float:
+    """drain_push with an AsyncPushConsumer whose async listener counts on the loop."""
+    group = f"bench-aio-push-{time.time_ns()}"
+    state = {"got": 0, "first": 0.0, "last": 0.0}
+    done = threading.Event()
+
+    async def listener(msgs):
+        if not state["got"]:
+            state["first"] = time.monotonic()
+        state["got"] += len(msgs)
+        if state["got"] >= n and not done.is_set():
+            state["last"] = time.monotonic()
+            done.set()
+        return SUCCESS
+
+    lt = _LoopThread()
+    c = AsyncPushConsumer(group, namesrv, **CLIENT_ACCOUNT, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                          pull_batch_size=batch, consume_message_batch_max_size=consume_batch,
+                          consume_thread_nums=threads)
+    c.subscribe(TOPIC)
+    c.register_listener(listener)
+    lt.run(c.start())
+    try:
+        if not done.wait(600):
+            raise SystemExit(f"aio push drain stalled at {state['got']}/{n}")
+    finally:
+        lt.run(c.stop())
+        lt.close()
+    return state["got"] / (state["last"] - state["first"])
+
+
+def e2e(namesrv: str, rate: int, duration: float, size: int, aio: bool = False) -> tuple[float, float, int]:
     make_topic(namesrv, E2E_TOPIC, 8)
     lat: list[float] = []
     lock = threading.Lock()
@@ -125,11 +177,22 @@ def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, flo
                 lat.append((now - int(m.body[:19])) / 1e6)
         return SUCCESS
 
-    c = PushConsumer(f"bench-e2e-{time.time_ns()}", namesrv, **CLIENT_ACCOUNT)
+    async def async_listener(msgs):
+        return listener(msgs)
+
+    group = f"bench-e2e-{time.time_ns()}"
+    lt = _LoopThread() if aio else None
+    c = (AsyncPushConsumer if aio else PushConsumer)(group, namesrv, **CLIENT_ACCOUNT)
     c.subscribe(E2E_TOPIC)
-    c.register_listener(listener)
-    c.start()
-    c.wait_assigned()
+    c.register_listener(async_listener if aio else listener)
+    if lt is not None:
+        lt.run(c.start())
+    else:
+        c.start()
+        c.wait_assigned()
+    deadline = time.monotonic() + 10
+    while not c.assigned_queues() and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(1.0)
     pad = b"x" * max(0, size - 19)
     sent = 0
@@ -151,7 +214,11 @@ def e2e(namesrv: str, rate: int, duration: float, size: int) -> tuple[float, flo
     deadline = time.monotonic() + 10
     while len(lat) < sent and time.monotonic() < deadline:
         time.sleep(0.1)
-    c.shutdown()
+    if lt is not None:
+        lt.run(c.stop())
+        lt.close()
+    else:
+        c.shutdown()
     values = sorted(lat[len(lat) // 10:])  # the first tenth warms up
     return percentile(values, 0.5), percentile(values, 0.99), len(lat)
 
@@ -211,7 +278,7 @@ def main() -> None:
         services = Services(["mappedFileSizeCommitLog=268435456", *a.set], acl_sets=tuple(acl_sets))
         namesrv = services.namesrv
     try:
-        if "pull" in modes or "push" in modes:
+        if {"pull", "push", "aio-push"} & set(modes):
             fill_backlog(namesrv, a.backlog, a.size, a.queues)
         watched = watched_pids(services)
 
@@ -230,10 +297,16 @@ def main() -> None:
             rates = measured("push", lambda: drain_push(namesrv, a.backlog, a.pull_batch, a.consume_batch, a.threads))
             print(f"push  drain {a.backlog} x {a.size} B (consume batch {a.consume_batch}): "
                   f"{statistics.median(rates):,.0f} msg/s (runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
-        if "e2e" in modes:
-            p50, p99, n = e2e(namesrv, a.rate, a.duration, a.size)
-            print(f"e2e   {a.rate} msg/s for {a.duration:.0f} s: p50 {p50:.2f} ms, p99 {p99:.2f} ms ({n} messages)",
-                  flush=True)
+        if "aio-push" in modes:
+            rates = measured("aio-push", lambda: drain_aio_push(namesrv, a.backlog, a.pull_batch, a.consume_batch,
+                                                                a.threads))
+            print(f"aio-push drain {a.backlog} x {a.size} B (consume batch {a.consume_batch}): "
+                  f"{statistics.median(rates):,.0f} msg/s (runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
+        for mode in ("e2e", "aio-e2e"):
+            if mode in modes:
+                p50, p99, n = e2e(namesrv, a.rate, a.duration, a.size, aio=mode == "aio-e2e")
+                print(f"{mode:<5} {a.rate} msg/s for {a.duration:.0f} s: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
+                      f"({n} messages)", flush=True)
         if "wake" in modes:
             p50, p99 = wake(namesrv, a.wakes)
             print(f"wake  held pull answered after a send: p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)

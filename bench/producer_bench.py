@@ -20,6 +20,9 @@ Modes:
   batch                  send_batch() of --batch messages (latency per batch, msg/s counts messages)
   batch-async            send_batch_async() keeping --batch-window batches in flight
   paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
+  aio1                   rocketmesh.aio: one task awaiting AsyncProducer.send() in a loop
+  aio                    --window tasks, each awaiting its sends one after another (--window sends in flight)
+  aio-auto               the same with AsyncProducer(auto_batch=True)
 
 Prints msg/s and p50/p99 latency (ms) per mode, and the CPU each message took
 in this process and in each service (microseconds: a figure that other work on
@@ -52,6 +55,7 @@ creation) and the broker's registration with an admin account. Not with --namesr
 from __future__ import annotations
 
 import argparse
+import asyncio
 import collections
 import cProfile
 import itertools
@@ -81,6 +85,7 @@ from benchkit import (
     watched_pids,
 )
 from rocketmesh import Admin, Message, Producer
+from rocketmesh.aio import AsyncProducer
 
 TOPIC = "ProducerBench"
 GROUP = "bench-producer"
@@ -237,6 +242,30 @@ def run_batch_async(producer: Producer, size: int, window: int, duration: float,
     return run_windowed(send, size, window, duration)
 
 
+def run_aio(namesrv: str, tasks: int, duration: float, body: bytes, **settings: object
+            ) -> tuple[int, float, list[float]]:
+    """``tasks`` asyncio tasks on one loop, each awaiting AsyncProducer.send() in a loop for ``duration`` s."""
+    async def main() -> tuple[int, float, list[float]]:
+        lat: list[float] = []
+        clock = time.perf_counter
+        async with AsyncProducer(GROUP + "-aio", namesrv, **CLIENT_ACCOUNT, **settings) as producer:
+            for _ in range(200):
+                await producer.send(Message(TOPIC, body))
+            stop_at = clock() + duration
+
+            async def sender() -> None:
+                send = producer.send
+                while (t0 := clock()) < stop_at:
+                    await send(Message(next_topic(), body))
+                    lat.append(clock() - t0)
+
+            t_start = clock()
+            await asyncio.gather(*(sender() for _ in range(tasks)))
+            return len(lat), clock() - t_start, lat
+
+    return asyncio.run(main())
+
+
 def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> tuple[int, float, list[float]]:
     lat: list[float] = []
     clock = time.perf_counter
@@ -305,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         "batch": lambda p: run_batch(p, args.batch, args.duration, body),
         "batch-async": lambda p: run_batch_async(p, args.batch, args.batch_window, args.duration, body),
         "paced": lambda p: run_paced(p, args.rate, args.duration, body),
+        "aio1": lambda p: run_aio(namesrv, 1, args.duration, body),
+        "aio": lambda p: run_aio(namesrv, args.window, args.duration, body),
+        "aio-auto": lambda p: run_aio(namesrv, args.window, args.duration, body, auto_batch=True),
     }
     global _topics
     names = [TOPIC] if args.topics == 1 else [f"{TOPIC}-{i}" for i in range(args.topics)]
