@@ -15,10 +15,12 @@
 
 It is a :class:`~rocketmesh.client.consumer.push_consumer.PushConsumer` (the same settings; the same
 rebalance, pulls, flow control, retries through ``%RETRY%<group>``, dead letters, offsets and orderly
-locks) whose listener runs on the loop that started it. Each of the consumer's ``consume_thread_nums``
-consume threads (20 by default, RocketMQ's consumeThreadMin) hands a batch to the loop and waits for the
-listener's status, so at most that many listener calls run at once. A listener call still running after
-``consume_timeout`` minutes is cancelled and its messages go back for a retry, as a timed-out one does in
+locks) whose listener runs on the loop that started it. A concurrent listener's calls go straight from the
+pulls to the loop and run there as tasks, at most ``consume_thread_nums`` (20 by default, RocketMQ's
+consumeThreadMin) at once; only the send-back of a failed message waits in a worker thread. An orderly
+listener is run by the consumer's consume threads, each handing its queue's batch to the loop and waiting
+for the status, since a queue's calls must follow one another. Messages whose listener call is still
+running ``consume_timeout`` minutes after it began go back to the broker for a retry, as in
 RocketMQ. A plain ``def`` listener runs on the consume threads, as with PushConsumer.
 """
 
@@ -29,14 +31,53 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from rocketmesh.aio.bridge import is_async_callable, run_on_loop
+from rocketmesh.aio.consume import LoopConsumeService
+from rocketmesh.client.consumer.consume_service import (
+    ConcurrentConsumeService,
+    Listener,
+    OrderlyConsumeService,
+    consume_directly,
+)
+from rocketmesh.client.consumer.core import ConsumerCore
 from rocketmesh.client.consumer.options import PushConsumerOptions
 from rocketmesh.client.consumer.push_consumer import PushConsumer
 from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.running_info import ConsumeMessageDirectlyResult
 from rocketmesh.filter import SubscriptionData
 from rocketmesh.model.message import MessageExt, MessageQueue
 
 #: ``async def listener(msgs) -> ConsumeConcurrentlyStatus`` (or ConsumeOrderlyStatus when orderly).
 AsyncListener = Callable[[list[MessageExt]], Awaitable[Any]] | Callable[[list[MessageExt]], Any]
+
+
+class _LoopPushConsumer(PushConsumer):
+    """A PushConsumer whose ``async def`` listener runs on ``loop``: concurrently through a LoopConsumeService;
+    orderly, and for an admin's CONSUME_MESSAGE_DIRECTLY, from the consume (or push) thread that waits for it."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+
+    def _on_loop(self, listener: Listener) -> Listener:
+        """``listener`` as a thread calls it: an ``async def`` one runs on the loop, the thread waits (bounded)."""
+        loop = self.loop
+        if loop is None or not is_async_callable(listener):
+            return listener
+        timeout_s = self.options.consume_timeout * 60.0
+        return lambda msgs: run_on_loop(loop, lambda: listener(msgs), timeout_s)
+
+    def _new_service(self, core: ConsumerCore, listener: Listener) -> ConcurrentConsumeService | OrderlyConsumeService:
+        o = self.options
+        if self.loop is None or self._orderly or not is_async_callable(listener):
+            return super()._new_service(core, self._on_loop(listener))
+        return LoopConsumeService(core, listener, o.consume_thread_nums, o.consume_message_batch_max_size,
+                                  None if o.max_reconsume_times < 0 else o.max_reconsume_times,
+                                  o.consume_timeout * 60_000, self.loop)
+
+    def _consume_directly(self, msg: MessageExt) -> ConsumeMessageDirectlyResult:
+        assert self._listener is not None  # start() refuses to start without one
+        return consume_directly(self._on_loop(self._listener), msg, self.group, self._orderly)
 
 
 class AsyncPushConsumer:
@@ -45,7 +86,7 @@ class AsyncPushConsumer:
 
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, *,
                  options: PushConsumerOptions | None = None, **settings: Any) -> None:
-        self._consumer = PushConsumer(group, namesrv, options=options, **settings)
+        self._consumer = _LoopPushConsumer(group, namesrv, options=options, **settings)
         self._listener: AsyncListener | None = None
         self._orderly = False
         self._started = False
@@ -90,13 +131,8 @@ class AsyncPushConsumer:
         if listener is None:
             raise MQClientError("no listener: call register_listener(fn) before start()")
         consumer = self._consumer
-        if is_async_callable(listener):
-            loop = asyncio.get_running_loop()
-            timeout_s = consumer.options.consume_timeout * 60.0
-            consumer.register_listener(lambda msgs: run_on_loop(loop, lambda: listener(msgs), timeout_s),
-                                       self._orderly)
-        else:
-            consumer.register_listener(listener, self._orderly)
+        consumer.bind(asyncio.get_running_loop())
+        consumer.register_listener(listener, self._orderly)
         await asyncio.to_thread(consumer.start)
         self._started = True
         return self

@@ -14,6 +14,7 @@ import queue as queue_mod
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rocketmesh.client.consumer.process_queue import ProcessQueue
@@ -130,12 +131,30 @@ def _call_listener(listener: Listener, msgs: list[MessageExt], failed: Any, grou
     try:
         return listener(msgs)
     except Exception as exc:  # noqa: BLE001 - a throwing listener means "retry later"
-        log.exception("listener_raised", group=group, msg_ids=[m.msg_id for m in msgs][:8])
-        if trace is not None:
-            trace.raised(exc)
-        if sub is not None:
-            sub.raised = True
-        return failed
+        return _listener_raised(msgs, failed, group, exc, trace, sub)
+
+
+def _listener_raised(msgs: list[MessageExt], failed: Any, group: str, exc: Exception,
+                     trace: ListenerTrace | None = None, sub: SubTrace | None = None) -> Any:
+    log.exception("listener_raised", group=group, msg_ids=[m.msg_id for m in msgs][:8])
+    if trace is not None:
+        trace.raised(exc)
+    if sub is not None:
+        sub.raised = True
+    return failed
+
+
+@dataclass(slots=True)
+class ListenerCall:
+    """One listener call in progress: its process span and message trace (either None when off)."""
+
+    trace: ListenerTrace | None
+    sub: SubTrace | None
+
+    def close(self) -> None:
+        """End the process span (and make the context before it current again)."""
+        if self.trace is not None:
+            self.trace.finish()
 
 
 #: What each listener status comes to as the outcome of a CONSUME_MESSAGE_DIRECTLY (RocketMQ's mapping).
@@ -227,29 +246,41 @@ class ConcurrentConsumeService:
         """One listener call; returns the messages it settled (removed from ``pq`` unless not ``remove``)."""
         if pq.dropped:
             return []
-        core = self.core
+        call = self.begin_call(mq, msgs)
+        try:
+            status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, self.core.group,
+                                    call.trace, call.sub)
+            return self._settle(self.core, mq, pq, msgs, self.end_call(call, status), remove)
+        finally:
+            call.close()
+
+    def begin_call(self, mq: MessageQueue, msgs: list[MessageExt]) -> ListenerCall:
+        """Before a listener call: stamp the messages' consume start and start their process span (current
+        until the call closes, through the send-back of what failed) and message trace."""
         now_ms = int(time.time() * 1000)
         for m in msgs:
             m.consume_start_time = now_ms
-        # The process span stays current through the send-back of what failed.
-        trace = start_process(core.group, mq, msgs)
         tracer = self.msg_trace
-        sub = None if tracer is None else tracer.before(msgs)
-        try:
-            status = _call_listener(self.listener, msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, core.group, trace,
-                                    sub)
-            if sub is not None:
-                tracer.after(sub, status, ConsumeConcurrentlyStatus.CONSUME_SUCCESS,  # type: ignore[union-attr]
-                             self.consume_timeout_ms)
-            if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
-                log.warning("listener_returned_no_status", group=core.group, returned=repr(status))
-                status = ConsumeConcurrentlyStatus.RECONSUME_LATER
-            if trace is not None and status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
-                trace.failed(status)
-            return self._settle(core, mq, pq, msgs, status, remove)
-        finally:
-            if trace is not None:
-                trace.finish()
+        return ListenerCall(start_process(self.core.group, mq, msgs), None if tracer is None else tracer.before(msgs))
+
+    def end_call(self, call: ListenerCall, status: Any) -> Any:
+        """After a listener call: record its outcome; the status to settle by (RECONSUME_LATER for anything that
+        is not a ConsumeConcurrentlyStatus)."""
+        if call.sub is not None:
+            self.msg_trace.after(call.sub, status, ConsumeConcurrentlyStatus.CONSUME_SUCCESS,  # type: ignore[union-attr]
+                                 self.consume_timeout_ms)
+        if status is None or not isinstance(status, (str, ConsumeConcurrentlyStatus)):
+            log.warning("listener_returned_no_status", group=self.core.group, returned=repr(status))
+            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        if call.trace is not None and status != ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            call.trace.failed(status)
+        return status
+
+    def listener_failed(self, call: ListenerCall, msgs: list[MessageExt], exc: Exception) -> Any:
+        """A listener call raised (call this where the exception is being handled): logged and recorded; the
+    status it counts as (RECONSUME_LATER)."""
+        return _listener_raised(msgs, ConsumeConcurrentlyStatus.RECONSUME_LATER, self.core.group, exc, call.trace,
+                                call.sub)
 
     def _settle(self, core: ConsumerCore, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt],
                 status: Any, remove: bool) -> list[MessageExt]:
@@ -279,11 +310,15 @@ class ConcurrentConsumeService:
                 if later:
                     for m in later:
                         m.reconsume_times += 1
-                    core.scheduler.call_later(RECONSUME_LOCALLY_DELAY_MS,
-                                              lambda: self.workers.submit(lambda: self._reconsume(mq, pq, later)))
+                    self._consume_later(mq, pq, later)
         if done and remove:
             pq.remove_messages(done)  # moves pq.committed_offset, which the consumer persists
         return done
+
+    def _consume_later(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
+        """Consume ``msgs`` again here after RECONSUME_LOCALLY_DELAY_MS (the broker did not take them back)."""
+        self.core.scheduler.call_later(RECONSUME_LOCALLY_DELAY_MS,
+                                       lambda: self.workers.submit(lambda: self._reconsume(mq, pq, msgs)))
 
     def _reconsume(self, mq: MessageQueue, pq: ProcessQueue, msgs: list[MessageExt]) -> None:
         """Consume again, locally, messages the broker did not take back (unless the timeout has since)."""

@@ -132,14 +132,7 @@ class PushConsumer:
             core.subscribe(topic, expression, sql)
         if core.message_model is MessageModel.CLUSTERING:
             core.subscribe(core.retry_topic, "*")
-        if self._orderly:
-            self._service = OrderlyConsumeService(core, self._listener, o.consume_thread_nums,
-                                                  o.consume_message_batch_max_size, o.suspend_current_queue_time_ms,
-                                                  o.max_reconsume_times)
-        else:
-            self._service = ConcurrentConsumeService(
-                core, self._listener, o.consume_thread_nums, o.consume_message_batch_max_size,
-                None if o.max_reconsume_times < 0 else o.max_reconsume_times, o.consume_timeout * 60_000)
+        self._service = self._new_service(core, self._listener)
         if o.enable_msg_trace:
             self._service.msg_trace = MsgTracer(self.group, self.namesrv, o.trace_topic, new_producer=Producer,
                                                 instance_name=o.instance_name, access_key=o.access_key,
@@ -156,6 +149,16 @@ class PushConsumer:
         self._core = core
         exit_hooks.started(self)
         return self
+
+    def _new_service(self, core: ConsumerCore, listener: Listener) -> ConcurrentConsumeService | OrderlyConsumeService:
+        """The consume service that runs ``listener`` (rocketmesh.aio's consumer brings its own)."""
+        o = self.options
+        if self._orderly:
+            return OrderlyConsumeService(core, listener, o.consume_thread_nums, o.consume_message_batch_max_size,
+                                         o.suspend_current_queue_time_ms, o.max_reconsume_times)
+        return ConcurrentConsumeService(
+            core, listener, o.consume_thread_nums, o.consume_message_batch_max_size,
+            None if o.max_reconsume_times < 0 else o.max_reconsume_times, o.consume_timeout * 60_000)
 
     def _consume_directly(self, msg: MessageExt) -> ConsumeMessageDirectlyResult:
         assert self._listener is not None  # start() refuses to start without one
