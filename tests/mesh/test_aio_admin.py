@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import pytest
+from test_readme import run_example
 
 from clientkit import FAST_CLIENT
 from procs import FAST_BROKER
@@ -85,3 +86,11 @@ async def _stats_when(admin: AsyncAdmin, group: str, topic: str,
                       ok: Callable[[ConsumeStats], bool]) -> ConsumeStats | None:
     stats = await admin.consume_stats(group, topic)
     return stats if ok(stats) else None
+
+
+def test_the_docs_example_creates_a_topic_and_finds_its_message(namesrv, broker):
+    out = run_example("aio-admin-example", namesrv.addr)
+    assert out.returncode == 0, out.stderr
+    route, found = out.stdout.splitlines()
+    assert route == "[('broker-a', 4)]"
+    assert found == "order 1 created [0]"

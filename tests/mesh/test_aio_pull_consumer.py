@@ -7,9 +7,11 @@ import asyncio
 import collections
 import time
 
+from test_readme import run_example
+
 from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_BROKER
-from rocketmesh import Message
+from rocketmesh import Admin, Message
 from rocketmesh.aio import AsyncPullConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
 
@@ -258,3 +260,13 @@ def test_the_loop_stays_responsive_while_the_consumer_drains_thousands_of_messag
           f"worst ticker delay {worst * 1000:.1f} ms")
     assert seen == n
     assert worst < 0.020
+
+
+def test_the_docs_example_reads_ten_messages_and_commits_them_on_leaving(namesrv, admin, producer):
+    for i in range(10):
+        producer.send(Message("TopicTest", f"async pull me {i}", tags="TagA"))
+    out = run_example("aio-pull-example", namesrv.addr)
+    assert out.returncode == 0, out.stderr
+    assert sum("async pull me" in line for line in out.stdout.splitlines()) == 10
+    with Admin(namesrv.addr) as a:
+        assert a.consume_stats("aio-pull-example", "TopicTest").total_diff() == 0
