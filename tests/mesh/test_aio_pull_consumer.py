@@ -265,8 +265,8 @@ def test_the_loop_stays_responsive_while_the_consumer_drains_thousands_of_messag
 def test_the_docs_example_reads_ten_messages_and_commits_them_on_leaving(namesrv, admin, producer):
     for i in range(10):
         producer.send(Message("TopicTest", f"async pull me {i}", tags="TagA"))
-    out = run_example("aio-pull-example", namesrv.addr)
+    out = run_example("async-orders-reader", namesrv.addr)
     assert out.returncode == 0, out.stderr
     assert sum("async pull me" in line for line in out.stdout.splitlines()) == 10
     with Admin(namesrv.addr) as a:
-        assert a.consume_stats("aio-pull-example", "TopicTest").total_diff() == 0
+        assert a.consume_stats("async-orders-reader", "TopicTest").total_diff() == 0
