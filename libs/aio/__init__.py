@@ -12,13 +12,17 @@ requests complete on the remoting I/O thread and wake the event loop; listeners 
 ``async def`` run on the application's loop. Nothing here blocks the loop on the network.
 """
 
+from rocketmesh.aio.admin import AsyncAdmin
 from rocketmesh.aio.producer import AsyncProducer
+from rocketmesh.aio.pull_consumer import AsyncPullConsumer
 from rocketmesh.aio.push_consumer import AsyncListener, AsyncPushConsumer
 from rocketmesh.aio.transaction import AsyncTransactionListener, AsyncTransactionProducer
 
 __all__ = [
+    "AsyncAdmin",
     "AsyncListener",
     "AsyncProducer",
+    "AsyncPullConsumer",
     "AsyncPushConsumer",
     "AsyncTransactionListener",
     "AsyncTransactionProducer",

@@ -510,3 +510,27 @@ def test_long_polling_delivers_a_message_sent_while_the_pull_is_held(namesrv, ad
         latency = time.monotonic() - sent_at
         assert [m.body for m in batch] == [b"wake"]
         assert latency < 1.0  # far below the 15 s hold and any polling interval; the bench measures it
+
+
+def test_poll_max_records_hands_out_part_of_a_batch_and_keeps_the_rest_for_the_next_poll(namesrv, admin, producer):
+    topic = "PollMax"
+    make_topic(admin, topic, 1)
+    for i in range(25):
+        producer.send(Message(topic, f"p{i}"))
+    mq = MessageQueue(topic, "broker-a", 0)
+    with PullConsumer("pollmax-group", namesrv.addr, instance_name="pollmax", auto_commit=False,
+                      consume_from="CONSUME_FROM_FIRST_OFFSET", pull_batch_size=32, **FAST_CLIENT) as c:
+        c.assign([mq])
+        got: list[MessageExt] = []
+        while len(got) < 10:
+            batch = c.poll(timeout_ms=3000, max_records=4)
+            assert 1 <= len(batch) <= 4
+            got.extend(batch)
+        c.commit()
+        assert c.committed(mq) == len(got)  # only what was handed out counts as consumed
+        while len(got) < 25:
+            batch = c.poll_nowait(max_records=25 - len(got)) or c.poll(timeout_ms=3000)
+            got.extend(batch)
+        assert [m.queue_offset for m in got] == list(range(25))
+        with pytest.raises(MQClientError, match="max_records"):
+            c.poll(max_records=0)

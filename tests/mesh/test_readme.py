@@ -28,6 +28,8 @@ PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text() for p in sorted
 #: Each python example the tests below run, by a string only it contains.
 RUN_HERE = ("quickstart-producer", "quickstart-consumer", "deliver_at_ms=", "access_key=", "TracerProvider(",
             "SelectMessageQueueByHash()", "pull-example", "orders-tx", "compress_level=9")
+#: docs/asyncio-pull.md's examples, run by test_aio_pull_consumer.py and test_aio_admin.py.
+RUN_HERE += ("async-orders-reader", "aio-admin-example")
 #: Examples that are not run as shown, and why.
 NOT_RUN = {"rocketmesh.spark.register(": "needs Spark, a JVM and the caller's DataFrame; tests/mesh/test_spark.py "
                                          "runs the data source"}

@@ -15,10 +15,11 @@ without it, call ``commit()``. ``seek`` and ``seek_to_time`` move a queue.
 
 from __future__ import annotations
 
+import collections
 import queue as queue_mod
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,12 @@ _MiB = 1024 * 1024
 class _Batch:
     req: PullRequest
     messages: list[MessageExt]
+    #: How many of ``messages`` were handed out already (a poll with ``max_records`` took part of the batch).
+    taken: int = 0
+
+    @property
+    def left(self) -> int:
+        return len(self.messages) - self.taken
 
 
 class PullConsumer:
@@ -64,7 +71,10 @@ class PullConsumer:
             ConsumerHooks(deliver=self._deliver, can_pull=self._flow_control, on_queue_removed=self._on_queue_removed),
             consume_type="CONSUME_ACTIVELY", auto_commit=False, receive_spans=True)
         self._cache: queue_mod.SimpleQueue[_Batch] = queue_mod.SimpleQueue()
+        #: A batch a poll took only part of: its rest comes before anything in the cache.
+        self._front: collections.deque[_Batch] = collections.deque()
         self._cached = 0
+        self._on_arrival: Callable[[], None] | None = None
         self._assigned: list[MessageQueue] | None = None
         self._next_auto_commit = 0.0
         self._lock = threading.Lock()
@@ -166,36 +176,90 @@ class PullConsumer:
 
     # --- polling ---
 
-    def poll(self, timeout_ms: int | None = None) -> list[MessageExt]:
-        """The next batch of messages (one queue's, in order), or [] after ``timeout_ms`` (default 5 s)."""
+    def poll(self, timeout_ms: int | None = None, max_records: int | None = None) -> list[MessageExt]:
+        """The next batch of messages (one queue's, in order), or [] after ``timeout_ms`` (default 5 s; 0 does
+        not wait). With ``max_records``, at most that many: the rest of the batch comes first at the next poll.
+
+        With auto commit, first commits what earlier polls returned when ``auto_commit_interval_ms`` passed
+        (:meth:`commit_if_due`)."""
         self._require_started()
-        if self.auto_commit and time.monotonic() >= self._next_auto_commit:
-            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
-            self._commit_consumed()
+        _check_max_records(max_records)
+        self.commit_if_due()
         timeout = (self.options.poll_timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
         deadline = time.monotonic() + timeout
         while True:
-            try:
-                batch = self._cache.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue_mod.Empty:
+            batch = self._next_batch(deadline - time.monotonic())
+            if batch is None:
                 return []
+            msgs = self._hand_out(batch, max_records)
+            if msgs:
+                return msgs
+            if time.monotonic() >= deadline:
+                return []
+
+    def poll_nowait(self, max_records: int | None = None) -> list[MessageExt]:
+        """What the cache holds now, up to ``max_records`` (default: all of it); [] when it holds nothing.
+
+        Unlike :meth:`poll` it may join the batches of several queues (each queue's messages in order, the
+        rest of a batch cut by ``max_records`` first next time). It never waits and does no network I/O: it
+        does not commit either, so a caller that polls this way (an event loop) runs :meth:`commit_if_due`
+        itself where it may block. What it returns counts as consumed exactly as what ``poll`` returns."""
+        self._require_started()
+        _check_max_records(max_records)
+        out: list[MessageExt] = []
+        while max_records is None or len(out) < max_records:
+            batch = self._next_batch(0)
+            if batch is None:
+                break
+            out.extend(self._hand_out(batch, None if max_records is None else max_records - len(out)))
+        return out
+
+    def set_arrival_callback(self, callback: Callable[[], None] | None) -> None:
+        """Have ``callback()`` called each time pulled messages land in the cache (None: no more calls).
+
+        It runs on the client's remoting I/O thread, after the messages can be polled: it must not block or
+        raise. An event loop's consumer uses it to wake a task waiting in :meth:`poll_nowait`'s stead."""
+        self._on_arrival = callback
+
+    def _next_batch(self, timeout_s: float) -> _Batch | None:
+        """The rest of a batch cut by ``max_records``, else the next batch of the cache (waiting up to
+        ``timeout_s``), else None."""
+        with self._lock:
+            if self._front:
+                return self._front.popleft()
+        try:
+            return self._cache.get(timeout_s > 0, max(0.0, timeout_s))
+        except queue_mod.Empty:
+            return None
+
+    def _hand_out(self, batch: _Batch, max_records: int | None) -> list[MessageExt]:
+        """Up to ``max_records`` messages of ``batch`` (marked consumed; the rest put back in front); [] when
+        the batch is of a queue dropped since (a seek, a rebalance)."""
+        req = batch.req
+        pq = req.pq
+        if pq.dropped or self._core.requests.get(req.mq) is not req:
             with self._lock:
-                self._cached -= len(batch.messages)
-            req = batch.req
-            pq = req.pq
-            if pq.dropped or self._core.requests.get(req.mq) is not req:
-                if time.monotonic() >= deadline:
-                    return []
-                continue
-            pq.remove_messages(batch.messages)  # what commit() stores: pq.committed_offset
-            if self._msg_trace is not None:
-                self._msg_trace.polled(batch.messages)
-            return batch.messages
+                self._cached -= batch.left
+            return []
+        n = batch.left if max_records is None else min(max_records, batch.left)
+        msgs = batch.messages[batch.taken:batch.taken + n]
+        batch.taken += n
+        with self._lock:
+            self._cached -= n
+            if batch.left:
+                self._front.appendleft(batch)
+        pq.remove_messages(msgs)  # what commit() stores: pq.committed_offset
+        if self._msg_trace is not None:
+            self._msg_trace.polled(msgs)
+        return msgs
 
     def _deliver(self, req: PullRequest, msgs: list[MessageExt]) -> None:
         with self._lock:
             self._cached += len(msgs)
         self._cache.put(_Batch(req, msgs))
+        callback = self._on_arrival
+        if callback is not None:
+            callback()
 
     def _flow_control(self, req: PullRequest) -> float:
         pq = req.pq
@@ -214,6 +278,22 @@ class PullConsumer:
     def _commit_consumed(self) -> None:
         self._core.sync_offsets()
         self._core.persist_offsets()
+
+    @property
+    def auto_commit_due(self) -> bool:
+        """With auto commit: ``auto_commit_interval_ms`` passed since the last auto commit (the next poll
+        commits)."""
+        return self.auto_commit and time.monotonic() >= self._next_auto_commit
+
+    def commit_if_due(self) -> bool:
+        """The auto commit every poll makes first: when :attr:`auto_commit_due`, commit what earlier polls
+        returned (on the brokers: network I/O). Returns whether it committed."""
+        with self._lock:
+            if not self.auto_commit_due:
+                return False
+            self._next_auto_commit = time.monotonic() + self.auto_commit_interval_s
+        self._commit_consumed()
+        return True
 
     def commit(self) -> None:
         """Commit, on the brokers (or the local file), the offsets of every message polls returned."""
@@ -259,3 +339,9 @@ class PullConsumer:
 
     def resume(self) -> None:
         self._core.paused = False
+
+
+def _check_max_records(max_records: int | None) -> None:
+    if max_records is not None and (isinstance(max_records, bool) or not isinstance(max_records, int)
+                                    or max_records < 1):
+        raise MQClientError(f"max_records must be an integer >= 1 (or None), got {max_records!r}")
