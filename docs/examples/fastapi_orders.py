@@ -13,9 +13,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel
 
 from rocketmesh import Message
-from rocketmesh.aio import AsyncProducer, AsyncPushConsumer
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus
-from rocketmesh.model.message import MessageExt
+from rocketmesh.aio import AsyncProducer, AsyncPullConsumer
 
 TOPIC = "Orders"
 #: What the consumer saw: the orders' ids, in the order they came.
@@ -27,23 +25,23 @@ class Order(BaseModel):
     amount: int
 
 
-async def audit(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
-    for msg in msgs:
+async def audit(consumer: AsyncPullConsumer) -> None:
+    async for msg in consumer:  # ends when the consumer stops
         order = Order.model_validate_json(msg.body)
         await asyncio.sleep(0)  # an await of the application's: a database write, a call to another service
         audited.append(order.id)
-    return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
 @contextlib.asynccontextmanager
 async def lifespan(app: FastAPI) -> AsyncIterator[None]:
     producer = AsyncProducer("orders-api")  # the name servers come from NAMESRV_ADDR
-    consumer = AsyncPushConsumer("orders-audit")
+    consumer = AsyncPullConsumer("orders-audit")
     consumer.subscribe(TOPIC)
-    consumer.register_listener(audit)
-    async with producer, consumer:  # started before the first request, stopped (offsets committed) after the last
+    async with producer, consumer:  # started before the first request, stopped after the last
         app.state.producer = producer
+        auditor = asyncio.create_task(audit(consumer))
         yield
+    await auditor  # the consumer's stop() ended its loop, and committed what it took
 
 
 app = FastAPI(lifespan=lifespan)
