@@ -32,8 +32,10 @@ import time
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import (
+    SparkSession,  # noqa: E402
+    functions as F,  # noqa: E402
+)
 
 import rocketmesh.spark  # noqa: E402
 from benchkit import BACKLOG_TOPIC, Services, fill_backlog  # noqa: E402

@@ -44,31 +44,32 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:
+    # `Name as Name`: an explicit re-export, for type checkers that treat plain imports as private (--strict).
     from rocketmesh.client import (
-        Admin,
-        LocalTransactionState,
-        MessageQueueSelector,
-        MQBrokerError,
-        MQClientError,
-        MQError,
-        Producer,
-        RequestTimeoutError,
-        SendResult,
-        SendStatus,
-        TransactionListener,
-        TransactionProducer,
+        Admin as Admin,
+        LocalTransactionState as LocalTransactionState,
+        MessageQueueSelector as MessageQueueSelector,
+        MQBrokerError as MQBrokerError,
+        MQClientError as MQClientError,
+        MQError as MQError,
+        Producer as Producer,
+        RequestTimeoutError as RequestTimeoutError,
+        SendResult as SendResult,
+        SendStatus as SendStatus,
+        TransactionListener as TransactionListener,
+        TransactionProducer as TransactionProducer,
     )
     from rocketmesh.client.consumer import (
-        ConsumeConcurrentlyStatus,
-        ConsumeFromWhere,
-        ConsumeOrderlyStatus,
-        MessageModel,
-        PullConsumer,
-        PullConsumerOptions,
-        PushConsumer,
-        PushConsumerOptions,
+        ConsumeConcurrentlyStatus as ConsumeConcurrentlyStatus,
+        ConsumeFromWhere as ConsumeFromWhere,
+        ConsumeOrderlyStatus as ConsumeOrderlyStatus,
+        MessageModel as MessageModel,
+        PullConsumer as PullConsumer,
+        PullConsumerOptions as PullConsumerOptions,
+        PushConsumer as PushConsumer,
+        PushConsumerOptions as PushConsumerOptions,
     )
-    from rocketmesh.model.message import Message, MessageExt, MessageQueue
+    from rocketmesh.model.message import Message as Message, MessageExt as MessageExt, MessageQueue as MessageQueue
 
 
 def __getattr__(name: str) -> Any:

@@ -19,9 +19,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import Future
-from concurrent.futures import TimeoutError as FutureTimeoutError
-from concurrent.futures import wait as wait_futures
+from concurrent.futures import Future, TimeoutError as FutureTimeoutError, wait as wait_futures
 from dataclasses import dataclass
 from typing import Any, Optional, TypeVar
 

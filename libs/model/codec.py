@@ -35,25 +35,15 @@ except ImportError:  # an application's SDK: the same checksum from the standard
 
 from rocketmesh.model.fields import (  # the fields a message reads itself; importable from here too
     NAME_VALUE_SEPARATOR as NAME_VALUE_SEPARATOR,
-)
-from rocketmesh.model.fields import (
     PROPERTY_SEPARATOR as PROPERTY_SEPARATOR,
-)
-from rocketmesh.model.fields import (
     CorruptRecord,
     decode_host,
+    decode_message_id as decode_message_id,
     decode_properties,
+    encode_host as encode_host,
+    encode_host_text as encode_host_text,
     encode_message_id,
     encode_properties,
-)
-from rocketmesh.model.fields import (
-    decode_message_id as decode_message_id,
-)
-from rocketmesh.model.fields import (
-    encode_host as encode_host,
-)
-from rocketmesh.model.fields import (
-    encode_host_text as encode_host_text,
 )
 from rocketmesh.model.message import Message, MessageExt, SysFlag
 

@@ -19,8 +19,7 @@ from typing import Any
 import orjson
 from doorpeer import DOOR_FRAME_LIMIT, Malformed, Request, door_requests, malformed_inputs
 from fuzzkit import Tally, fuzz_settings
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from rocketmesh.filter import FilterSyntaxError, build_subscription, compile_sql
 from rocketmesh.model.codec import (

@@ -46,8 +46,7 @@ from doorpeer import (
     malformed_inputs,
 )
 from fuzzkit import Tally, fuzz_settings
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from livefuzz import (
     REPLY_BOUND_S,
     WITNESS_GROUP,

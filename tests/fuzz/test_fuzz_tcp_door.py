@@ -22,8 +22,7 @@ from dataclasses import dataclass
 
 import pytest
 from fuzzkit import Tally, fuzz_settings
-from hypothesis import example, given
-from hypothesis import strategies as st
+from hypothesis import example, given, strategies as st
 
 from rocketmesh.remoting import (
     ONEWAY_FLAG,

@@ -32,8 +32,7 @@ for _module in ("pyspark", "pyarrow"):
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 
-from pyspark.sql import SparkSession  # noqa: E402
-from pyspark.sql import functions as F  # noqa: E402
+from pyspark.sql import SparkSession, functions as F  # noqa: E402
 
 import rocketmesh.spark  # noqa: E402
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import tempfile
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rocketmesh.broker.store.index.consume_queue import ENTRY, ConsumeQueue, LiveConsumeQueue
 

@@ -6,8 +6,7 @@ import contextlib
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rocketmesh.remoting import (
     ONEWAY_FLAG,

@@ -9,8 +9,7 @@ from enum import Enum
 
 import orjson
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rocketmesh.remoting import ProtocolError, RemotingCommand, RequestCode, ResponseCode, request, response_to
 from rocketmesh.remoting.errors import WireFormatError

@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from rocketmesh.client import CMResult, ConsumeMessageDirectlyResult, ConsumerRunningInfo, ProcessQueueInfo
 from rocketmesh.client.running_info import loads_lenient

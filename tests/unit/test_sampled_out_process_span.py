@@ -11,8 +11,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from opentelemetry import baggage, trace
-from opentelemetry import context as otel_context
+from opentelemetry import baggage, context as otel_context, trace
 from opentelemetry.sdk.trace import TracerProvider, sampling
 
 from rocketmesh.client.trace import tracing

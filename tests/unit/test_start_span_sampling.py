@@ -5,8 +5,7 @@ sampler drops for sure itself (sure_drops) rather than through the SDK."""
 from __future__ import annotations
 
 import pytest
-from opentelemetry import context as otel_context
-from opentelemetry import trace
+from opentelemetry import context as otel_context, trace
 from opentelemetry.sdk.trace import TracerProvider, sampling
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
 

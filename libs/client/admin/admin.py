@@ -32,8 +32,7 @@ from rocketmesh.client.results import (
     TopicOffset,
 )
 from rocketmesh.client.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
-from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord
-from rocketmesh.client.trace.trace_data import decode as decode_trace
+from rocketmesh.client.trace.trace_data import TraceDecodeError, TraceRecord, decode as decode_trace
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group, check_topic
 from rocketmesh.model.codec import CorruptRecord, decode_message_id, decode_record, decode_records

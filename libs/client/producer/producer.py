@@ -22,8 +22,7 @@ import queue as queue_mod
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
-from concurrent.futures import Future, InvalidStateError
-from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures import Future, InvalidStateError, TimeoutError as FutureTimeoutError
 from typing import Any, cast
 
 from rocketmesh.client import exit_hooks

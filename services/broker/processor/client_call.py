@@ -10,8 +10,7 @@ does. The wait for the client is bounded and runs on the admin executor, never o
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
-from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures import Executor, TimeoutError as FutureTimeoutError
 from typing import TYPE_CHECKING
 
 from rocketmesh.acl.signer import ACCESS_KEY, SIGNATURE, TIMESTAMP

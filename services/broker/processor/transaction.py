@@ -33,8 +33,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
-from concurrent.futures import Executor, ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeoutError
+from concurrent.futures import Executor, ThreadPoolExecutor, TimeoutError as FutureTimeoutError
 from typing import TYPE_CHECKING, Any
 
 import orjson

@@ -16,8 +16,7 @@ import time
 from collections.abc import Callable
 
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY
-from rocketmesh.broker.store.index.consume_queue import LiveConsumeQueue
+from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
 from rocketmesh.broker.store.index.queue_entry import tail_tags_code
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue

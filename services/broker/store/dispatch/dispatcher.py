@@ -12,8 +12,7 @@ import threading
 
 from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, DispatchRecord
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY
-from rocketmesh.broker.store.index.consume_queue import ConsumeQueue
+from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY, ConsumeQueue
 from rocketmesh.broker.store.index.index_file import IndexService
 from rocketmesh.broker.store.index.queue_entry import find_props, schedule_due_time, tags_code_of_tag, timer_due_time
 from rocketmesh.model.delay_levels import parse_delay_levels
