@@ -30,9 +30,13 @@ RUN_HERE = ("quickstart-producer", "quickstart-consumer", "deliver_at_ms=", "acc
             "SelectMessageQueueByHash()", "pull-example", "orders-tx", "compress_level=9")
 #: docs/asyncio-pull.md's examples, run by test_aio_pull_consumer.py and test_aio_admin.py.
 RUN_HERE += ("async-orders-reader", "aio-admin-example")
+#: docs/asyncio.md's and the README's asyncio examples.
+RUN_HERE += ("aio-readme-producer", "aio-guide-consumer", "aio-tx-example")
 #: Examples that are not run as shown, and why.
 NOT_RUN = {"rocketmesh.spark.register(": "needs Spark, a JVM and the caller's DataFrame; tests/mesh/test_spark.py "
-                                         "runs the data source"}
+                                         "runs the data source",
+           "docs/examples/fastapi_orders.py": "a web service: tests/mesh/test_aio_fastapi_example.py serves it with "
+                                              "uvicorn"}
 
 
 def fenced_blocks(language: str) -> list[tuple[str, str]]:
@@ -164,6 +168,17 @@ def test_the_transaction_example_commits_its_message(namesrv, broker) -> None:
     with Admin(namesrv.addr) as admin:
         [committed] = wait_for(lambda: admin.query_msg_by_key("TopicTest", "order-1"), 10, "the committed message")
         assert committed.body == b"order 1"
+
+
+def test_the_asyncio_examples_send_consume_and_settle_a_transaction(namesrv, broker) -> None:
+    readme = run_example("aio-readme-producer", namesrv.addr)
+    assert readme.returncode == 0 and "100 sent" in readme.stdout, readme.stderr
+    guide = run_example("aio-guide-consumer", namesrv.addr)
+    assert guide.returncode == 0, guide.stderr
+    assert "SEND_OK" in guide.stdout and "100 more sent" in guide.stdout and "all 101 consumed" in guide.stdout
+    tx = run_example("aio-tx-example", namesrv.addr)
+    assert tx.returncode == 0, tx.stderr
+    assert "SEND_OK" in tx.stdout and "COMMIT_MESSAGE" in tx.stdout
 
 
 def test_every_admin_command_has_its_row_in_the_operations_page() -> None:
