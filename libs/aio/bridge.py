@@ -13,6 +13,7 @@ import asyncio
 import collections
 import concurrent.futures
 import inspect
+import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -65,6 +66,33 @@ class LoopInbox:
                 fut.set_exception(error)
             else:
                 fut.set_result(result)
+
+
+async def start_in_thread(start: Callable[[], object], undo: Callable[[], object]) -> None:
+    """``start()`` in a worker thread, awaited. When the awaiting task is cancelled meanwhile, the thread
+    cannot be stopped: ``undo()`` runs once ``start()`` has ended (in a worker thread, not awaited), so a
+    cancelled start leaves nothing registered or running. A ``start()`` that raises is not undone (it cleans
+    up after itself)."""
+    lock = threading.Lock()
+    state = {"started": False, "abandoned": False}
+
+    def run() -> None:
+        start()
+        with lock:
+            state["started"] = True
+            abandoned = state["abandoned"]
+        if abandoned:
+            undo()
+
+    try:
+        await asyncio.to_thread(run)
+    except asyncio.CancelledError:
+        with lock:
+            state["abandoned"] = True
+            started = state["started"]
+        if started:  # it ended just before the cancellation: undo it here
+            asyncio.get_running_loop().run_in_executor(None, undo)
+        raise
 
 
 def is_async_callable(fn: object) -> bool:

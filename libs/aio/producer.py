@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from rocketmesh.aio.bridge import LoopInbox
+from rocketmesh.aio.bridge import LoopInbox, start_in_thread
 from rocketmesh.client.errors import MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.producer.producer import Producer, SelectorLike, SendPlan
 from rocketmesh.client.results import SendResult
@@ -71,11 +71,13 @@ class AsyncProducer:
         return self._inbox is not None and self._producer.running
 
     async def start(self) -> AsyncProducer:
-        """Join the client instance and register the group (in a worker thread); returns self."""
+        """Join the client instance and register the group (in a worker thread); returns self. Cancelled, it
+        leaves the producer shut down (nothing registered): create a new one."""
         if self._inbox is not None:
             return self
         loop = asyncio.get_running_loop()
-        await asyncio.to_thread(self._producer.start)
+        # A cancelled start shuts the producer down once its thread is done: create a new one to try again.
+        await start_in_thread(self._producer.start, self._producer.shutdown)
         self._inbox = LoopInbox(loop)
         return self
 

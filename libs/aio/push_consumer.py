@@ -30,7 +30,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from rocketmesh.aio.bridge import is_async_callable, run_on_loop
+from rocketmesh.aio.bridge import is_async_callable, run_on_loop, start_in_thread
 from rocketmesh.aio.consume import LoopConsumeService
 from rocketmesh.client.consumer.consume_service import (
     ConcurrentConsumeService,
@@ -133,7 +133,7 @@ class AsyncPushConsumer:
         consumer = self._consumer
         consumer.bind(asyncio.get_running_loop())
         consumer.register_listener(listener, self._orderly)
-        await asyncio.to_thread(consumer.start)
+        await start_in_thread(consumer.start, consumer.shutdown)  # cancelled: undone once it has started
         self._started = True
         return self
 
