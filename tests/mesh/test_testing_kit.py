@@ -1,0 +1,168 @@
+"""rocketmesh.testing, as an application's tests use it: LocalMesh starts real processes, serves, stops without
+a trace; the pytest plugin's fixtures work in a test session of a user's (``python -m pytest`` in a folder of
+its own, so this repository's conftest.py is not in play) and in this one (the scheduler on request)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from procs import child_pids, wait_for
+from rocketmesh import ConsumeConcurrentlyStatus, Message, Producer, PullConsumer, PushConsumer, SendStatus
+from rocketmesh.model.message import MessageExt
+from rocketmesh.testing import LocalMesh, ServiceProcess, ServiceStartError
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie left to an init that does not reap counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_a_local_mesh_serves_a_send_and_a_consume_then_stops_every_process_and_removes_its_folder(
+        tmp_path: Path) -> None:
+    mesh = LocalMesh(parent_dir=str(tmp_path))
+    with mesh:
+        folder = mesh.dir
+        assert folder.parent == tmp_path and folder.is_dir()
+        route = mesh.create_topic("KitOrders", queues=2)
+        assert [(q.read_queue_nums, q.write_queue_nums) for q in route.queue_datas] == [(2, 2)]
+        with Producer("kit-producer", mesh.namesrv_addr) as producer:
+            for i in range(10):
+                assert producer.send(Message("KitOrders", f"order {i}")).send_status is SendStatus.SEND_OK
+        got: list[MessageExt] = []
+        with PullConsumer("kit-consumer", mesh.namesrv_addr, consume_from="CONSUME_FROM_FIRST_OFFSET") as consumer:
+            consumer.subscribe("KitOrders")
+            deadline = time.monotonic() + 20
+            while len(got) < 10 and time.monotonic() < deadline:
+                got += consumer.poll(timeout_ms=1000)
+            consumer.commit()
+        assert sorted(m.body for m in got) == sorted(f"order {i}".encode() for i in range(10))
+        mesh.wait_for_zero_lag("kit-consumer", "KitOrders", timeout_s=10)
+
+        services = mesh.services
+        assert sorted(services) == ["broker-a", "namesrv"]
+        pids = [p.pid for p in services.values() if p.pid is not None]
+        pids += [child for p in services.values() for child in child_pids(p.pid or 0)]  # the dispatch worker
+        assert len(pids) >= 3 and all(running(pid) for pid in pids)
+    assert not [pid for pid in pids if running(pid)]
+    assert not folder.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_wait_for_zero_lag_names_the_lag_left(tmp_path: Path) -> None:
+    with LocalMesh(parent_dir=str(tmp_path)) as mesh:
+        mesh.create_topic("KitLag", queues=1)
+        with pytest.raises(AssertionError, match="group nobody-home has no progress on the broker .* after 0.5 s"):
+            mesh.wait_for_zero_lag("nobody-home", timeout_s=0.5)
+        with Producer("kit-producer", mesh.namesrv_addr) as producer:
+            for i in range(3):
+                producer.send(Message("KitLag", f"first {i}"))
+            with PullConsumer("kit-lagger", mesh.namesrv_addr,
+                              consume_from="CONSUME_FROM_FIRST_OFFSET") as consumer:
+                consumer.subscribe("KitLag")
+                got: list[MessageExt] = []
+                wait_for(lambda: got.extend(consumer.poll(timeout_ms=500)) or len(got) >= 3, 20, "3 polled")
+                consumer.commit()
+            for i in range(2):
+                producer.send(Message("KitLag", f"second {i}"))
+        with pytest.raises(AssertionError, match=r"still lags 2 message\(s\): KitLag/broker-a/0: 2 after 1 s"):
+            mesh.wait_for_zero_lag("kit-lagger", "KitLag", timeout_s=1)
+
+
+def test_a_service_that_does_not_come_up_fails_the_start_with_its_output_and_leaves_nothing(
+        tmp_path: Path) -> None:
+    mesh = LocalMesh(parent_dir=str(tmp_path), broker_config={"brokerRole": "NO_SUCH_ROLE"})
+    started = time.monotonic()
+    with pytest.raises(ServiceStartError) as failure:
+        mesh.start()
+    assert time.monotonic() - started < 20
+    text = str(failure.value)
+    assert "broker-a exited with 2 before it was ready" in text
+    assert "NO_SUCH_ROLE" in text, text  # the broker's own complaint, from its stderr
+    assert list(tmp_path.iterdir()) == []
+    assert mesh.services == {}
+    with pytest.raises(RuntimeError, match="not started"):
+        _ = mesh.namesrv_addr
+
+
+def test_the_plugins_scheduler_fixture_delivers_a_delayed_message(rocketmesh_mesh: LocalMesh,
+                                                                   rocketmesh_scheduler: ServiceProcess) -> None:
+    rocketmesh_mesh.create_topic("KitDelayed", queues=1)
+    got: list[MessageExt] = []
+    arrived = threading.Event()
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        got.extend(msgs)
+        arrived.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("kit-delayed", rocketmesh_mesh.namesrv_addr, consume_from="CONSUME_FROM_FIRST_OFFSET")
+    consumer.subscribe("KitDelayed")
+    consumer.register_listener(listener)
+    with consumer:
+        with Producer("kit-producer", rocketmesh_mesh.namesrv_addr) as producer:
+            sent_at = time.time()
+            result = producer.send(Message("KitDelayed", b"later", delay_level=1))  # level 1: 1 s
+        assert result.send_status is SendStatus.SEND_OK
+        assert arrived.wait(20), "the delayed message never arrived"
+        waited = time.time() - sent_at
+    assert [m.body for m in got] == [b"later"]
+    assert waited >= 0.9, f"delivered after {waited:.2f} s, before its delay level's 1 s"
+
+
+#: What an application's test file looks like: the plugin's fixtures only, no conftest.py.
+USERS_TEST = '''
+import threading
+
+from rocketmesh import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
+
+
+def test_orders_are_consumed(rocketmesh_mesh, rocketmesh_namesrv):
+    rocketmesh_mesh.create_topic("Orders", queues=4)
+    seen, done = set(), threading.Event()
+
+    def on_message(msgs):
+        seen.update(m.body for m in msgs)
+        if len(seen) == 20:
+            done.set()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("orders-consumer", rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            persist_consumer_offset_interval_ms=500)
+    consumer.subscribe("Orders")
+    consumer.register_listener(on_message)
+    consumer.start()
+    try:
+        with Producer("orders-producer", rocketmesh_namesrv) as producer:
+            for i in range(20):
+                producer.send(Message("Orders", f"order {i}"))
+        assert done.wait(30), seen
+        rocketmesh_mesh.wait_for_zero_lag("orders-consumer", "Orders")
+    finally:
+        consumer.shutdown()
+    assert seen == {f"order {i}".encode() for i in range(20)}
+'''
+
+
+def test_a_users_test_file_passes_with_only_the_plugins_fixtures(tmp_path: Path) -> None:
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "test_orders.py").write_text(textwrap.dedent(USERS_TEST))
+    # Run as a user runs pytest: none of this session's pytest or xdist settings, the plugin found by its
+    # entry point.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(project)],
+                         cwd=project, env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout, run.stdout
+    assert not any(project.glob("**/conftest.py"))
