@@ -19,7 +19,7 @@ _EXPORTS = {
     "ServiceStartError": "rocketmesh.runtime.launcher",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = ["LocalMesh", "ServiceProcess", "ServiceStartError"]
 
 if TYPE_CHECKING:
     from rocketmesh.runtime.launcher import ServiceStartError

@@ -55,7 +55,8 @@ def broker_args(namesrv: str, port: int, store_dir: str, name: str = "broker-a",
             *set_args({**TEST_STORE_CONFIG, **(config or {})})]
 
 
-def system_service_args(namesrv: str, port: int, instance_name: str, config: Mapping[str, object] | None = None) -> list[str]:
+def system_service_args(namesrv: str, port: int, instance_name: str,
+                        config: Mapping[str, object] | None = None) -> list[str]:
     """A replica of a system-group service (scheduler, txn-checker, ha) serving the brokers ``namesrv`` knows,
     its status port on ``127.0.0.1:port`` (0: a free one)."""
     return ["-n", namesrv, "--listen-port", str(port), "--set", "listenAddress=127.0.0.1",
