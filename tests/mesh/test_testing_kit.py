@@ -4,6 +4,7 @@ its own, so this repository's conftest.py is not in play) and in this one (the s
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -166,3 +167,28 @@ def test_a_users_test_file_passes_with_only_the_plugins_fixtures(tmp_path: Path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout, run.stdout
     assert not any(project.glob("**/conftest.py"))
+
+
+#: What importing the plugin loads, in a fresh interpreter that has pytest loaded already (as pytest loads it).
+LOADED_BY_THE_PLUGIN = """
+import json, sys
+import pytest
+before = set(sys.modules)
+import rocketmesh.testing.plugin
+print(json.dumps(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_the_plugin_loads_cheaply_and_without_the_server_extra() -> None:
+    """Every pytest session of a Python with rocketmesh installed loads it (its pytest11 entry point)."""
+    from importlib.metadata import entry_points
+
+    [entry] = [ep for ep in entry_points(group="pytest11") if ep.name == "rocketmesh"]
+    assert entry.value == "rocketmesh.testing.plugin"
+    run = subprocess.run([sys.executable, "-P", "-c", LOADED_BY_THE_PLUGIN], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    loaded = json.loads(run.stdout)
+    assert [m for m in loaded if m.split(".")[0] == "rocketmesh"] == [
+        "rocketmesh", "rocketmesh.testing", "rocketmesh.testing.plugin"]
+    assert [m for m in loaded if m.split(".")[0] in ("zmq", "orjson", "opentelemetry", "structlog", "yaml")] == []
