@@ -30,7 +30,10 @@ RUN_HERE = ("quickstart-producer", "quickstart-consumer", "deliver_at_ms=", "acc
             "SelectMessageQueueByHash()", "pull-example", "orders-tx", "compress_level=9")
 #: Examples that are not run as shown, and why.
 NOT_RUN = {"rocketmesh.spark.register(": "needs Spark, a JVM and the caller's DataFrame; tests/mesh/test_spark.py "
-                                         "runs the data source"}
+                                         "runs the data source",
+           "def handle_orders(": "an application's module: tests/mesh/test_testing_kit.py runs it under pytest",
+           "rocketmesh_mesh.wait_for_zero_lag(": "a pytest file: tests/mesh/test_testing_kit.py runs it with pytest",
+           "def rocketmesh_mesh_options(": "a conftest.py: tests/mesh/test_testing_kit.py runs pytest with it"}
 
 
 def fenced_blocks(language: str) -> list[tuple[str, str]]:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -121,52 +121,59 @@ def test_the_plugins_scheduler_fixture_delivers_a_delayed_message(rocketmesh_mes
     assert waited >= 0.9, f"delivered after {waited:.2f} s, before its delay level's 1 s"
 
 
-#: What an application's test file looks like: the plugin's fixtures only, no conftest.py.
-USERS_TEST = '''
-import threading
-
-from rocketmesh import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "testing.md"
 
 
-def test_orders_are_consumed(rocketmesh_mesh, rocketmesh_namesrv):
-    rocketmesh_mesh.create_topic("Orders", queues=4)
-    seen, done = set(), threading.Event()
-
-    def on_message(msgs):
-        seen.update(m.body for m in msgs)
-        if len(seen) == 20:
-            done.set()
-        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-
-    consumer = PushConsumer("orders-consumer", rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
-                            persist_consumer_offset_interval_ms=500)
-    consumer.subscribe("Orders")
-    consumer.register_listener(on_message)
-    consumer.start()
-    try:
-        with Producer("orders-producer", rocketmesh_namesrv) as producer:
-            for i in range(20):
-                producer.send(Message("Orders", f"order {i}"))
-        assert done.wait(30), seen
-        rocketmesh_mesh.wait_for_zero_lag("orders-consumer", "Orders")
-    finally:
-        consumer.shutdown()
-    assert seen == {f"order {i}".encode() for i in range(20)}
-'''
+def docs_block(containing: str) -> str:
+    """The one python example of docs/testing.md that contains ``containing``."""
+    blocks = [b for b in re.findall(r"```python\n(.*?)```", DOCS.read_text(), re.S) if containing in b]
+    assert len(blocks) == 1, f"{len(blocks)} examples of docs/testing.md contain {containing!r}"
+    return blocks[0]
 
 
-def test_a_users_test_file_passes_with_only_the_plugins_fixtures(tmp_path: Path) -> None:
-    project = tmp_path / "app"
-    project.mkdir()
-    (project / "test_orders.py").write_text(textwrap.dedent(USERS_TEST))
-    # Run as a user runs pytest: none of this session's pytest or xdist settings, the plugin found by its
-    # entry point.
+def run_pytest_as_a_user(project: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m pytest`` in ``project`` as a user runs it: none of this session's pytest or xdist settings, the
+    plugin found by its entry point, ``project`` the rootdir (this repository's conftest.py is not in play)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTHONPATH"))}
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(project)],
-                         cwd=project, env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(project)],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=180)
+
+
+def test_the_docs_consumer_test_passes_with_only_the_plugins_fixtures(tmp_path: Path) -> None:
+    """docs/testing.md's example: an application's listener, and its test file using only the plugin's fixtures
+    (a topic created, orders sent with Producer, consumed by a PushConsumer, zero lag waited for)."""
+    (tmp_path / "orders.py").write_text(docs_block("def handle_orders("))
+    (tmp_path / "test_orders.py").write_text(docs_block("rocketmesh_mesh.wait_for_zero_lag("))
+    run = run_pytest_as_a_user(tmp_path)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "1 passed" in run.stdout, run.stdout
-    assert not any(project.glob("**/conftest.py"))
+    assert not (tmp_path / "conftest.py").exists()
+
+
+#: A test of the docs' conftest.py: the mesh runs what its options asked for, with the broker's setting.
+CONFIGURED = """
+import os
+
+import pytest
+from rocketmesh import Message, MQError, Producer
+
+
+def test_the_options_shape_the_mesh(rocketmesh_mesh, rocketmesh_namesrv):
+    assert sorted(rocketmesh_mesh.services) == ["broker-a", "namesrv", "scheduler", "txn-checker"]
+    rocketmesh_mesh.create_topic("Big", queues=1)
+    with Producer("big-producer", rocketmesh_namesrv, retry_times_when_send_failed=0) as producer:
+        producer.send(Message("Big", os.urandom(60_000)))  # random: no compression
+        with pytest.raises(MQError, match="65536"):
+            producer.send(Message("Big", os.urandom(70_000)))
+"""
+
+
+def test_the_docs_conftest_configures_the_sessions_mesh(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(docs_block("def rocketmesh_mesh_options("))
+    (tmp_path / "test_configured.py").write_text(CONFIGURED)
+    run = run_pytest_as_a_user(tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout, run.stdout
 
 
 #: What importing the plugin loads, in a fresh interpreter that has pytest loaded already (as pytest loads it).
