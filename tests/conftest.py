@@ -1,5 +1,10 @@
 """Shared fixtures for every test folder: real service processes (see tests/procs.py), a remoting client,
-tracing receivers, and the RELIABILITY.md recorder."""
+tracing receivers, and the RELIABILITY.md recorder.
+
+A module that needs a default name server and broker, and neither restarts nor reconfigures them, uses the
+session's shared mesh instead of processes of its own: the pytest plugin's ``rocketmesh_mesh`` and
+``rocketmesh_namesrv`` (rocketmesh.testing, loaded by its entry point), with ``mesh_admin`` and
+``mesh_producer`` below."""
 
 from __future__ import annotations
 
@@ -26,6 +31,7 @@ from procs import (
 from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, merge_rows, save_rows, write_report
 from rocketmesh import Admin, Producer
 from rocketmesh.remoting import RemotingClient
+from rocketmesh.testing import LocalMesh
 from tracekit import install_app_exporter
 
 
@@ -98,6 +104,22 @@ def admin(namesrv: NamesrvProcess, broker: BrokerProcess) -> Iterator[Admin]:
 def producer(namesrv: NamesrvProcess, broker: BrokerProcess) -> Iterator[Producer]:
     """A started Producer (group test-producer) of the mesh of ``namesrv`` and ``broker``."""
     with Producer("test-producer", namesrv.addr) as p:
+        yield p
+
+
+@pytest.fixture
+def mesh_admin(rocketmesh_mesh: LocalMesh) -> Admin:
+    """The Admin of the session's shared mesh: the pytest plugin's ``rocketmesh_mesh`` (rocketmesh.testing),
+    for the modules that need a default name server and broker and neither restart nor reconfigure them.
+    Such a module's tests share the mesh with each other and with the other such modules of the session (of
+    the xdist worker): each keeps to topics and groups of its own."""
+    return rocketmesh_mesh.admin
+
+
+@pytest.fixture(scope="session")
+def mesh_producer(rocketmesh_namesrv: str) -> Iterator[Producer]:
+    """A started Producer (group test-producer) of the session's shared mesh (see ``mesh_admin``)."""
+    with Producer("test-producer", rocketmesh_namesrv) as p:
         yield p
 
 

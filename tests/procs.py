@@ -3,8 +3,12 @@
 ``ServiceProcess`` runs ``python -m rocketmesh.<service> <args>`` with its own
 data folder, sends its stdout/stderr to files there, waits until it answers
 (a real request, or a line on stdout), and stops it with SIGTERM then
-SIGKILL: rocketmesh.runtime.launcher does each step, as for ``rocketmesh up``.
-``kill()`` is for crash tests. Failures carry the process's output.
+SIGKILL. It is rocketmesh.testing's ServiceProcess (the one the test kit's
+LocalMesh runs), on rocketmesh.runtime.launcher as ``rocketmesh up``; the
+command lines, ports and readiness probes are the test kit's too. Here it
+adds what only these tests need: a ready check given at construction, the
+ACL account a process signs with, ``kill()`` for crash tests. Failures are
+AssertionErrors carrying the process's output.
 
     proc = ServiceProcess("namesrv", ["-p", str(port)], data_dir, ready=remoting_probe(addr))
     proc.start()
@@ -14,7 +18,6 @@ SIGKILL: rocketmesh.runtime.launcher does each step, as for ``rocketmesh up``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
@@ -24,18 +27,27 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from rocketmesh.acl import AclSigner, SessionCredentials
+from rocketmesh.acl import SessionCredentials
 from rocketmesh.acl.config import account_env
-from rocketmesh.remoting import RemotingClient, RemotingError, RequestCode, request
-from rocketmesh.runtime.launcher import (
-    Launched,
-    PortPicker,
-    ServiceStartError,
-    launch,
-    service_port_range,
-    stop_process,
-)
+from rocketmesh.remoting import RemotingClient, RequestCode, request
+from rocketmesh.runtime.launcher import ServiceStartError, stop_process
 from rocketmesh.runtime.python_process import python_module_argv
+from rocketmesh.testing import process as kit
+from rocketmesh.testing.commands import (
+    FAST_CHECKER,
+    FAST_SCHEDULER,
+    TEST_STORE_CONFIG,
+    broker_args,
+    namesrv_args,
+    system_service_args,
+)
+from rocketmesh.testing.ports import free_port
+from rocketmesh.testing.probes import answers, broker_registered, probe_client
+
+__all__ = ["FAST_BROKER", "FAST_CHECKER", "FAST_SCHEDULER", "TEST_STORE_CONFIG", "BrokerProcess", "HaProcess",
+           "NamesrvProcess", "SchedulerProcess", "ServiceProcess", "SystemServiceProcess", "TxnCheckerProcess",
+           "child_pids", "cli_command", "cpu_seconds", "free_port", "freeze", "probe_client", "read_until_up",
+           "remoting_probe", "run_cli", "stdout_line", "stop_process", "thaw", "wait_for"]
 
 #: Ready check: returns True once the process serves.
 ReadyCheck = Callable[["ServiceProcess"], bool]
@@ -122,39 +134,10 @@ def read_until_up(up: subprocess.Popen) -> str:
     return "".join(lines)
 
 
-def _worker_share(ports: range) -> range:
-    """This pytest-xdist worker's block of ``ports`` (all of them outside xdist): a port one worker picked
-    but its service has not bound yet looks free to the others, so each picks from its own block."""
-    worker, count = os.environ.get("PYTEST_XDIST_WORKER", ""), os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
-    if not (worker.startswith("gw") and worker[2:].isdigit() and count.isdigit() and int(count) > 1):
-        return ports
-    size = len(ports) // int(count)
-    index = int(worker[2:]) % int(count)
-    return ports[index * size:(index + 1) * size]
-
-
-#: A free port for a service a test starts (rocketmesh.runtime.launcher's picker, on this worker's block).
-free_port = PortPicker(_worker_share(service_port_range()))
-
-
-def probe_client(credentials: SessionCredentials | None = None) -> RemotingClient:
-    """A client for the tests' own look at a process, signing with ``credentials`` where ACL is on."""
-    return RemotingClient(name="probe", rpc_hook=None if credentials is None else AclSigner(credentials))
-
-
 def remoting_probe(addr: str, code: int = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) -> ReadyCheck:
     """Ready when a request with ``code`` to ``addr`` gets any response (even an error code: NO_PERMISSION
     from a server checking ACL says it serves as well); signed with the process's ``credentials``."""
-
-    def check(proc: ServiceProcess) -> bool:
-        with probe_client(proc.credentials) as client:
-            try:
-                client.invoke_sync(addr, request(code), 300)
-                return True
-            except RemotingError:
-                return False
-
-    return check
+    return lambda proc: answers(addr, code, proc.credentials)
 
 
 def stdout_line(pattern: str) -> ReadyCheck:
@@ -167,7 +150,7 @@ def stdout_line(pattern: str) -> ReadyCheck:
     return check
 
 
-class ServiceProcess:
+class ServiceProcess(kit.ServiceProcess):
     """One service run as ``python -P -m rocketmesh.<module> <args>`` (as ``rocketmesh up`` runs it), or as
     ``command`` followed by ``args`` (the console script, say). ``credentials``: the ACL account it signs its
     own requests with, handed over in its environment as ``rocketmesh up`` does; the tests' probes of it sign
@@ -187,37 +170,24 @@ class ServiceProcess:
         self.module = module
         self.command = list(command) if command is not None else python_module_argv(f"rocketmesh.{module}")
         self.args = list(args)
-        self.data_dir = Path(data_dir)
         self.ready = ready
-        self.name = name or module
         self.credentials = credentials
-        self.env = {**(env or {}),
-                    **(account_env(credentials.access_key, credentials.secret_key) if credentials else {})}
-        self.proc: subprocess.Popen | None = None
-        self.run: Launched | None = None
-        self.stdout_path = self.data_dir / f"{self.name}.stdout"
-        self.stderr_path = self.data_dir / f"{self.name}.stderr"
-        #: Where this run's output starts in stdout_path (a restart appends to the last run's).
-        self._run_stdout_offset = 0
+        super().__init__(name or module, [*self.command, *self.args], data_dir,
+                         {**(env or {}),
+                          **(account_env(credentials.access_key, credentials.secret_key) if credentials else {})})
 
-    # -- life cycle --------------------------------------------------------
+    def launch(self) -> ServiceProcess:
+        self.argv = [*self.command, *self.args]  # a test may have changed them for a restart
+        super().launch()
+        return self
 
-    def start(self, timeout_s: float = 15.0) -> ServiceProcess:
+    def start(self, timeout_s: float = 15.0) -> ServiceProcess:  # type: ignore[override]
         """Start the process and wait until ``ready`` says so (AssertionError with its output if not)."""
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        env = {"ROCKETMESH_LOG_LEVEL": os.environ.get("ROCKETMESH_LOG_LEVEL", "INFO"), "PYTHONUNBUFFERED": "1",
-               **self.env}
-        # The launcher tells it this process's pid: it stops by itself should this test process die without
-        # stopping it (a crashed worker).
-        self.run = launch(self.name, [*self.command, *self.args], str(self.stdout_path),
-                          err_path=str(self.stderr_path), env=env, cwd=str(self.data_dir))
-        self.run.tail_lines = 60
-        self.proc = self.run.proc
-        self._run_stdout_offset = self.run.log_offset
+        self.launch()
         self.wait_ready(timeout_s)
         return self
 
-    def wait_ready(self, timeout_s: float = 15.0) -> None:
+    def wait_ready(self, timeout_s: float = 15.0) -> None:  # type: ignore[override]
         """Poll ``ready`` until it holds (None: at once), the process dies, or the deadline passes (then it is
         stopped); AssertionError with its output if not."""
         assert self.run is not None, "start() first"
@@ -227,63 +197,9 @@ class ServiceProcess:
             return
         ready = self.ready
         try:
-            self.run.wait_ready(timeout_s, ready=lambda: ready(self))
+            super().wait_ready(timeout_s, lambda _address: ready(self), ready_line=False)
         except ServiceStartError as exc:
             raise AssertionError(str(exc)) from None
-
-    def stop(self, timeout_s: float = 10.0) -> int | None:
-        """SIGTERM, wait up to ``timeout_s``, then SIGKILL; returns the exit status."""
-        if self.proc is None:
-            return None
-        return stop_process(self.proc, timeout_s)
-
-    def kill(self) -> None:
-        """SIGKILL now (a crash), and reap."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(5)
-
-    # -- looking at it -------------------------------------------------------
-
-    @property
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    @property
-    def returncode(self) -> int | None:
-        return None if self.proc is None else self.proc.poll()
-
-    @property
-    def pid(self) -> int | None:
-        return None if self.proc is None else self.proc.pid
-
-    def stdout_text(self, this_run: bool = False) -> str:
-        """Everything the process printed, over all its runs; ``this_run``: since the last start only."""
-        try:
-            with open(self.stdout_path, "rb") as f:
-                if this_run:
-                    f.seek(self._run_stdout_offset)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def stderr_text(self) -> str:
-        try:
-            return self.stderr_path.read_text(errors="replace")
-        except FileNotFoundError:
-            return ""
-
-    def output(self, tail_lines: int = 60) -> str:
-        """The last lines of stdout and stderr, for assertion messages."""
-        out = "\n".join(self.stdout_text().splitlines()[-tail_lines:])
-        err = "\n".join(self.stderr_text().splitlines()[-tail_lines:])
-        return (
-            f"--- {self.name} stdout ({self.stdout_path}) ---\n{out}\n"
-            f"--- {self.name} stderr ({self.stderr_path}) ---\n{err}"
-        )
-
-    def __repr__(self) -> str:
-        return f"ServiceProcess({self.name}, pid={self.pid}, alive={self.alive})"
 
 
 def _door(config: dict[str, object], door: bool) -> str | None:
@@ -305,35 +221,12 @@ class NamesrvProcess(ServiceProcess):
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         self.door_addr = _door(config, door)
-        args = [
-            "-p",
-            str(self.port),
-            "--listen-address",
-            "127.0.0.1",
-            "--kv-config-path",
-            str(Path(data_dir) / "kvConfig.json"),
-        ]
-        for key, value in config.items():
-            args += ["--set", f"{key}={value}"]
+        args = namesrv_args(self.port, str(Path(data_dir) / "kvConfig.json"), config)
         super().__init__("namesrv", args, data_dir, ready=remoting_probe(self.addr), env=env, name=name)
 
 
-#: Store sizes for tests: small files, so brokers start fast and tests cross file boundaries.
-TEST_STORE_CONFIG = {
-    "mappedFileSizeCommitLog": 4 * 1024 * 1024,
-    "mappedFileSizeConsumeQueue": 20 * 10_000,
-    "maxHashSlotNum": 10_000,
-    "maxIndexNum": 40_000,
-}
-
 #: Broker settings under which a client that left (its connection closed or silent) is let go within seconds.
 FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500)
-#: A scheduler replica that rebalances, heartbeats and refreshes its routes every second.
-FAST_SCHEDULER = dict(rebalanceIntervalMs=1000, heartbeatBrokerIntervalMs=1000, pollNameServerIntervalMs=1000)
-#: A txn-checker replica that checks a half message a second after its birth, makes a pass every half second
-#: and commits its progress as often.
-FAST_CHECKER = dict(transactionTimeOut=1000, transactionCheckInterval=500, heartbeatBrokerIntervalMs=1000,
-                    pollNameServerIntervalMs=1000, persistOffsetIntervalMs=500)
 
 
 class BrokerProcess(ServiceProcess):
@@ -349,30 +242,18 @@ class BrokerProcess(ServiceProcess):
         self.broker_name = name
         self.namesrv_addr = namesrv.split(";")[0]
         self.store_dir = Path(data_dir) / "store"
-        args = ["-n", namesrv, "--listen-port", str(self.port), "--store-dir", str(self.store_dir),
-                "--broker-name", name, "--cluster", cluster,
-                "--set", "listenAddress=127.0.0.1", "--set", "brokerIP1=127.0.0.1"]
-        for key, value in {**TEST_STORE_CONFIG, **config}.items():
-            args += ["--set", f"{key}={value}"]
+        args = broker_args(namesrv, self.port, str(self.store_dir), name, cluster, config)
         super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
                          credentials=credentials)
 
     def wait_registered(self, timeout_s: float = 10.0) -> None:
         """Until the (first) name server lists this broker in its cluster table (asked with the broker's
         account: a name server checking ACL answers no one else)."""
-        import orjson
-
         deadline = time.monotonic() + timeout_s
-        with probe_client(self.credentials) as client:
-            while True:
-                with contextlib.suppress(RemotingError):
-                    resp = client.invoke_sync(self.namesrv_addr, request(RequestCode.GET_BROKER_CLUSTER_INFO), 1000)
-                    table = orjson.loads(resp.body).get("brokerAddrTable", {}) if resp.body else {}
-                    if self.addr in (table.get(self.broker_name) or {}).get("brokerAddrs", {}).values():
-                        return
-                if time.monotonic() >= deadline:
-                    raise AssertionError(f"{self.broker_name} not registered within {timeout_s} s\n{self.output()}")
-                time.sleep(0.05)
+        while not broker_registered(self.namesrv_addr, self.broker_name, self.addr, self.credentials):
+            if time.monotonic() >= deadline:
+                raise AssertionError(f"{self.broker_name} not registered within {timeout_s} s\n{self.output()}")
+            time.sleep(0.05)
 
 
 class SystemServiceProcess(ServiceProcess):
@@ -387,10 +268,7 @@ class SystemServiceProcess(ServiceProcess):
         self.port = port or free_port()
         self.addr = f"127.0.0.1:{self.port}"
         name = name or self.module
-        args = ["-n", namesrv, "--listen-port", str(self.port), "--set", "listenAddress=127.0.0.1",
-                "--set", f"instanceName={name}"]
-        for key, value in config.items():
-            args += ["--set", f"{key}={value}"]
+        args = system_service_args(namesrv, self.port, name, config)
         super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
                          command=command, credentials=credentials)
 

@@ -1,5 +1,7 @@
 """Admin's consumer-group commands and the quickstart consumer, against real name server and broker
-processes (black box): progress, connections, offset reset, subscription groups, ``rocketmesh consume``."""
+processes (black box): progress, connections, offset reset, subscription groups, ``rocketmesh consume``.
+The processes are the session's shared mesh (conftest.py's ``mesh_admin``): each test has topics and
+groups of its own."""
 
 from __future__ import annotations
 
@@ -10,16 +12,17 @@ import time
 import pytest
 
 from clientkit import FAST_CLIENT, make_topic, quietly
-from procs import BrokerProcess, run_cli, wait_for
+from procs import run_cli, wait_for
 from rocketmesh import Admin, Message, MQClientError, Producer
 from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.remoting import RemotingClient, RequestCode, request
 from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader, UpdateConsumerOffsetRequestHeader
+from rocketmesh.testing import LocalMesh
 
 # FAST_CLIENT: short client timings so joins show within seconds. The broker keeps its default channel expiry:
-# a consumer shares the client instance the test's Admin started first, whose heartbeat interval is the
+# a consumer shares the client instance the mesh's Admin started first, whose heartbeat interval is the
 # default one.
 
 
@@ -51,14 +54,14 @@ def pull_raw(client: RemotingClient, addr: str, group: str, topic: str, qid: int
 # --- admin only: offsets driven by raw requests -------------------------------------------------------------
 
 
-def test_consume_stats_from_committed_offsets(admin: Admin, producer: Producer, broker: BrokerProcess,
-                                              remoting_client: RemotingClient) -> None:
-    make_topic(admin, "StatsT", 2)
-    send_to(producer, admin, "StatsT", {0: 6, 1: 4})
-    commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 0, 4)
-    commit_raw(remoting_client, broker.addr, "stats-group", "StatsT", 1, 1)
+def test_consume_stats_from_committed_offsets(mesh_admin: Admin, mesh_producer: Producer, rocketmesh_mesh: LocalMesh,
+        remoting_client: RemotingClient) -> None:
+    make_topic(mesh_admin, "StatsT", 2)
+    send_to(mesh_producer, mesh_admin, "StatsT", {0: 6, 1: 4})
+    commit_raw(remoting_client, rocketmesh_mesh.broker_addr, "stats-group", "StatsT", 0, 4)
+    commit_raw(remoting_client, rocketmesh_mesh.broker_addr, "stats-group", "StatsT", 1, 1)
 
-    stats = admin.consume_stats("stats-group")
+    stats = mesh_admin.consume_stats("stats-group")
     q0, q1 = MessageQueue("StatsT", "broker-a", 0), MessageQueue("StatsT", "broker-a", 1)
     assert list(stats.offset_table) == [q0, q1]
     assert (stats.offset_table[q0].broker_offset, stats.offset_table[q0].consumer_offset) == (6, 4)
@@ -67,120 +70,123 @@ def test_consume_stats_from_committed_offsets(admin: Admin, producer: Producer, 
     assert stats.total_diff() == 5
     # The store time of the last consumed message (offset 3 of queue 0).
     assert stats.offset_table[q0].last_timestamp > 0
-    assert admin.consume_stats("stats-group", "StatsT") == stats
+    assert mesh_admin.consume_stats("stats-group", "StatsT") == stats
 
 
-def test_consume_stats_of_an_unknown_group(admin: Admin) -> None:
+def test_consume_stats_of_an_unknown_group(mesh_admin: Admin) -> None:
     with pytest.raises(MQClientError, match="no progress on any broker") as ei:
-        admin.consume_stats("nobody-home")
+        mesh_admin.consume_stats("nobody-home")
     assert ei.value.response_code == ResponseCode.CONSUMER_NOT_ONLINE
     with pytest.raises(MQClientError) as ei:
-        admin.consumer_connection("nobody-home")
+        mesh_admin.consumer_connection("nobody-home")
     assert ei.value.response_code == ResponseCode.CONSUMER_NOT_ONLINE
-    assert admin.consumer_ids("nobody-home") == []
+    assert mesh_admin.consumer_ids("nobody-home") == []
 
 
-def test_reset_offset_by_time(admin: Admin, producer: Producer, broker: BrokerProcess,
-                              remoting_client: RemotingClient) -> None:
-    make_topic(admin, "ResetT", 2)
-    send_to(producer, admin, "ResetT", {0: 3, 1: 2}, prefix="first")
+def test_reset_offset_by_time(mesh_admin: Admin, mesh_producer: Producer, rocketmesh_mesh: LocalMesh,
+        remoting_client: RemotingClient) -> None:
+    make_topic(mesh_admin, "ResetT", 2)
+    send_to(mesh_producer, mesh_admin, "ResetT", {0: 3, 1: 2}, prefix="first")
     time.sleep(0.05)
     between = int(time.time() * 1000)
     time.sleep(0.05)
-    send_to(producer, admin, "ResetT", {0: 2, 1: 1}, prefix="second")
+    send_to(mesh_producer, mesh_admin, "ResetT", {0: 2, 1: 1}, prefix="second")
     q0, q1 = MessageQueue("ResetT", "broker-a", 0), MessageQueue("ResetT", "broker-a", 1)
 
-    assert admin.reset_offset_by_time("reset-group", "ResetT", between) == {q0: 3, q1: 2}
-    stats = admin.consume_stats("reset-group", "ResetT")  # the broker stored the new offsets
+    assert mesh_admin.reset_offset_by_time("reset-group", "ResetT", between) == {q0: 3, q1: 2}
+    stats = mesh_admin.consume_stats("reset-group", "ResetT")  # the broker stored the new offsets
     assert {mq: w.consumer_offset for mq, w in stats.offset_table.items()} == {q0: 3, q1: 2}
-    assert admin.reset_offset_by_time("reset-group", "ResetT", -1) == {q0: 5, q1: 3}
-    assert admin.reset_offset_by_time("reset-group", "ResetT", 0) == {q0: 0, q1: 0}
+    assert mesh_admin.reset_offset_by_time("reset-group", "ResetT", -1) == {q0: 5, q1: 3}
+    assert mesh_admin.reset_offset_by_time("reset-group", "ResetT", 0) == {q0: 0, q1: 0}
     # Without force an offset only goes back, never forward.
-    assert admin.reset_offset_by_time("reset-group", "ResetT", -1, force=False) == {q0: 0, q1: 0}
-    commit_raw(remoting_client, broker.addr, "reset-group", "ResetT", 0, 5)
-    assert admin.reset_offset_by_time("reset-group", "ResetT", between, force=False) == {q0: 3, q1: 0}
+    assert mesh_admin.reset_offset_by_time("reset-group", "ResetT", -1, force=False) == {q0: 0, q1: 0}
+    commit_raw(remoting_client, rocketmesh_mesh.broker_addr, "reset-group", "ResetT", 0, 5)
+    assert mesh_admin.reset_offset_by_time("reset-group", "ResetT", between, force=False) == {q0: 3, q1: 0}
 
     with pytest.raises(MQClientError):
-        admin.reset_offset_by_time("reset-group", "ResetT", -5)
+        mesh_admin.reset_offset_by_time("reset-group", "ResetT", -5)
 
 
-def test_update_and_delete_subscription_group(admin: Admin, producer: Producer, broker: BrokerProcess,
-                                              remoting_client: RemotingClient) -> None:
-    make_topic(admin, "SubGroupT", queues=1)
-    send_to(producer, admin, "SubGroupT", {0: 1})
-    assert admin.update_subscription_group("gated", broker_addr=broker.addr, consume_enable=False,
-                                           retry_max_times=3) == [broker.addr]
-    cfg = admin.subscription_groups(broker.addr)["gated"]
+def test_update_and_delete_subscription_group(mesh_admin: Admin, mesh_producer: Producer, rocketmesh_mesh: LocalMesh,
+        remoting_client: RemotingClient) -> None:
+    make_topic(mesh_admin, "SubGroupT", queues=1)
+    send_to(mesh_producer, mesh_admin, "SubGroupT", {0: 1})
+    assert mesh_admin.update_subscription_group("gated", broker_addr=rocketmesh_mesh.broker_addr, consume_enable=False,
+                                           retry_max_times=3) == [rocketmesh_mesh.broker_addr]
+    cfg = mesh_admin.subscription_groups(rocketmesh_mesh.broker_addr)["gated"]
     assert cfg["consumeEnable"] is False and cfg["retryMaxTimes"] == 3 and cfg["groupName"] == "gated"
-    assert pull_raw(remoting_client, broker.addr, "gated", "SubGroupT", 0) == ResponseCode.NO_PERMISSION
+    assert pull_raw(remoting_client, rocketmesh_mesh.broker_addr, "gated", "SubGroupT", 0) == ResponseCode.NO_PERMISSION
 
-    assert admin.update_subscription_group("gated", cluster="DefaultCluster") == [broker.addr]
-    assert admin.subscription_groups(broker.addr)["gated"]["consumeEnable"] is True
-    assert pull_raw(remoting_client, broker.addr, "gated", "SubGroupT", 0) == ResponseCode.SUCCESS
+    assert mesh_admin.update_subscription_group("gated", cluster="DefaultCluster") == [rocketmesh_mesh.broker_addr]
+    assert mesh_admin.subscription_groups(rocketmesh_mesh.broker_addr)["gated"]["consumeEnable"] is True
+    assert pull_raw(remoting_client, rocketmesh_mesh.broker_addr, "gated", "SubGroupT", 0) == ResponseCode.SUCCESS
 
-    admin.delete_subscription_group("gated")
-    assert "gated" not in admin.subscription_groups(broker.addr)
+    mesh_admin.delete_subscription_group("gated")
+    assert "gated" not in mesh_admin.subscription_groups(rocketmesh_mesh.broker_addr)
     with pytest.raises(MQClientError, match="no cluster named"):
-        admin.update_subscription_group("gated", cluster="NoSuchCluster")
+        mesh_admin.update_subscription_group("gated", cluster="NoSuchCluster")
     with pytest.raises(MQClientError):
-        admin.update_subscription_group("bad group name", broker_addr=broker.addr)
+        mesh_admin.update_subscription_group("bad group name", broker_addr=rocketmesh_mesh.broker_addr)
     with pytest.raises(MQClientError):
-        admin.update_subscription_group("gated", broker_addr=broker.addr, retry_max_times=-1)
+        mesh_admin.update_subscription_group("gated", broker_addr=rocketmesh_mesh.broker_addr, retry_max_times=-1)
 
 
-def test_cli_admin_consumer_commands(namesrv, admin: Admin, producer: Producer, broker: BrokerProcess,
-                                     remoting_client: RemotingClient) -> None:
-    make_topic(admin, "CliProgT", 2)
-    send_to(producer, admin, "CliProgT", {0: 3, 1: 2})
-    commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 0, 1)
-    commit_raw(remoting_client, broker.addr, "cli-group", "CliProgT", 1, 1)
+def test_cli_admin_consumer_commands(rocketmesh_namesrv: str, mesh_admin: Admin, mesh_producer: Producer,
+        rocketmesh_mesh: LocalMesh, remoting_client: RemotingClient) -> None:
+    make_topic(mesh_admin, "CliProgT", 2)
+    send_to(mesh_producer, mesh_admin, "CliProgT", {0: 3, 1: 2})
+    commit_raw(remoting_client, rocketmesh_mesh.broker_addr, "cli-group", "CliProgT", 0, 1)
+    commit_raw(remoting_client, rocketmesh_mesh.broker_addr, "cli-group", "CliProgT", 1, 1)
 
-    progress = run_cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "cli-group")
+    progress = run_cli("admin", "consumer-progress", "-n", rocketmesh_namesrv, "-g", "cli-group")
     assert progress.returncode == 0, progress.stderr
     assert "#Broker Offset" in progress.stdout and "#Consumer Offset" in progress.stdout
     assert re.search(r"^CliProgT\s+broker-a\s+0\s+3\s+1\s+2\s", progress.stdout, re.MULTILINE), progress.stdout
     assert "Diff Total: 3" in progress.stdout and "Consume TPS:" in progress.stdout
 
-    missing = run_cli("admin", "consumer-progress", "-n", namesrv.addr, "-g", "no-such-group")
+    missing = run_cli("admin", "consumer-progress", "-n", rocketmesh_namesrv, "-g", "no-such-group")
     assert missing.returncode == 1
     assert len(missing.stderr.strip().splitlines()) == 1 and "no progress" in missing.stderr
 
-    reset_args = ("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT")
+    reset_args = ("admin", "reset-offset-by-time", "-n", rocketmesh_namesrv, "-g", "cli-group", "-t", "CliProgT")
     reset = run_cli(*reset_args, "-s", "now")
     assert reset.returncode == 0, reset.stderr
     assert "#brokerName" in reset.stdout
     assert re.search(r"^broker-a\s+0\s+3$", reset.stdout, re.MULTILINE)
     assert re.search(r"^broker-a\s+1\s+2$", reset.stdout, re.MULTILINE)
-    assert admin.consume_stats("cli-group").total_diff() == 0
-    dated = run_cli("admin", "reset-offset-by-time", "-n", namesrv.addr, "-g", "cli-group", "-t", "CliProgT",
+    assert mesh_admin.consume_stats("cli-group").total_diff() == 0
+    dated = run_cli("admin", "reset-offset-by-time", "-n", rocketmesh_namesrv, "-g", "cli-group", "-t", "CliProgT",
                 "-s", "2000-01-01#00:00:00:000", "-f", "true")
     assert dated.returncode == 0, dated.stderr
-    assert admin.consume_stats("cli-group").total_diff() == 5
+    assert mesh_admin.consume_stats("cli-group").total_diff() == 5
     bad = run_cli(*reset_args, "-s", "soon")
     assert bad.returncode == 1 and "bad timestamp" in bad.stderr
 
-    update = run_cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-b", broker.addr,
+    update = run_cli("admin", "update-sub-group", "-n", rocketmesh_namesrv, "-g", "cli-sub",
+                     "-b", rocketmesh_mesh.broker_addr,
                  "--consume-enable", "false", "--retry-max-times", "5")
     assert update.returncode == 0, update.stderr
-    assert broker.addr in update.stdout
-    cfg = admin.subscription_groups(broker.addr)["cli-sub"]
+    assert rocketmesh_mesh.broker_addr in update.stdout
+    cfg = mesh_admin.subscription_groups(rocketmesh_mesh.broker_addr)["cli-sub"]
     assert cfg["consumeEnable"] is False and cfg["retryMaxTimes"] == 5
-    bad_flag = run_cli("admin", "update-sub-group", "-n", namesrv.addr, "-g", "cli-sub", "-c", "DefaultCluster",
+    bad_flag = run_cli("admin", "update-sub-group", "-n", rocketmesh_namesrv, "-g", "cli-sub", "-c", "DefaultCluster",
                    "--consume-enable", "maybe")
     assert bad_flag.returncode == 1 and "--consume-enable" in bad_flag.stderr
-    deleted = run_cli("admin", "delete-sub-group", "-n", namesrv.addr, "-g", "cli-sub")
+    deleted = run_cli("admin", "delete-sub-group", "-n", rocketmesh_namesrv, "-g", "cli-sub")
     assert deleted.returncode == 0, deleted.stderr
-    assert "cli-sub" not in admin.subscription_groups(broker.addr)
+    assert "cli-sub" not in mesh_admin.subscription_groups(rocketmesh_mesh.broker_addr)
 
 
 # --- with the consumer SDK --------------------------------------------------------------------------------------
 
 
-def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "LagT", 2)
-    send_to(producer, admin, "LagT", {0: 6, 1: 4})
+def test_consume_stats_lag_after_pull_consumer_commit(rocketmesh_namesrv: str, mesh_admin: Admin,
+        mesh_producer: Producer) -> None:
+    make_topic(mesh_admin, "LagT", 2)
+    send_to(mesh_producer, mesh_admin, "LagT", {0: 6, 1: 4})
     n, k = 10, 4
-    consumer = PullConsumer("lag-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", auto_commit=False,
+    consumer = PullConsumer("lag-group", rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            auto_commit=False,
                             pull_batch_size=1, **FAST_CLIENT)
     consumer.subscribe("LagT")
     consumer.start()
@@ -191,7 +197,8 @@ def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, pro
             got.extend(consumer.poll(timeout_ms=1000))
         assert len(got) == k
         consumer.commit()
-        stats = wait_for(quietly(lambda: (s := admin.consume_stats("lag-group", "LagT")).total_diff() == n - k and s),
+        stats = wait_for(quietly(lambda: (s := mesh_admin.consume_stats("lag-group", "LagT")).total_diff() == n - k
+                                 and s),
                          what="the commit on the broker")
     finally:
         consumer.shutdown()
@@ -200,27 +207,27 @@ def test_consume_stats_lag_after_pull_consumer_commit(namesrv, admin: Admin, pro
     assert sum(w.consumer_offset for w in stats.offset_table.values()) == k
     assert all(w.diff == w.broker_offset - w.consumer_offset for w in stats.offset_table.values())
     # Without a topic the group's retry topic may be listed too, with nothing in it.
-    assert admin.consume_stats("lag-group").total_diff() == n - k
+    assert mesh_admin.consume_stats("lag-group").total_diff() == n - k
 
 
-def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -> None:
-    make_topic(admin, "ConnT", 2)
-    consumer = PushConsumer("conn-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+def test_consumer_connection_lists_the_running_consumer(rocketmesh_namesrv: str, mesh_admin: Admin) -> None:
+    make_topic(mesh_admin, "ConnT", 2)
+    consumer = PushConsumer("conn-group", rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
     consumer.subscribe("ConnT", "TagA || TagB")
     consumer.register_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
     consumer.start()
     try:
         client_id = consumer.client_id
-        cc = wait_for(quietly(lambda: admin.consumer_connection("conn-group")), what="the consumer's heartbeat")
+        cc = wait_for(quietly(lambda: mesh_admin.consumer_connection("conn-group")), what="the consumer's heartbeat")
         assert [c.client_id for c in cc.connections] == [client_id]
         assert cc.connections[0].language and cc.connections[0].last_update_timestamp > 0
         assert cc.subscriptions["ConnT"]["subString"] == "TagA || TagB"
         assert cc.consume_type == "CONSUME_PASSIVELY"
         assert cc.message_model == "CLUSTERING"
         assert cc.consume_from_where == "CONSUME_FROM_FIRST_OFFSET"
-        assert admin.consumer_ids("conn-group") == [client_id]
+        assert mesh_admin.consumer_ids("conn-group") == [client_id]
 
-        shown = run_cli("admin", "consumer-connection", "-n", namesrv.addr, "-g", "conn-group")
+        shown = run_cli("admin", "consumer-connection", "-n", rocketmesh_namesrv, "-g", "conn-group")
         assert shown.returncode == 0, shown.stderr
         assert client_id in shown.stdout and "TagA || TagB" in shown.stdout
         assert "ConsumeType: CONSUME_PASSIVELY" in shown.stdout and "MessageModel: CLUSTERING" in shown.stdout
@@ -229,7 +236,7 @@ def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -
 
     def gone() -> bool:
         try:
-            admin.consumer_connection("conn-group")
+            mesh_admin.consumer_connection("conn-group")
         except MQClientError as exc:
             return exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE
         return False
@@ -237,13 +244,14 @@ def test_consumer_connection_lists_the_running_consumer(namesrv, admin: Admin) -
     wait_for(gone, what="the consumer to leave the group")
 
 
-def test_reset_offset_reaches_a_running_push_consumer(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "ResetPushT", 2)
-    send_to(producer, admin, "ResetPushT", {0: 2, 1: 1}, prefix="first")
+def test_reset_offset_reaches_a_running_push_consumer(rocketmesh_namesrv: str, mesh_admin: Admin,
+        mesh_producer: Producer) -> None:
+    make_topic(mesh_admin, "ResetPushT", 2)
+    send_to(mesh_producer, mesh_admin, "ResetPushT", {0: 2, 1: 1}, prefix="first")
     time.sleep(0.05)
     between = int(time.time() * 1000)
     time.sleep(0.05)
-    send_to(producer, admin, "ResetPushT", {0: 1, 1: 1}, prefix="second")
+    send_to(mesh_producer, mesh_admin, "ResetPushT", {0: 1, 1: 1}, prefix="second")
     lock = threading.Lock()
     bodies: list[str] = []
 
@@ -252,15 +260,16 @@ def test_reset_offset_reaches_a_running_push_consumer(namesrv, admin: Admin, pro
             bodies.extend(m.body.decode() for m in msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("reset-push-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+    consumer = PushConsumer("reset-push-group", rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                            **FAST_CLIENT)
     consumer.subscribe("ResetPushT")
     consumer.register_listener(on_messages)
     consumer.start()
     try:
         wait_for(lambda: len(bodies) == 5, timeout_s=20, what="all 5 messages")
-        wait_for(quietly(lambda: admin.consume_stats("reset-push-group", "ResetPushT").total_diff() == 0),
+        wait_for(quietly(lambda: mesh_admin.consume_stats("reset-push-group", "ResetPushT").total_diff() == 0),
                  timeout_s=15, what="the offsets committed")
-        admin.reset_offset_by_time("reset-push-group", "ResetPushT", between)
+        mesh_admin.reset_offset_by_time("reset-push-group", "ResetPushT", between)
         wait_for(lambda: len(bodies) == 7, timeout_s=20, what="the second batch again")
         with lock:
             assert sorted(bodies[5:]) == ["second-0-0", "second-1-0"]
@@ -268,18 +277,18 @@ def test_reset_offset_reaches_a_running_push_consumer(namesrv, admin: Admin, pro
         consumer.shutdown()
 
 
-def test_disabled_group_gets_no_messages_until_enabled(namesrv, admin: Admin, producer: Producer,
-                                                       broker: BrokerProcess) -> None:
-    make_topic(admin, "GateT", queues=1)
-    send_to(producer, admin, "GateT", {0: 3})
-    admin.update_subscription_group("gate-group", broker_addr=broker.addr, consume_enable=False)
-    assert admin.subscription_groups(broker.addr)["gate-group"]["consumeEnable"] is False
-    consumer = PullConsumer("gate-group", namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+def test_disabled_group_gets_no_messages_until_enabled(rocketmesh_namesrv: str, mesh_admin: Admin,
+        mesh_producer: Producer, rocketmesh_mesh: LocalMesh) -> None:
+    make_topic(mesh_admin, "GateT", queues=1)
+    send_to(mesh_producer, mesh_admin, "GateT", {0: 3})
+    mesh_admin.update_subscription_group("gate-group", broker_addr=rocketmesh_mesh.broker_addr, consume_enable=False)
+    assert mesh_admin.subscription_groups(rocketmesh_mesh.broker_addr)["gate-group"]["consumeEnable"] is False
+    consumer = PullConsumer("gate-group", rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
     consumer.subscribe("GateT")
     consumer.start()
     try:
         assert consumer.poll(timeout_ms=3000) == []
-        admin.update_subscription_group("gate-group", broker_addr=broker.addr, consume_enable=True)
+        mesh_admin.update_subscription_group("gate-group", broker_addr=rocketmesh_mesh.broker_addr, consume_enable=True)
         got: list[MessageExt] = []
         deadline = time.monotonic() + 20
         while len(got) < 3 and time.monotonic() < deadline:
@@ -289,10 +298,11 @@ def test_disabled_group_gets_no_messages_until_enabled(namesrv, admin: Admin, pr
         consumer.shutdown()
 
 
-def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, "CliConsumeT", 2)
-    send_to(producer, admin, "CliConsumeT", {0: 3, 1: 2})
-    first = run_cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--count", "3",
+def test_cli_consume_prints_count_messages_and_exits(rocketmesh_namesrv: str, mesh_admin: Admin,
+        mesh_producer: Producer) -> None:
+    make_topic(mesh_admin, "CliConsumeT", 2)
+    send_to(mesh_producer, mesh_admin, "CliConsumeT", {0: 3, 1: 2})
+    first = run_cli("consume", "-n", rocketmesh_namesrv, "-t", "CliConsumeT", "-g", "cli-consume", "--count", "3",
                 "--from", "first", "--timeout", "30")
     assert first.returncode == 0, first.stderr
     lines = [ln for ln in first.stdout.splitlines() if ln.startswith("Receive New Messages: ")]
@@ -301,7 +311,7 @@ def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, prod
     assert re.fullmatch(r"[0-9A-F]{32}", fields[3]) and fields[4] == "CliConsumeT" and fields[7] == "TagA"
 
     # What the first run printed was committed; what it did not print comes next time.
-    rest = run_cli("consume", "-n", namesrv.addr, "-t", "CliConsumeT", "-g", "cli-consume", "--timeout", "5")
+    rest = run_cli("consume", "-n", rocketmesh_namesrv, "-t", "CliConsumeT", "-g", "cli-consume", "--timeout", "5")
     assert rest.returncode == 0, rest.stderr
     seen_first = {ln.rsplit(" ", 1)[1] for ln in lines}
     seen_rest = {ln.rsplit(" ", 1)[1] for ln in rest.stdout.splitlines() if ln.startswith("Receive New Messages: ")}
@@ -309,8 +319,8 @@ def test_cli_consume_prints_count_messages_and_exits(namesrv, admin: Admin, prod
     assert seen_first | seen_rest == {"m-0-0", "m-0-1", "m-0-2", "m-1-0", "m-1-1"}
 
 
-def test_cli_consume_refuses_a_bad_sql_expression(namesrv, broker) -> None:
-    bad = run_cli("consume", "-n", namesrv.addr, "-t", "AnyT", "--sql", "a >", "--timeout", "5")
+def test_cli_consume_refuses_a_bad_sql_expression(rocketmesh_namesrv: str) -> None:
+    bad = run_cli("consume", "-n", rocketmesh_namesrv, "-t", "AnyT", "--sql", "a >", "--timeout", "5")
     assert bad.returncode == 1
     err = bad.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("consume: ") and "SUBSCRIPTION_PARSE_FAILED" in err[0], bad.stderr

@@ -1,5 +1,6 @@
 """An admin asks a running consumer through the broker (GET_CONSUMER_RUNNING_INFO, CONSUME_MESSAGE_DIRECTLY):
-real name server and broker processes, the SDK's PushConsumer, Admin and ``rocketmesh admin`` (black box)."""
+real name server and broker processes (the session's shared mesh: conftest.py's ``mesh_admin``), the SDK's
+PushConsumer, Admin and ``rocketmesh admin`` (black box)."""
 
 from __future__ import annotations
 
@@ -47,13 +48,13 @@ def running_info(admin: Admin, client_id: str) -> ConsumerRunningInfo | None:
         return None
 
 
-def test_an_admin_reads_a_push_consumers_running_info_and_has_it_consume_a_message(
-        namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, TOPIC, 2)
-    sent = producer.send(Message(TOPIC, "direct me", tags="TagA", keys="direct-1"))
+def test_an_admin_reads_a_push_consumers_running_info_and_has_it_consume_a_message(rocketmesh_namesrv: str,
+        mesh_admin: Admin, mesh_producer: Producer) -> None:
+    make_topic(mesh_admin, TOPIC, 2)
+    sent = mesh_producer.send(Message(TOPIC, "direct me", tags="TagA", keys="direct-1"))
     listener = Recorder()
     started_ms = int(time.time() * 1000)
-    consumer = PushConsumer(GROUP, namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET", consume_thread_nums=3,
+    consumer = PushConsumer(GROUP, rocketmesh_namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", consume_thread_nums=3,
                             **FAST_CLIENT)
     consumer.subscribe(TOPIC, "TagA || TagB")
     consumer.register_listener(listener)
@@ -66,7 +67,7 @@ def test_an_admin_reads_a_push_consumers_running_info_and_has_it_consume_a_messa
 
         # The queue holding the message shows its offset committed past it.
         def committed() -> ConsumerRunningInfo | None:
-            info = running_info(admin, client_id)
+            info = running_info(mesh_admin, client_id)
             pq = None if info is None else info.mq_table.get(mq)
             return info if pq is not None and pq.commit_offset == sent.queue_offset + 1 else None
 
@@ -82,30 +83,31 @@ def test_an_admin_reads_a_push_consumers_running_info_and_has_it_consume_a_messa
         assert (props["consumerGroup"], props["messageModel"], props["consumeFromWhere"]) == (
             GROUP, "CLUSTERING", "CONSUME_FROM_FIRST_OFFSET")
         assert props["consumeThreadMin"] == props["consumeThreadMax"] == "3"
-        assert props[PROP_NAMESERVER_ADDR] == namesrv.addr and props["PROP_CLIENT_VERSION"].startswith("rocketmesh")
+        assert props[PROP_NAMESERVER_ADDR] == rocketmesh_namesrv
+        assert props["PROP_CLIENT_VERSION"].startswith("rocketmesh")
         assert "secretKey" not in props and info.jstack is None
-        assert "Thread:" in (admin.consumer_running_info(GROUP, client_id, jstack=True).jstack or "")
+        assert "Thread:" in (mesh_admin.consumer_running_info(GROUP, client_id, jstack=True).jstack or "")
 
         # The message again, straight through the listener: consumed once more, nothing else.
         before = len(listener.keys())
-        result = admin.consume_message_directly(GROUP, client_id, sent.offset_msg_id)
+        result = mesh_admin.consume_message_directly(GROUP, client_id, sent.offset_msg_id)
         assert result.consume_result is CMResult.CR_SUCCESS and not result.order and result.auto_commit
         assert result.spent_time_mills >= 0 and result.remark is None
         assert listener.keys()[before:] == ["direct-1"]
         listener.refuse = True
-        result = admin.consume_message_directly(GROUP, client_id, sent.offset_msg_id)
+        result = mesh_admin.consume_message_directly(GROUP, client_id, sent.offset_msg_id)
         assert result.consume_result is CMResult.CR_THROW_EXCEPTION
         assert "the listener says no" in (result.remark or "")
 
         # The CLI shows the same.
-        shown = run_cli("admin", "consumer-status", "-n", namesrv.addr, "-g", GROUP, "-i", client_id)
+        shown = run_cli("admin", "consumer-status", "-n", rocketmesh_namesrv, "-g", GROUP, "-i", client_id)
         assert shown.returncode == 0, shown.stderr
         assert "TagA || TagB" in shown.stdout and "PROP_CONSUME_TYPE" in shown.stdout and TOPIC in shown.stdout
-        shown = run_cli("admin", "consumer-status", "-n", namesrv.addr, "-g", GROUP)
+        shown = run_cli("admin", "consumer-status", "-n", rocketmesh_namesrv, "-g", GROUP)
         assert shown.returncode == 0, shown.stderr
         assert client_id in shown.stdout and "Same subscription in the same group of consumer" in shown.stdout
         listener.refuse = False
-        shown = run_cli("admin", "consume-message-directly", "-n", namesrv.addr, "-g", GROUP, "-d", client_id,
+        shown = run_cli("admin", "consume-message-directly", "-n", rocketmesh_namesrv, "-g", GROUP, "-d", client_id,
                         "-i", sent.offset_msg_id)
         assert shown.returncode == 0, shown.stderr
         assert "CR_SUCCESS" in shown.stdout
@@ -113,16 +115,17 @@ def test_an_admin_reads_a_push_consumers_running_info_and_has_it_consume_a_messa
         consumer.shutdown()
 
 
-def test_a_client_that_is_not_online_is_named_in_the_error(namesrv, admin: Admin, producer: Producer) -> None:
-    make_topic(admin, TOPIC, 1)
-    sent = producer.send(Message(TOPIC, "nobody reads this"))
+def test_a_client_that_is_not_online_is_named_in_the_error(rocketmesh_namesrv: str, mesh_admin: Admin,
+        mesh_producer: Producer) -> None:
+    make_topic(mesh_admin, TOPIC, 1)
+    sent = mesh_producer.send(Message(TOPIC, "nobody reads this"))
     stranger = "10.0.0.1@nobody"
     with pytest.raises(MQBrokerError) as err:
-        admin.consumer_running_info(GROUP, stranger)
+        mesh_admin.consumer_running_info(GROUP, stranger)
     assert err.value.response_code == ResponseCode.SYSTEM_ERROR
     assert err.value.remark == f"The Consumer <{GROUP}> <{stranger}> not online"
     with pytest.raises(MQBrokerError) as err:
-        admin.consume_message_directly(GROUP, stranger, sent.offset_msg_id)
+        mesh_admin.consume_message_directly(GROUP, stranger, sent.offset_msg_id)
     assert err.value.response_code == ResponseCode.SYSTEM_ERROR and stranger in err.value.remark
-    shown = run_cli("admin", "consumer-status", "-n", namesrv.addr, "-g", GROUP, "-i", stranger)
+    shown = run_cli("admin", "consumer-status", "-n", rocketmesh_namesrv, "-g", GROUP, "-i", stranger)
     assert shown.returncode == 1 and "not online" in shown.stderr

@@ -36,7 +36,10 @@ RUN_HERE += ("aio-readme-producer", "aio-guide-consumer", "aio-tx-example")
 NOT_RUN = {"rocketmesh.spark.register(": "needs Spark, a JVM and the caller's DataFrame; tests/mesh/test_spark.py "
                                          "runs the data source",
            "docs/examples/fastapi_orders.py": "a web service: tests/mesh/test_aio_fastapi_example.py serves it with "
-                                              "uvicorn"}
+                                              "uvicorn",
+           "def handle_orders(": "an application's module: tests/mesh/test_testing_kit.py runs it under pytest",
+           "rocketmesh_mesh.wait_for_zero_lag(": "a pytest file: tests/mesh/test_testing_kit.py runs it with pytest",
+           "def rocketmesh_mesh_options(": "a conftest.py: tests/mesh/test_testing_kit.py runs pytest with it"}
 
 
 def fenced_blocks(language: str) -> list[tuple[str, str]]:
