@@ -13,10 +13,11 @@ from typing import Any
 from aiokit import run, until
 from clientkit import FAST_CLIENT, make_topic, quietly
 from procs import FAST_BROKER, wait_for
-from rocketmesh import Message, SendStatus
+from rocketmesh import Message, MQClientError, SendStatus
 from rocketmesh.aio import AsyncProducer, AsyncPushConsumer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from rocketmesh.model.message import MessageExt
+from rocketmesh.remoting import ResponseCode
 
 #: Short delay levels: the first retry (level 3) after 1 s, the second (level 4) after 1 s too.
 BROKER_ARGS = dict(FAST_BROKER, messageDelayLevel="1s 1s 1s 1s 2s")
@@ -177,3 +178,54 @@ def test_the_loop_is_never_held_over_20_ms_while_10000_messages_are_sent_and_con
     assert len(lates) > 100
     held, late = max(lates)
     assert held < 0.020, f"the loop's thread ran {held * 1000:.1f} ms between two ticks ({late * 1000:.1f} ms late)"
+
+
+def test_a_cancelled_start_leaves_no_client_of_the_group_and_the_producer_shut_down(namesrv, broker, admin):
+    make_topic(admin, "AioCancelStartT", 2)
+
+    async def on_message(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        return SUCCESS
+
+    async def main() -> tuple[str, str]:
+        outcomes = []
+        for delay in (0.0, 0.05, 0.2):  # before, during and (likely) after the registration
+            c = consumer(namesrv.addr, "aio-cancel-start", "AioCancelStartT", on_message,
+                         instance_name=f"cancel-start-{delay}")
+            task = asyncio.create_task(c.start())
+            await asyncio.sleep(delay)
+            task.cancel()
+            try:
+                await task
+                outcomes.append("started")
+                await c.stop()
+            except asyncio.CancelledError:
+                outcomes.append("cancelled")
+        producer = AsyncProducer("aio-cancel-start-p", namesrv.addr, **FAST_CLIENT)
+        task = asyncio.create_task(producer.start())
+        await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        try:
+            await producer.start()
+            again = "restarted"
+        except MQClientError as exc:
+            again = str(exc)
+        finally:
+            await producer.stop()
+        return ",".join(outcomes), again
+
+    outcomes, again = run(main())
+    assert "cancelled" in outcomes
+    # Whatever the cancelled starts registered is undone: no client of the group is left on the broker.
+    def offline() -> bool:
+        try:
+            admin.consumer_connection("aio-cancel-start")
+        except MQClientError as exc:
+            return exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE
+        return False
+
+    wait_for(offline, 15, what="the group offline")
+    assert again == "restarted" or "shut down" in again
