@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import heapq
 import inspect
+import itertools
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -66,6 +68,37 @@ class LoopInbox:
                 fut.set_exception(error)
             else:
                 fut.set_result(result)
+
+
+class Deadlines:
+    """Fails futures of one loop that outlive their deadline, with one timer for all of them: cheaper than a
+    ``call_later`` each when thousands wait at once (a timer handle is compared in Python, a tuple in C).
+
+    ``add(fut, timeout_s, make_error)``: unless ``fut`` is done by then, it fails with ``make_error()``
+    about ``timeout_s`` later (at most ``tick_s`` late). Loop thread only."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, tick_s: float = 0.05) -> None:
+        self._loop = loop
+        self._tick_s = tick_s
+        self._heap: list[tuple[float, int, asyncio.Future[Any], Callable[[], BaseException]]] = []
+        self._seq = itertools.count()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def add(self, fut: asyncio.Future[Any], timeout_s: float, make_error: Callable[[], BaseException]) -> None:
+        heapq.heappush(self._heap, (self._loop.time() + timeout_s, next(self._seq), fut, make_error))
+        if self._timer is None:
+            self._timer = self._loop.call_later(max(timeout_s, self._tick_s), self._sweep)
+
+    def _sweep(self) -> None:
+        self._timer = None
+        heap = self._heap
+        now = self._loop.time()
+        while heap and (heap[0][0] <= now or heap[0][2].done()):
+            _, _, fut, make_error = heapq.heappop(heap)
+            if not fut.done():
+                fut.set_exception(make_error())
+        if heap:
+            self._timer = self._loop.call_later(max(heap[0][0] - now, self._tick_s), self._sweep)
 
 
 async def start_in_thread(start: Callable[[], object], undo: Callable[[], object]) -> None:

@@ -15,19 +15,30 @@ never waits on the network.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import time
 from collections.abc import Sequence
 from typing import Any
 
-from rocketmesh.aio.bridge import LoopInbox, start_in_thread
+from rocketmesh.aio.bridge import Deadlines, LoopInbox, start_in_thread
 from rocketmesh.client.errors import MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.producer.producer import Producer, SelectorLike, SendPlan
 from rocketmesh.client.results import SendResult
 from rocketmesh.client.trace.tracing import UNTRACED, SendTrace
 from rocketmesh.client.validators import check_topic
-from rocketmesh.model.codec import encode_batch_item
 from rocketmesh.model.message import Message, MessageQueue
 from rocketmesh.remoting.protocol.headers import SendMessageRequestHeader
+
+
+def _batch_item_bound(msg: Message) -> int:
+    """At least the bytes ``msg`` takes in an auto batch (its item as encoded, with the unique id and trace
+    context a send adds), without encoding it."""
+    props = sum(len(k.encode()) + len(v.encode()) + 2 for k, v in msg.properties.items())
+    return _ITEM_OVERHEAD + len(msg.body) + props
+
+
+#: An item's header and length fields, a UNIQ_KEY and a traceparent property, with room to spare.
+_ITEM_OVERHEAD = 256
 
 
 class AsyncProducer:
@@ -47,6 +58,7 @@ class AsyncProducer:
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, **settings: Any) -> None:
         self._producer = self._new_producer(group, namesrv, settings)
         self._inbox: LoopInbox | None = None
+        self._deadlines: Deadlines | None = None  # made on the loop by the first auto-batched send
 
     @staticmethod
     def _new_producer(group: str, namesrv: str | Sequence[str] | None, settings: dict[str, Any]) -> Producer:
@@ -142,18 +154,13 @@ class AsyncProducer:
         st: SendTrace | None = None
         if p.auto_batch and queue is None and selector is None:
             accumulator = p._accumulator
-            if accumulator is not None and not accumulator.has_room(len(encode_batch_item(msg))):
+            if accumulator is not None and not accumulator.has_room(_batch_item_bound(msg)):
                 # Waiting for room is a wait on other sends' answers: a worker thread's, not the loop's.
                 batched, st = await asyncio.to_thread(p._auto_batched, msg, timeout)
             else:
                 batched, st = p._auto_batched(msg, timeout)
             if batched is not None:
-                try:
-                    return await asyncio.wait_for(asyncio.wrap_future(batched), timeout / 1000.0)
-                except TimeoutError:
-                    raise RequestTimeoutError(
-                        f"send to topic {msg.topic!r} timed out: no answer to its batch within {timeout} ms"
-                    ) from None
+                return await self._batched_result(inbox, batched, timeout, msg.topic)
         ordered = queue is not None or selector is not None
         timeout, uniq, header, body, st = p._prepare(msg, timeout_ms, ordered, st)
         with st or UNTRACED:  # the send's span ends with the send
@@ -191,6 +198,20 @@ class AsyncProducer:
         await self._ensure_route(msg.topic)
         # The request is queued on a socket without blocking; nothing here waits on the network.
         self._producer.send_oneway(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms)
+
+    async def _batched_result(self, inbox: LoopInbox, batched: concurrent.futures.Future[SendResult], timeout_ms: int,
+                              topic: str) -> SendResult:
+        """The answer to an auto-batched message: its batch's Future completes on the I/O thread, which hands it
+        to the loop through the inbox (one wake-up per burst); RequestTimeoutError after ``timeout_ms``."""
+        fut, done = inbox.future()
+        batched.add_done_callback(lambda f: done(None, f.exception()) if f.exception() else done(f.result(), None))
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = Deadlines(inbox.loop)
+        deadlines.add(fut, timeout_ms / 1000.0, lambda: RequestTimeoutError(
+            f"send to topic {topic!r} timed out: no answer to its batch within {timeout_ms} ms"))
+        result: SendResult = await fut
+        return result
 
     # -- the plan's driver -----------------------------------------------------
 
