@@ -16,6 +16,7 @@ from clientkit import FAST_CLIENT, make_topic, quietly
 from procs import FAST_BROKER, wait_for
 from rocketmesh import Message, MQClientError, SendStatus
 from rocketmesh.aio import AsyncProducer, AsyncPushConsumer
+from rocketmesh.client import CMResult
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import ResponseCode
@@ -247,3 +248,39 @@ def test_a_cancelled_start_leaves_no_client_of_the_group_and_the_producer_shut_d
 
     wait_for(offline, 15, what="the group offline")
     assert again == "restarted" or "shut down" in again
+
+
+def test_delayed_and_timer_messages_arrive_no_sooner_than_asked_and_an_admin_can_consume_one_directly(
+        namesrv, broker, scheduler, admin):
+    make_topic(admin, "AioDelayT", 2)
+    arrived: dict[str, tuple[float, int]] = {}
+    loop_thread = threading.get_ident()
+
+    async def on_message(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        for m in msgs:
+            arrived.setdefault(m.body.decode(), (time.monotonic(), threading.get_ident()))
+            arrived[f"{m.body.decode()}#last"] = (time.monotonic(), threading.get_ident())
+        return SUCCESS
+
+    async def main() -> tuple[float, Any, str]:
+        c = consumer(namesrv.addr, "aio-delay", "AioDelayT", on_message)
+        async with AsyncProducer("aio-delay-p", namesrv.addr, **FAST_CLIENT) as producer, c:
+            await c.wait_assigned()
+            sent_at = time.monotonic()
+            await producer.send(Message("AioDelayT", b"level-2", delay_level=2))  # 1 s with this broker's levels
+            timer = await producer.send(Message("AioDelayT", b"timer-1500", delay_ms=1500))
+            await producer.send(Message("AioDelayT", b"now"))
+            await until(lambda: {"level-2", "timer-1500", "now"} <= arrived.keys(), 30, "the three messages")
+            client_id = c.client_id
+            assert client_id is not None
+            # An admin's CONSUME_MESSAGE_DIRECTLY runs the async listener on the loop too.
+            direct = await asyncio.to_thread(admin.consume_message_directly, "aio-delay", client_id,
+                                             timer.offset_msg_id)
+            return sent_at, direct, client_id
+
+    sent_at, direct, _ = run(main())
+    assert arrived["now"][0] - sent_at < 1.0
+    assert arrived["level-2"][0] - sent_at >= 0.9
+    assert arrived["timer-1500"][0] - sent_at >= 1.4
+    assert {thread for _, thread in arrived.values()} == {loop_thread}
+    assert direct.consume_result == CMResult.CR_SUCCESS
