@@ -176,11 +176,10 @@ class AsyncProducer:
         to another broker unless ``queue`` pins it)."""
         p = self._producer
         inbox = self._loop_inbox()
-        if msgs:
-            await self._ensure_route(msgs[0].topic)
-        topic, body, ids, st = p._encode_batch(msgs, queue is not None)
+        topic, body, ids, st = p._encode_batch(msgs, queue is not None)  # checks the batch first
         timeout = p.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         with st or UNTRACED:  # the batch's span ends with the send
+            await self._ensure_route(topic)
             header = p._header(None, topic)
             if queue is None:
                 plan = p.failover_plan(p._publish_info(topic), header, timeout, st, self._no_refresh)
