@@ -9,6 +9,7 @@ import time
 
 from test_readme import run_example
 
+from aiokit import Ticker
 from clientkit import FAST_CLIENT, make_topic
 from procs import FAST_BROKER
 from rocketmesh import Admin, Message
@@ -227,39 +228,26 @@ def test_the_loop_stays_responsive_while_the_consumer_drains_thousands_of_messag
     for start in range(0, n, 100):
         producer.send_batch([Message(topic, b"x" * 200) for _ in range(start, start + 100)])
 
-    async def main() -> tuple[int, float, float]:
-        worst = 0.0
-        stop = asyncio.Event()
+    async def main() -> tuple[int, Ticker, float]:
+        async with Ticker() as ticker:
+            await asyncio.sleep(0.05)
+            seen = 0
+            async with AsyncPullConsumer("aio-ticker", namesrv.addr, instance_name="aio-ticker", pull_batch_size=32,
+                                         **FIRST) as consumer:
+                consumer.subscribe(topic)
+                t0 = time.monotonic()
+                async for _ in consumer:
+                    seen += 1
+                    if seen == n:
+                        break
+                drain_s = time.monotonic() - t0
+        return seen, ticker, drain_s
 
-        async def ticker() -> None:
-            nonlocal worst
-            loop = asyncio.get_running_loop()
-            while not stop.is_set():
-                t0 = loop.time()
-                await asyncio.sleep(0.005)
-                worst = max(worst, loop.time() - t0 - 0.005)
-
-        tick = asyncio.create_task(ticker())
-        await asyncio.sleep(0.05)
-        seen = 0
-        async with AsyncPullConsumer("aio-ticker", namesrv.addr, instance_name="aio-ticker", pull_batch_size=32,
-                                     **FIRST) as consumer:
-            consumer.subscribe(topic)
-            t0 = time.monotonic()
-            async for _ in consumer:
-                seen += 1
-                if seen == n:
-                    break
-            drain_s = time.monotonic() - t0
-        stop.set()
-        await tick
-        return seen, worst, drain_s
-
-    seen, worst, drain_s = asyncio.run(main())
-    print(f"drained {seen} messages in {drain_s:.2f} s ({seen / drain_s:.0f} msg/s); "
-          f"worst ticker delay {worst * 1000:.1f} ms")
+    seen, ticker, drain_s = asyncio.run(main())
+    print(f"drained {seen} messages in {drain_s:.2f} s ({seen / drain_s:.0f} msg/s); {ticker.describe()}")
     assert seen == n
-    assert worst < 0.020
+    # What the SDK ran on the loop (aiokit.Ticker leaves out garbage collections and other processes' time).
+    assert ticker.held_max < 0.020, ticker.describe()
 
 
 def test_the_docs_example_reads_ten_messages_and_commits_them_on_leaving(namesrv, admin, producer):
