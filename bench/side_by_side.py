@@ -13,8 +13,9 @@ alike). Nothing is measured here: the figures come from the benches, run as chil
 lines are parsed (producer_bench and consumer_bench for rocketmesh, peers_bench for the peers,
 transport_floors and page_floor for the floors; the one exception is the fdatasync floor, a loop of 4 KiB
 writes each followed by ``os.fdatasync``, which no bench measured). Beside each figure go the 1-minute load
-average when it was printed and the CPU steal time (from /proc/stat) over the span that produced it: from the
-figure before it in the same child process, or from that process's start.
+average when it was printed, and the machine's CPU steal time and busy time (from /proc/stat) over the span
+that produced it: from the figure before it in the same child process, or from that process's start (so a
+drain's span includes filling its backlog, and the first figure's the services' start).
 
 Workloads (``--workloads``, comma-separated):
   sync1       one sender, each send awaited (producer_bench sync1; peers_bench sync1)
@@ -117,6 +118,8 @@ class Figure:
     load1: float
     #: Percent of the machine's CPU time stolen by the host over the span that produced the figure.
     steal_pct: float
+    #: Percent of the machine's CPU time in use over that span (by the run and by anything else).
+    busy_pct: float
     #: Client plus server CPU per message (microseconds), where the bench prints it.
     cpu_us: float | None = None
 
@@ -134,23 +137,26 @@ class Command:
 
 
 class CpuClock:
-    """The machine's CPU time and steal time (clock ticks, all CPUs) from /proc/stat."""
+    """The machine's CPU time, idle time and steal time (clock ticks, all CPUs) from /proc/stat."""
 
     @staticmethod
-    def read() -> tuple[int, int]:
+    def read() -> tuple[int, int, int]:
         with open("/proc/stat") as f:
             fields = [int(x) for x in f.readline().split()[1:9]]
-        return sum(fields), fields[7]  # user nice system idle iowait irq softirq steal
+        return sum(fields), fields[3] + fields[4], fields[7]  # user nice system idle iowait irq softirq steal
 
     def __init__(self) -> None:
         self.last = self.read()
 
-    def steal_pct(self) -> float:
-        """Steal time since the last call (or creation), in percent of all CPU time."""
+    def span(self) -> tuple[float, float] | None:
+        """Since the last call (or creation), in percent of all CPU time: steal, and busy (neither idle nor
+        stolen: this run's processes and everything else on the machine); None when no clock tick passed."""
         now = self.read()
-        total, steal = now[0] - self.last[0], now[1] - self.last[1]
+        total, idle, steal = (a - b for a, b in zip(now, self.last, strict=True))
         self.last = now
-        return 100.0 * steal / total if total else 0.0
+        if not total:
+            return None
+        return 100.0 * steal / total, 100.0 * (total - idle - steal) / total
 
 
 def load1() -> float:
@@ -210,6 +216,7 @@ def run(cmd: Command, rnd: int, log) -> None:  # noqa: ANN001 - a text file
     clock = CpuClock()
     cpu: dict[str, float] = {}
     last = ""
+    steal = busy = 0.0
     proc = subprocess.Popen(cmd.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=BENCH,
                             start_new_session=True)
     try:
@@ -218,12 +225,15 @@ def run(cmd: Command, rnd: int, log) -> None:  # noqa: ANN001 - a text file
             log.write(line)
             found = list(parse(line))
             if any(unit is not None for _, _, unit in found):
-                load, steal = load1(), clock.steal_pct()  # one span a line (e2e prints p50 and p99 on one)
+                # One span a line (e2e prints p50 and p99 on one); lines printed together (page_floor's) share
+                # the span of the first.
+                load, spent = load1(), clock.span()
+                steal, busy = spent or (steal, busy)
             for key, value, unit in found:
                 if unit is None:
                     cpu[cmd.prefix + key] = value
                     continue
-                cmd.figures.append(Figure(cmd.system, cmd.prefix + key, rnd, value, unit, load, steal))
+                cmd.figures.append(Figure(cmd.system, cmd.prefix + key, rnd, value, unit, load, steal, busy))
             last = line.strip() or last
         rc = proc.wait()
     finally:
@@ -257,7 +267,7 @@ def fsync_floor(seconds: float) -> Figure:
     finally:
         os.close(fd)
         shutil.rmtree(folder, ignore_errors=True)
-    return Figure("floor", "fdatasync", 0, rate, "syncs/s", load1(), clock.steal_pct())
+    return Figure("floor", "fdatasync", 0, rate, "syncs/s", load1(), *(clock.span() or (0.0, 0.0)))
 
 
 def plan(a: argparse.Namespace, peers: list[str]) -> list[Command]:
@@ -357,12 +367,14 @@ def table(figures: list[Figure], rounds: list[int], systems: list[str], a: argpa
             f"{key} {' / '.join(fmt(f.value, f.unit) for f in floors if f.key == key)} "
             f"{next(f.unit for f in floors if f.key == key)}" for key in dict.fromkeys(f.key for f in floors)) + "."]
     lines += ["", "Every figure with its conditions (load: 1-minute load average when printed; steal: CPU time the "
-              "host took over the span that produced it; CPU: client plus server microseconds a message):", "",
-              "| system | figure | round | value | CPU us/msg | load | steal |", "|---|---|---:|---:|---:|---:|---:|"]
+              "host took over the span that produced it; busy: the machine's CPU in use over that span, 100% = both "
+              "cores; CPU: client plus server microseconds a message):", "",
+              "| system | figure | round | value | CPU us/msg | load | steal | busy |",
+              "|---|---|---:|---:|---:|---:|---:|---:|"]
     for f in figures:
         cpu = "" if f.cpu_us is None else f"{f.cpu_us:.0f}"
         lines.append(f"| {TITLES[f.system]} | {f.key} | {f.round} | {fmt(f.value, f.unit)} {f.unit} | {cpu} | "
-                     f"{f.load1:.2f} | {f.steal_pct:.1f}% |")
+                     f"{f.load1:.2f} | {f.steal_pct:.1f}% | {f.busy_pct:.0f}% |")
     return "\n".join(lines) + "\n"
 
 
