@@ -28,6 +28,10 @@ Modes (as rocketmesh's benches name them):
           acknowledged a batch at a time (consumer_bench --modes pull)
   e2e     one sender at --rate msg/s for --duration s without waiting for acknowledgements, one
           consumer; send-to-receive latency p50/p99 (consumer_bench --modes e2e)
+  sync16, sync64
+          16 or 64 senders, each on its own connection awaiting each acknowledgement; RabbitMQ only,
+          whose confirms of persistent messages on a durable queue come once they are on disk: the
+          peer of rocketmesh's SYNC_FLUSH (producer_bench --set flushDiskType=SYNC_FLUSH --modes sync16)
 
 Prints msg/s and latency per mode, and the CPU each message took in this process and in the server
 (microseconds), as the other benches do.
@@ -56,7 +60,9 @@ from benchkit import (
     report_cpu,
 )
 
-MODES = ("sync1", "async", "drain", "e2e")
+MODES = ("sync1", "async", "drain", "e2e", "sync16", "sync64")
+#: The modes of many senders, each awaiting its acknowledgements: peers with a ``senders`` method only.
+SENDERS = {"sync16": 16, "sync64": 64}
 PEERS = ("nats", "redis", "rabbitmq")
 
 
@@ -456,6 +462,33 @@ class RabbitPeer:
         conn.close()
         return out
 
+    def senders(self, s: Settings, count: int) -> tuple[int, float, list[float]]:
+        """``count`` threads, each with its own connection and channel in confirm mode, publishing one
+        persistent message at a time to one durable queue for ``s.duration`` s."""
+        queue = f"sync{count}"
+        channels = [self.queue(queue) for _ in range(count)]
+        props = self.persistent()
+        lats: list[list[float]] = [[] for _ in range(count)]
+        start = threading.Barrier(count + 1)
+
+        def sender(ch, lat: list[float]) -> None:  # noqa: ANN001 - a pika channel
+            ch.confirm_delivery()
+            start.wait()
+            lat.extend(one_by_one(lambda: ch.basic_publish("", queue, s.body, props), s.duration)[2])
+
+        threads = [threading.Thread(target=sender, args=(ch, lat)) for (_, ch), lat in zip(channels, lats, strict=True)]
+        for t in threads:
+            t.start()
+        t0 = time.perf_counter()
+        start.wait()
+        for t in threads:
+            t.join(s.duration + 60)
+        elapsed = time.perf_counter() - t0
+        for conn, _ in channels:
+            conn.close()
+        every = [x for lat in lats for x in lat]
+        return len(every), elapsed, every
+
     def confirmed(self, s: Settings, queue: str, stop: Callable[[int], bool],
                   lat: list[float] | None = None) -> int:
         """Publishes with ``s.window`` unconfirmed at most until ``stop(n)`` (pika's asynchronous connection and
@@ -592,6 +625,9 @@ def paced(s: Settings, send: Callable[[bytes], object]) -> int:
 
 
 def measure(peer, mode: str, s: Settings) -> None:  # noqa: ANN001 - one of the *Peer classes
+    if mode in SENDERS and not hasattr(peer, "senders"):
+        print(f"{peer.name}:{mode} skipped (only RabbitMQ's confirms wait for the disk)", flush=True)
+        return
     watched = {os.getpid(): "client", **peer.server.pids()}
     label = f"{peer.name}:{mode}"
     if mode == "drain":
@@ -611,7 +647,10 @@ def measure(peer, mode: str, s: Settings) -> None:  # noqa: ANN001 - one of the 
         print(f"{label:<16} {s.rate} msg/s for {s.duration:.0f} s: p50 {percentile(lat, 0.50) * 1000:.2f} ms, "
               f"p99 {percentile(lat, 0.99) * 1000:.2f} ms ({n} messages)", flush=True)
         return
-    n, elapsed, lat = peer.sync1(s) if mode == "sync1" else peer.async_(s)
+    if mode in SENDERS:
+        n, elapsed, lat = peer.senders(s, SENDERS[mode])
+    else:
+        n, elapsed, lat = peer.sync1(s) if mode == "sync1" else peer.async_(s)
     report_cpu(label, cpu_per_process(before, process_times(list(watched)), n, watched))
     report(label, n, elapsed, lat)
 
