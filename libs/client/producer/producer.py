@@ -366,7 +366,7 @@ class Producer:
             if not ordered:
                 return self._send_sync(topic, header, body, uniq, timeout, st)
             mq = self._pinned_queue(msg, queue, selector, arg)
-            return self._send_sync_once(topic, mq, header, body, uniq, timeout, st)
+            return self._send_sync_once(mq, header, body, uniq, timeout, st)
 
     def send_async(
         self,
@@ -462,7 +462,7 @@ class Producer:
             if queue.topic != topic:
                 raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}",
                                     ResponseCode.MESSAGE_ILLEGAL)
-            return self._send_sync_once(topic, queue, header, body, ids, timeout, st)
+            return self._send_sync_once(queue, header, body, ids, timeout, st)
 
     def send_batch_async(
         self,
@@ -673,7 +673,7 @@ class Producer:
         plan = self.failover_plan(self._publish_info(topic), header, timeout_ms, st, self._refresh_for_addr)
         return self._run_plan(plan, header, body, uniq, None if st is None else st.traceparent)
 
-    def _send_sync_once(self, topic: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
+    def _send_sync_once(self, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
                         uniq: str, timeout_ms: int, st: SendTrace | None = None) -> SendResult:
         """One attempt to a given queue (a pinned queue or a selector's choice): no retry. The request carries
         ``st``'s context (the send's span, which the caller ends)."""
