@@ -9,24 +9,25 @@ Against a name server and broker it starts itself, one loop runs ``--senders`` t
 AsyncProducer.send() one after another, an AsyncPushConsumer whose async listener takes every message,
 and a ticker task that sleeps 2 ms at a time. Per round it prints how late the ticker woke (p50, p99,
 max: what an application's own timers would see) and the most CPU time the loop's thread spent between
-two ticks (what ran on the loop: the SDK's and the application's code, and the interpreter's garbage
-collections, whose longest is printed beside; the rest of a late wake-up is the machine running other
-threads and processes).
+two ticks (what ran on the loop: the SDK's and the application's code; the interpreter's garbage collections
+are counted apart, their longest printed beside), measured by tests/aiokit.py's Ticker as the test suite
+measures it. The rest of a late wake-up is the machine running other threads and processes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import os
 import statistics
 import sys
-import threading
 import time
+from pathlib import Path
 
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from aiokit import Ticker  # noqa: E402
 from benchkit import CLIENT_ACCOUNT, Services, make_topic, percentile  # noqa: E402
 from rocketmesh import Message  # noqa: E402
 from rocketmesh.aio import AsyncProducer, AsyncPushConsumer  # noqa: E402
@@ -35,25 +36,8 @@ from rocketmesh.client.consumer import ConsumeConcurrentlyStatus  # noqa: E402
 TOPIC = "AioLoopBench"
 
 
-class GcWatch:
-    """The longest garbage collection on one thread, in ms (gc.callbacks)."""
-
-    def __init__(self) -> None:
-        self.thread = threading.get_ident()
-        self.longest = 0.0
-        self._since = 0.0
-
-    def __call__(self, phase: str, info: dict) -> None:
-        if threading.get_ident() != self.thread:
-            return
-        if phase == "start":
-            self._since = time.perf_counter()
-        else:
-            self.longest = max(self.longest, (time.perf_counter() - self._since) * 1000)
-
-
-async def one_round(namesrv: str, messages: int, senders: int, body: bytes) -> tuple[list[float], float, float]:
-    """(the ticker's lateness of each tick in ms, the loop thread's most CPU ms between two ticks, seconds)."""
+async def one_round(namesrv: str, messages: int, senders: int, body: bytes) -> tuple[Ticker, float]:
+    """The ticker that ran beside ``messages`` sent by ``senders`` tasks and consumed, and the seconds it took."""
     got = 0
     all_in = asyncio.Event()
 
@@ -68,35 +52,20 @@ async def one_round(namesrv: str, messages: int, senders: int, body: bytes) -> t
                                  consume_message_batch_max_size=8)
     consumer.subscribe(TOPIC)
     consumer.register_listener(on_message)
-    late: list[float] = []
-    held = 0.0
-    done = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    async def ticker() -> None:
-        nonlocal held
-        while not done.is_set():
-            before, cpu = loop.time(), time.thread_time()
-            await asyncio.sleep(0.002)
-            late.append((loop.time() - before - 0.002) * 1000)
-            held = max(held, (time.thread_time() - cpu) * 1000)
-
     async with AsyncProducer("aio-loop-bench", namesrv, **CLIENT_ACCOUNT) as producer, consumer:
         await consumer.wait_assigned()
         await asyncio.sleep(1.0)
-        tick = asyncio.create_task(ticker())
-        start = time.monotonic()
+        async with Ticker() as ticker:
+            start = time.monotonic()
 
-        async def sender(first: int) -> None:
-            for _ in range(first, messages, senders):
-                await producer.send(Message(TOPIC, body))
+            async def sender(first: int) -> None:
+                for _ in range(first, messages, senders):
+                    await producer.send(Message(TOPIC, body))
 
-        await asyncio.gather(*(sender(n) for n in range(senders)))
-        await asyncio.wait_for(all_in.wait(), 120)
-        elapsed = time.monotonic() - start
-        done.set()
-        await tick
-    return late, held, elapsed
+            await asyncio.gather(*(sender(n) for n in range(senders)))
+            await asyncio.wait_for(all_in.wait(), 120)
+            elapsed = time.monotonic() - start
+    return ticker, elapsed
 
 
 def main() -> int:
@@ -110,18 +79,13 @@ def main() -> int:
     try:
         make_topic(services.namesrv, TOPIC, 8)
         for n in range(a.rounds):
-            watch = GcWatch()
-            gc.callbacks.append(watch)
-            try:
-                late, held, elapsed = asyncio.run(one_round(services.namesrv, a.messages, a.senders,
-                                                            os.urandom(a.body)))
-            finally:
-                gc.callbacks.remove(watch)
-            late.sort()
+            ticker, elapsed = asyncio.run(one_round(services.namesrv, a.messages, a.senders, os.urandom(a.body)))
+            late = sorted(t[1] * 1000 for t in ticker.ticks)
             print(f"round {n + 1}: {a.messages:,} sent and consumed by {a.senders} tasks + a consumer in "
                   f"{elapsed:.1f} s; ticker late p50 {statistics.median(late):.2f} ms, p99 "
                   f"{percentile(late, 0.99):.2f} ms, max {late[-1]:.1f} ms; loop thread busy at most "
-                  f"{held:.1f} ms between two ticks (longest garbage collection {watch.longest:.1f} ms)", flush=True)
+                  f"{ticker.held_max * 1000:.1f} ms between two ticks, besides garbage collections (the longest "
+                  f"{ticker.gc_longest * 1000:.1f} ms)", flush=True)
     finally:
         services.stop()
     return 0

@@ -53,6 +53,8 @@ class Ticker:
         self._thread = threading.get_ident()
         self._gc_total = 0.0
         self._gc_since = 0.0
+        #: The longest garbage collection on the loop's thread (s).
+        self.gc_longest = 0.0
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if threading.get_ident() != self._thread:
@@ -60,7 +62,9 @@ class Ticker:
         if phase == "start":
             self._gc_since = time.thread_time()
         else:
-            self._gc_total += time.thread_time() - self._gc_since
+            spent = time.thread_time() - self._gc_since
+            self._gc_total += spent
+            self.gc_longest = max(self.gc_longest, spent)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
