@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +22,9 @@ import orjson
 
 from procs import wait_for
 from rocketmesh import Admin, MQError
+from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.codec import decode_batch, encode_host, encode_message_id
+from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import (
     RemotingCommand,
     RemotingServer,
@@ -165,3 +168,23 @@ def quietly(fn: Callable[[], object]) -> Callable[[], object]:
         except MQError:
             return None
     return call
+
+
+def read_back(namesrv: Any, topic: str, expected: int, timeout_s: float = 30.0) -> dict[tuple[int, int], MessageExt]:
+    """Every stored message of ``topic`` by (queue id, queue offset), read from the first offset of each queue
+    with a PullConsumer (each once: one read twice fails); ``namesrv`` is the name server process. Reads until
+    ``expected`` are in and a poll brings nothing more, at most ``timeout_s``."""
+    got: dict[tuple[int, int], MessageExt] = {}
+    with PullConsumer(f"reader-{topic}", namesrv.addr, instance_name=f"reader-{topic}", pull_batch_size=32,
+                      consume_from="CONSUME_FROM_FIRST_OFFSET") as c:
+        c.assign(c.fetch_message_queues(topic))
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            batch = c.poll(timeout_ms=300)
+            for m in batch:
+                key = (m.queue_id, m.queue_offset)
+                assert key not in got, f"read twice: {key}"
+                got[key] = m
+            if not batch and len(got) >= expected:
+                break
+    return got

@@ -11,26 +11,14 @@ import threading
 from typing import Any
 
 from aiokit import run
-from clientkit import FAST_CLIENT, make_topic
+from clientkit import FAST_CLIENT, make_topic, read_back
 from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, wait_for
 from rocketmesh import LocalTransactionState, Message, MQClientError, SendStatus
 from rocketmesh.aio import AsyncProducer, AsyncTransactionProducer
 from rocketmesh.client import ClientErrorCode, SelectMessageQueueByHash
-from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
 
 BROKER_ARGS = FAST_BROKER
-
-
-def read_all(namesrv: str, topic: str, expect: int, group: str) -> list[MessageExt]:
-    """Every message stored in ``topic``, read from offset 0 of each queue; waits for ``expect`` of them and
-    then half a second more for any extra."""
-    got: list[MessageExt] = []
-    with PullConsumer(group, namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT) as c:
-        c.assign(c.fetch_message_queues(topic))
-        wait_for(lambda: got.extend(c.poll(200)) or len(got) >= expect, 20, f"{expect} messages read back")
-        got.extend(c.poll(500))
-    return got
 
 
 def tcp_connections_to(port: int) -> int:
@@ -70,7 +58,7 @@ def test_sends_from_100_tasks_are_all_send_ok_stored_once_over_one_connection_pe
     assert len({r.msg_id for r in results}) == 100
     # A hundred sends in flight took no thread and no connection of their own.
     assert (threads_after, conns_after) == (threads_before, conns_before)
-    stored = read_all(namesrv.addr, "AioManyT", 101, "aio-many-check")
+    stored = list(read_back(namesrv, "AioManyT", 101).values())
     bodies = sorted(m.body.decode() for m in stored if m.body != b"warm-up")
     assert bodies == sorted(f"m{i}" for i in range(100))  # each exactly once
     assert {m.unique_key for m in stored} >= {r.msg_id for r in results}
@@ -101,7 +89,7 @@ def test_ordered_sends_batches_oneway_and_auto_batching(namesrv, broker, admin):
         assert offsets == sorted(offsets)  # in the order they were awaited
     assert batch.message_queue == queues[0] and len(batch.msg_id.split(",")) == 10
     assert all(r.send_status is SendStatus.SEND_OK for r in batched) and len({r.msg_id for r in batched}) == 300
-    stored = read_all(namesrv.addr, "AioOrderT", 10 + 10 + 1 + 300, "aio-order-check")
+    stored = list(read_back(namesrv, "AioOrderT", 10 + 10 + 1 + 300).values())
     assert len(stored) == 321 and sum(m.body == b"oneway" for m in stored) == 1
 
 
@@ -215,7 +203,7 @@ def test_a_transaction_with_async_listeners_commits_and_a_check_answers_on_the_l
         LocalTransactionState.UNKNOW, LocalTransactionState.UNKNOW]
     assert {"t-unknown", "t-raise"} <= set(seen["checked"])
     assert loop_threads == {main_thread}  # both listeners ran on the program's loop
-    stored = read_all(namesrv.addr, "AioTxT", 3, "aio-tx-check")
+    stored = list(read_back(namesrv, "AioTxT", 3).values())
     assert sorted({m.keys for m in stored}) == ["t-commit", "t-raise", "t-unknown"]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from clientkit import make_topic
+from clientkit import make_topic, read_back
 from procs import BrokerProcess, freeze, thaw, wait_for
 from rocketmesh import (
     Admin,
@@ -21,12 +21,11 @@ from rocketmesh import (
     MQBrokerError,
     MQClientError,
     Producer,
-    PullConsumer,
     RequestTimeoutError,
     SendStatus,
 )
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
-from rocketmesh.model.message import MessageExt, MessageQueue
+from rocketmesh.model.message import MessageQueue
 
 StartBroker = Callable[..., BrokerProcess]
 
@@ -35,24 +34,6 @@ StartBroker = Callable[..., BrokerProcess]
 def auto(namesrv, broker) -> Iterator[Producer]:
     with Producer("auto-producer", namesrv.addr, auto_batch=True) as p:
         yield p
-
-
-def read_back(namesrv, topic: str, expected: int, timeout_s: float = 30.0) -> dict[tuple[int, int], MessageExt]:
-    """Every stored message of ``topic`` by (queue id, queue offset), read with a PullConsumer (each once)."""
-    got: dict[tuple[int, int], MessageExt] = {}
-    with PullConsumer(f"reader-{topic}", namesrv.addr, instance_name=f"reader-{topic}", pull_batch_size=32,
-                      consume_from="CONSUME_FROM_FIRST_OFFSET") as c:
-        c.assign(c.fetch_message_queues(topic))
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            batch = c.poll(timeout_ms=300)
-            for m in batch:
-                key = (m.queue_id, m.queue_offset)
-                assert key not in got, f"read twice: {key}"
-                got[key] = m
-            if not batch and len(got) >= expected:
-                break
-    return got
 
 
 def runs(results) -> list[int]:
