@@ -35,6 +35,7 @@ from rocketmesh.broker.controller import BrokerController  # noqa: E402
 from rocketmesh.model.message import MessageConst  # noqa: E402
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode  # noqa: E402
 from rocketmesh.remoting.protocol.command import decode  # noqa: E402
+from rocketmesh.remoting.protocol.headers import send_header_of  # noqa: E402
 
 TOPIC = "SendPathBench"
 
@@ -85,7 +86,7 @@ def main() -> None:
             cmd = decode(frames)
             ctx = context(cmd)
             t1 = clock()
-            msgs = sends._build(cmd, ctx)
+            msgs = sends._build(cmd, send_header_of(cmd.ext), ctx)
             t2 = clock()
             result = store.put_messages(msgs, wait_flush=False)
             t3 = clock()
