@@ -18,8 +18,9 @@ Modes:
   aio-e2e   e2e with an AsyncPushConsumer whose async listener measures the latency on its loop
   wake   a held long-poll pull: latency from the send to the pull's answer (p50/p99 over --wakes sends)
 
-Drains print the CPU per message they took in this process and in each
-service (microseconds), a figure other work on the machine moves less than msg/s.
+Drains and the e2e modes print the CPU per message they took in this process and in each
+service (microseconds), a figure other work on the machine moves less than msg/s; in e2e
+this process is the producer and the consumer together.
 The backlog is filled once (batch sends) into topic ConsumerBench with 8
 queues; each drain mode uses a fresh consumer group starting from the first
 offset, so modes read the same messages.
@@ -307,9 +308,12 @@ def main() -> None:
                   f"{statistics.median(rates):,.0f} msg/s (runs: {', '.join(f'{r:,.0f}' for r in rates)})", flush=True)
         for mode in ("e2e", "aio-e2e"):
             if mode in modes:
+                before = process_times(list(watched))
                 p50, p99, n = e2e(namesrv, a.rate, a.duration, a.size, aio=mode == "aio-e2e")
                 print(f"{mode:<5} {a.rate} msg/s for {a.duration:.0f} s: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
                       f"({n} messages)", flush=True)
+                # Producer and consumer both run in this process: its figure is the two sides together.
+                report_cpu(mode, cpu_per_process(before, process_times(list(watched)), n, watched))
         if "wake" in modes:
             p50, p99 = wake(namesrv, a.wakes)
             print(f"wake  held pull answered after a send: p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)
