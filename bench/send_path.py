@@ -14,7 +14,8 @@ in the store, encode the answer. The answer goes to the server's mailbox, as
 from any thread but the server's own; its I/O thread drops it (no such peer).
 Prints, per round, the whole handling through
 ``SendMessageProcessor._handle`` and a split of it into those four steps (timed
-apart, so the split adds up to a little more than the whole).
+apart, so the split adds up to a little more than the whole). Times are the CPU time of
+this thread (``time.thread_time_ns``), so that other work on the machine moves them little.
 
 On a sync send, a microsecond saved here saves about two of round trip on the
 2-core VM (see BENCHMARKS.md and ``bench/remoting_bench.py --handler-us``).
@@ -67,7 +68,7 @@ def main() -> None:
     broker.start()
     server, sends, store = broker.server, broker.send, broker.store
     frames = request_frames(os.urandom(args.body))
-    clock = time.perf_counter_ns
+    clock = time.thread_time_ns
 
     def context(cmd: RemotingCommand) -> RequestContext:
         return RequestContext(server, b"bench", "bench@127.0.0.1:1", cmd, time.monotonic(), b"bench\x001")
