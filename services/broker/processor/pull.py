@@ -139,7 +139,7 @@ class PullMessageProcessor:
                  ctx: RequestContext | None = None) -> RemotingCommand | None:
         """The response for a pull from ``offset``; None when the pull was held."""
         broker = self.broker
-        if not broker.config.broker_permission & Perm.READ:
+        if not Perm.is_readable(broker.config.broker_permission):
             return response_to(req, ResponseCode.NO_PERMISSION,
                                f"the broker[{broker.config.broker_name}] pulling message is forbidden")
         group_cfg = broker.subscription_groups.find(h.consumer_group)

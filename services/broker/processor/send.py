@@ -231,7 +231,7 @@ class SendMessageProcessor:
         flag = header.flag
         sys_flag = header.sys_flag
         reconsume = header.reconsume_times
-        if not self.config.broker_permission & Perm.WRITE:
+        if not Perm.is_writeable(self.config.broker_permission):
             raise SendError(ResponseCode.NO_PERMISSION,
                             f"the broker[{self.config.broker_name}] sending message is forbidden")
         why = validate_topic_name(topic)

@@ -93,7 +93,7 @@ class SendBackProcessor:
         if group_cfg is None:
             return response_to(req, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                                f"subscription group [{h.group}] does not exist")
-        if not self.broker.config.broker_permission & Perm.WRITE:
+        if not Perm.is_writeable(self.broker.config.broker_permission):
             return response_to(req, ResponseCode.NO_PERMISSION,
                                f"the broker[{broker_name}] sending message is forbidden")
         msg = self._look(h.offset)
