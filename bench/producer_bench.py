@@ -15,13 +15,17 @@ Run::
 
 Modes:
   sync1, sync4, sync16, sync64   send() in a loop on 1, 4, 16, 64 threads
-  async                  send_async() keeping --window requests in flight (latency = submit to completion)
-  async-auto             the same with a Producer(auto_batch=True): single sends coalesced into batches
+  async                  send_async() keeping --window requests in flight (latency = submit to completion), with
+                         the default Producer: single sends coalesced into batches (auto batching)
+  async-off              the same with Producer(auto_batch=AutoBatch.OFF): one request a message
+  async-auto             the same with Producer(auto_batch=True) (AutoBatch.ALL: sync sends too)
   batch                  send_batch() of --batch messages (latency per batch, msg/s counts messages)
   batch-async            send_batch_async() keeping --batch-window batches in flight
   paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
   aio1                   rocketmesh.aio: one task awaiting AsyncProducer.send() in a loop
-  aio                    --window tasks, each awaiting its sends one after another (--window sends in flight)
+  aio                    --window tasks, each awaiting its sends one after another (--window sends in flight),
+                         the default AsyncProducer (auto batching)
+  aio-off                the same with AsyncProducer(auto_batch=AutoBatch.OFF)
   aio-auto               the same with AsyncProducer(auto_batch=True)
 
 Prints msg/s and p50/p99 latency (ms) per mode, and the CPU each message took
@@ -84,7 +88,7 @@ from benchkit import (
     report_cpu,
     watched_pids,
 )
-from rocketmesh import Admin, Message, Producer
+from rocketmesh import Admin, AutoBatch, Message, Producer
 from rocketmesh.aio import AsyncProducer
 
 TOPIC = "ProducerBench"
@@ -219,9 +223,10 @@ def run_async(producer: Producer, window: int, duration: float, body: bytes) -> 
     return run_windowed(lambda: producer.send_async(Message(next_topic(), body)), 1, window, duration)
 
 
-def run_async_auto(namesrv: str, window: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
-    """``async`` with a second producer that has auto_batch on (warmed up like the first)."""
-    with Producer(GROUP + "-auto", namesrv, auto_batch=True, **CLIENT_ACCOUNT) as producer:
+def run_async_with(namesrv: str, auto_batch: AutoBatch | bool, window: int, duration: float,
+                   body: bytes) -> tuple[int, float, list[float]]:
+    """``async`` with a second producer whose auto_batch is ``auto_batch`` (warmed up like the first)."""
+    with Producer(GROUP + "-auto", namesrv, auto_batch=auto_batch, **CLIENT_ACCOUNT) as producer:
         for _ in range(200):
             producer.send(Message(TOPIC, body))
         return run_async(producer, window, duration, body)
@@ -297,7 +302,7 @@ def run_paced(producer: Producer, rate: float, duration: float, body: bytes) -> 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--namesrv", help="use running services at this name server instead of starting them")
-    ap.add_argument("--modes", default="sync1,sync4,sync16,async,async-auto,batch,batch-async,paced")
+    ap.add_argument("--modes", default="sync1,sync4,sync16,async,async-off,batch,batch-async,paced")
     ap.add_argument("--duration", type=float, default=5.0, help="seconds per mode")
     ap.add_argument("--body", type=int, default=1024, help="body bytes")
     ap.add_argument("--window", type=int, default=1000, help="async requests in flight")
@@ -341,12 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         "sync16": lambda p: run_sync(p, 16, args.duration, body),
         "sync64": lambda p: run_sync(p, 64, args.duration, body),
         "async": lambda p: run_async(p, args.window, args.duration, body),
-        "async-auto": lambda p: run_async_auto(namesrv, args.window, args.duration, body),
+        "async-off": lambda p: run_async_with(namesrv, AutoBatch.OFF, args.window, args.duration, body),
+        "async-auto": lambda p: run_async_with(namesrv, True, args.window, args.duration, body),
         "batch": lambda p: run_batch(p, args.batch, args.duration, body),
         "batch-async": lambda p: run_batch_async(p, args.batch, args.batch_window, args.duration, body),
         "paced": lambda p: run_paced(p, args.rate, args.duration, body),
         "aio1": lambda p: run_aio(namesrv, 1, args.duration, body),
         "aio": lambda p: run_aio(namesrv, args.window, args.duration, body),
+        "aio-off": lambda p: run_aio(namesrv, args.window, args.duration, body, auto_batch=AutoBatch.OFF),
         "aio-auto": lambda p: run_aio(namesrv, args.window, args.duration, body, auto_batch=True),
     }
     global _topics

@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "Admin": "rocketmesh.client",
+    "AutoBatch": "rocketmesh.client",
     "MQBrokerError": "rocketmesh.client",
     "MQClientError": "rocketmesh.client",
     "MQError": "rocketmesh.client",
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
     # `Name as Name`: an explicit re-export, for type checkers that treat plain imports as private (--strict).
     from rocketmesh.client import (
         Admin as Admin,
+        AutoBatch as AutoBatch,
         LocalTransactionState as LocalTransactionState,
         MessageQueueSelector as MessageQueueSelector,
         MQBrokerError as MQBrokerError,

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import collections
 import itertools
+import re
 import threading
 import time
+import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -188,3 +190,22 @@ def read_back(namesrv: Any, topic: str, expected: int, timeout_s: float = 30.0) 
             if not batch and len(got) >= expected:
                 break
     return got
+
+
+def scrape(url: str) -> str:
+    """The text a Prometheus endpoint serves at ``url``."""
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
+
+
+def sample(text: str, name: str, **labels: str) -> float:
+    """The value of ``name`` whose labels include ``labels`` (summed over the others); 0 when absent."""
+    total = 0.0
+    for line in text.splitlines():
+        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$", line)
+        if not m or m.group(1) != name:
+            continue
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(3))
+    return total

@@ -7,9 +7,10 @@ It drives a threaded :class:`~rocketmesh.client.producer.producer.Producer` (sam
 checks, compression, unique ids, spans, msgTrace and fault tolerance) without its waits: each attempt
 goes out through the client's remoting I/O thread on the one connection per broker that every send
 shares, and its answer wakes the loop (:class:`~rocketmesh.aio.bridge.LoopInbox`). ``send`` fails over
-to another broker exactly as ``Producer.send`` does (the same plan of attempts). Work that must ask a
-name server first (a topic's first route, ``start``, ``stop``) runs in a worker thread, so the loop
-never waits on the network.
+to another broker exactly as ``Producer.send`` does (the same plan of attempts). Concurrent sends of a
+topic are coalesced into batch requests (auto batching, on by default as for ``Producer.send_async``),
+and a batch fails over as each of its sends would. Work that must ask a name server first (a topic's
+first route, ``start``, ``stop``) runs in a worker thread, so the loop never waits on the network.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from rocketmesh.aio.bridge import Deadlines, LoopInbox, start_in_thread
 from rocketmesh.client.errors import MQClientError, MQError, RequestTimeoutError
+from rocketmesh.client.producer.accumulator import ProduceAccumulator
 from rocketmesh.client.producer.producer import Producer, SelectorLike, SendPlan
 from rocketmesh.client.results import SendResult
 from rocketmesh.client.trace.tracing import UNTRACED, SendTrace
@@ -49,14 +52,17 @@ class AsyncProducer:
     the first send, ``await stop()`` at the end. Sends may come from any number of tasks of the loop that
     started the producer; none holds a thread while it waits.
 
-    ``auto_batch`` is off by default, as in Producer: with it, a message waits up to ``batch_max_delay_ms``
-    to share a request, and a failed batch is retried on its broker only (never moved to another broker), so
-    a broker's failure costs its sends their failover. Turn it on where throughput from many concurrent
-    senders matters more than that.
+    ``send`` is async by nature, so ``auto_batch`` (on by default: ``AutoBatch.ASYNC``, or ``ALL``/True)
+    coalesces the sends of concurrent tasks to one topic into batch requests: a send goes at once when
+    nothing of its topic is in flight, else with what gathered while earlier ones were in flight (at most
+    ``batch_max_delay_ms``). Each still gets its own SendResult, and a failed batch fails over to another
+    broker as each of its sends would alone. ``auto_batch=AutoBatch.OFF`` (or False) turns it off.
     """
 
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, **settings: Any) -> None:
         self._producer = self._new_producer(group, namesrv, settings)
+        # An auto batch's sends are this class's sends, which fail over to another broker: so does the batch.
+        self._producer._batch_failover = True
         self._inbox: LoopInbox | None = None
         self._deadlines: Deadlines | None = None  # made on the loop by the first auto-batched send
 
@@ -152,7 +158,7 @@ class AsyncProducer:
         await self._ensure_route(msg.topic)
         timeout = p.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         st: SendTrace | None = None
-        if p.auto_batch and queue is None and selector is None:
+        if p._batch_async and queue is None and selector is None:
             accumulator = p._accumulator
             if accumulator is not None and not accumulator.has_room(_batch_item_bound(msg)):
                 # Waiting for room is a wait on other sends' answers: a worker thread's, not the loop's.
@@ -167,8 +173,9 @@ class AsyncProducer:
             if ordered:
                 plan = p.pinned_plan(p._pinned_queue(msg, queue, selector, arg), header, timeout, st)
             else:
-                plan = p.failover_plan(p._publish_info(msg.topic), header, timeout, st, self._no_refresh)
-            return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent)
+                plan = p.failover_plan(p._publish_info(msg.topic), header, timeout, st, p._refresh_later)
+            return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent,
+                                        p._accumulator, msg.topic)
 
     async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout_ms: int | None = None) -> SendResult:
@@ -182,12 +189,13 @@ class AsyncProducer:
             await self._ensure_route(topic)
             header = p._header(None, topic)
             if queue is None:
-                plan = p.failover_plan(p._publish_info(topic), header, timeout, st, self._no_refresh)
+                plan = p.failover_plan(p._publish_info(topic), header, timeout, st, p._refresh_later)
             else:
                 if queue.topic != topic:
                     raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}")
                 plan = p.pinned_plan(queue, header, timeout, st)
-            return await self._run_plan(inbox, plan, header, body, ids, None if st is None else st.traceparent)
+            return await self._run_plan(inbox, plan, header, body, ids, None if st is None else st.traceparent,
+                                        p._accumulator, topic)
 
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
                           selector: SelectorLike | None = None, arg: Any = None,
@@ -214,22 +222,23 @@ class AsyncProducer:
 
     # -- the plan's driver -----------------------------------------------------
 
-    def _no_refresh(self, topic: str, broker: str) -> str | None:
-        """A broker the cached route names without a master: refreshed in the background, not waited for (the
-        plan moves on to another broker)."""
-        self._producer.instance.request_route_refresh(topic)
-        return None
-
     async def _run_plan(self, inbox: LoopInbox, plan: SendPlan, header: SendMessageRequestHeader, body: bytes,
-                        uniq: str, traceparent: str | None) -> SendResult:
-        """Make the attempts ``plan`` asks for, awaiting each answer on the loop."""
+                        uniq: str, traceparent: str | None, accumulator: ProduceAccumulator | None = None,
+                        topic: str = "") -> SendResult:
+        """Make the attempts ``plan`` asks for, awaiting each answer on the loop. With an ``accumulator``, the
+        first attempt goes out after what auto batching holds of ``topic`` (a queue keeps the order of sends)."""
         send = self._producer.instance.api.send_message_async
         try:
             addr, mq, attempt_ms = next(plan)
             while True:
                 fut, done = inbox.future()
                 try:
-                    send(addr, mq, header, body, uniq, attempt_ms, done, traceparent)
+                    if accumulator is not None:
+                        accumulator.add_alone(topic, partial(_send_or_report, send, done, addr, mq, header, body,
+                                                             uniq, attempt_ms, traceparent))
+                        accumulator = None  # a retry goes at once
+                    else:
+                        send(addr, mq, header, body, uniq, attempt_ms, done, traceparent)
                     result: SendResult = await fut
                 except MQError as err:
                     addr, mq, attempt_ms = plan.throw(err)
@@ -243,3 +252,14 @@ class AsyncProducer:
 
     def __repr__(self) -> str:
         return f"AsyncProducer(group={self.group!r}, running={self.running})"
+
+
+def _send_or_report(send: Callable[..., None], done: Callable[[Any, BaseException | None], None], addr: str,
+                    mq: MessageQueue, header: SendMessageRequestHeader, body: bytes, uniq: str, timeout_ms: int,
+                    traceparent: str | None) -> None:
+    """``send`` an attempt whose answer ``done`` takes; an error raised at once goes to ``done`` too (the attempt
+    may run on another thread, after what auto batching held)."""
+    try:
+        send(addr, mq, header, body, uniq, timeout_ms, done, traceparent)
+    except MQError as exc:
+        done(None, exc)

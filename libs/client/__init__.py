@@ -14,6 +14,7 @@ from rocketmesh.client.admin.admin import Admin
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError, RequestTimeoutError
 from rocketmesh.client.instance import NAMESRV_ADDR_ENV, namesrv_addrs_from
+from rocketmesh.client.producer.accumulator import AutoBatch
 from rocketmesh.client.producer.producer import Producer, SendCallback
 from rocketmesh.client.producer.selector import (
     MessageQueueSelector,
@@ -38,6 +39,7 @@ from rocketmesh.model.route import BrokerData, Perm, QueueData, TopicRouteData
 from rocketmesh.remoting import ResponseCode
 
 __all__ = [
+    "AutoBatch",
     "Admin",
     "BrokerData",
     "BrokerInfo",

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiokit import run
 from clientkit import FAST_CLIENT, make_topic, read_back
-from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, wait_for
+from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, freeze, wait_for
 from rocketmesh import LocalTransactionState, Message, MQClientError, SendStatus
 from rocketmesh.aio import AsyncProducer, AsyncTransactionProducer
 from rocketmesh.client import ClientErrorCode, SelectMessageQueueByHash
@@ -76,7 +76,7 @@ def test_ordered_sends_batches_oneway_and_auto_batching(namesrv, broker, admin):
             batch = await producer.send_batch([Message("AioOrderT", f"b{i}".encode()) for i in range(10)],
                                               queue=queues[0])
             await producer.send_oneway(Message("AioOrderT", b"oneway"))
-        async with AsyncProducer("aio-auto", namesrv.addr, auto_batch=True, **FAST_CLIENT) as auto:
+        async with AsyncProducer("aio-auto", namesrv.addr, **FAST_CLIENT) as auto:  # auto batching by default
             batched = await asyncio.gather(*(auto.send(Message("AioOrderT", f"a{i}".encode())) for i in range(300)))
         return by_key, batch, batched, queues
 
@@ -107,6 +107,38 @@ def test_a_send_fails_over_to_the_other_broker_when_one_is_gone(namesrv, broker,
     results = run(main())
     assert [r.send_status for r in results] == [SendStatus.SEND_OK] * 10
     assert {r.message_queue.broker_name for r in results} == {"broker-b"}
+    assert broker_b.proc is not None and broker_b.proc.poll() is None
+
+
+def test_concurrent_sends_share_batches_that_fail_over_as_each_send_would(namesrv, broker, start_broker, admin):
+    # Auto batching is on by default: the sends of many tasks share requests, and a batch whose broker does
+    # not answer is retried on the other broker, as each of its sends would be alone (not failed, not lost).
+    # The broker is frozen, not killed: its connection stays up, so only a timeout tells that it is gone.
+    broker_b: BrokerProcess = start_broker(namesrv.addr, "broker-b")
+    make_topic(admin, "AioFailB", 2)
+    wait_for(lambda: len(admin.topic_route("AioFailB").broker_datas) == 2, 20, "the topic on both brokers")
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        async with AsyncProducer("aio-fail-b", namesrv.addr, send_msg_timeout_ms=3000, **FAST_CLIENT) as producer:
+            before = await asyncio.gather(*(producer.send(Message("AioFailB", f"b{i}".encode()))
+                                            for i in range(300)))
+            freeze(broker.pid)
+            try:
+                after = await asyncio.gather(*(producer.send(Message("AioFailB", f"a{i}".encode()))
+                                               for i in range(300)))
+            finally:
+                broker.kill()  # what it got while frozen is never stored
+            return before, after
+
+    before, after = run(main())
+    assert {r.message_queue.broker_name for r in before} == {"broker-a", "broker-b"}
+    assert [r.send_status for r in after] == [SendStatus.SEND_OK] * 300
+    assert {r.message_queue.broker_name for r in after} == {"broker-b"}
+    assert len({(r.message_queue, r.queue_offset) for r in after}) == 300
+    # Batches: messages sent one after another stored one after another in one queue.
+    shared = sum(1 for p, c in zip(after, after[1:], strict=False)
+                 if c.message_queue == p.message_queue and c.queue_offset == p.queue_offset + 1)
+    assert shared > 100
     assert broker_b.proc is not None and broker_b.proc.poll() is None
 
 

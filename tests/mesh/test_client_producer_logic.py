@@ -296,15 +296,21 @@ def test_batches_are_never_compressed_and_the_threshold_and_level_are_settings(m
     assert batch_ext["sysFlag"] == 0 and [m.body for m in decode_batch("T", batch_body)] == [big, big]
     singles = sorted((ext["sysFlag"], body) for ext, body, _ in sent if not ext.get("batch"))
     assert singles == [(0, b"q" * 99), (1, zlib.compress(b"q" * 100, 9))]
-    # Auto batches are batches: uncompressed, whatever their bodies' size.
+    # Auto batching leaves a body that a single send compresses alone, compressed; smaller ones batch,
+    # and batches go uncompressed.
     a.sends.clear()
     b.sends.clear()
-    with Producer("g-compress-auto", ns.addr, auto_batch=True, batch_max_delay_ms=200) as p:
+    with Producer("g-compress-auto", ns.addr, compress_msg_body_over_howmuch=100, compress_level=9,
+                  batch_max_delay_ms=200) as p:
         futures = [p.send_async(Message("T", big)) for _ in range(3)]
+        futures += [p.send_async(Message("T", b"s" * 99)) for _ in range(50)]
         assert all(f.result(5).ok for f in futures)
-    sent = _sent(a, b, 1)
-    assert all(ext["batch"] is True and ext["sysFlag"] == 0 for ext, _, _ in sent)
-    assert sorted(m.body for _, body, _ in sent for m in decode_batch("T", body)) == [big] * 3
+    sent = [(ext, body) for ext, body, _ in _sent(a, b, 1)]
+    alone = [(ext["sysFlag"], body) for ext, body in sent if not ext.get("batch")]
+    assert alone == [(1, zlib.compress(big, 9))] * 3
+    batched = [m.body for ext, body in sent if ext.get("batch") for m in decode_batch("T", body)]
+    assert sorted(batched) == [b"s" * 99] * 50 and len(sent) < 3 + 50
+    assert all(ext["sysFlag"] == 0 for ext, _ in sent if ext.get("batch"))
     for option, value in (("compress_level", 10), ("compress_level", -2), ("compress_msg_body_over_howmuch", -1),
                           ("compress_level", "5")):
         with pytest.raises(MQClientError, match=option):

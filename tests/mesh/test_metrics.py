@@ -5,14 +5,12 @@ their own endpoints."""
 
 from __future__ import annotations
 
-import re
 import signal
 import subprocess
-import urllib.request
 
 import pytest
 
-from clientkit import FAST_CLIENT
+from clientkit import FAST_CLIENT, sample, scrape
 from procs import FAST_SCHEDULER, cli_command, free_port, read_until_up, run_cli, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, TransactionProducer
 from rocketmesh.client.consumer import PullConsumer
@@ -20,24 +18,6 @@ from rocketmesh.model.message import MessageExt
 
 TOPIC = "MetricsTopic"
 GROUP = "metrics-group"
-
-
-def scrape(url: str) -> str:
-    with urllib.request.urlopen(url, timeout=5) as resp:
-        return resp.read().decode()
-
-
-def sample(text: str, name: str, **labels: str) -> float:
-    """The value of ``name`` whose labels include ``labels`` (summed over the others); 0 when absent."""
-    total = 0.0
-    for line in text.splitlines():
-        m = re.match(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$", line)
-        if not m or m.group(1) != name:
-            continue
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2) or ""))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(m.group(3))
-    return total
 
 
 def poll_until(consumer: PullConsumer, n: int) -> list[MessageExt]:

@@ -1,8 +1,10 @@
 """Producer auto batching (RocketMQ 5's autoBatch / ProduceAccumulator) against real processes (black box).
 
-What a send did is checked through what a user can see: each message's own
-SendResult, the messages read back with a PullConsumer or by id, and the
-broker's answers.
+It is on by default for ``send_async``, so these tests are the case that coalescing single async sends
+keeps what a sender of single messages relies on: each message its own SendResult and callback, the
+order of one sender's messages in a queue, no wait when nothing is in flight, failures and retries as a
+single send's, every property. What a send did is checked through what a user can see: each message's
+own SendResult, the messages read back with a PullConsumer or by id, and what the broker counted.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from clientkit import make_topic, read_back
-from procs import BrokerProcess, freeze, thaw, wait_for
+from clientkit import make_topic, read_back, sample, scrape
+from procs import BrokerProcess, free_port, freeze, thaw, wait_for
 from rocketmesh import (
     Admin,
+    AutoBatch,
     Message,
     MQBrokerError,
     MQClientError,
@@ -32,7 +35,8 @@ StartBroker = Callable[..., BrokerProcess]
 
 @pytest.fixture
 def auto(namesrv, broker) -> Iterator[Producer]:
-    with Producer("auto-producer", namesrv.addr, auto_batch=True) as p:
+    """A Producer with the default settings: auto batching of async sends."""
+    with Producer("auto-producer", namesrv.addr) as p:
         yield p
 
 
@@ -50,7 +54,8 @@ def runs(results) -> list[int]:
 def test_async_sends_each_get_their_own_result_and_land_once(namesrv, admin: Admin, auto: Producer) -> None:
     make_topic(admin, "AutoA")
     callbacks: list = []
-    msgs = [Message("AutoA", f"m{i}".encode(), keys=f"k{i}", tags="T" if i % 2 else None) for i in range(2000)]
+    msgs = [Message("AutoA", f"m{i}".encode(), keys=f"k{i}", tags="T" if i % 2 else None, flag=i % 7,
+                    properties={"order": str(i), "region": "eu"}) for i in range(2000)]
     futures = [auto.send_async(m, callback=callbacks.append) for m in msgs]
     results = [f.result(15) for f in futures]
     assert all(r.send_status is SendStatus.SEND_OK for r in results)
@@ -62,7 +67,9 @@ def test_async_sends_each_get_their_own_result_and_land_once(namesrv, admin: Adm
     for m, r in zip(msgs, results, strict=False):
         s = stored[(r.message_queue.queue_id, r.queue_offset)]
         assert s.body == m.body and s.unique_key == r.msg_id and s.msg_id == r.offset_msg_id
-        assert s.keys == m.keys and s.tags == m.tags
+        assert s.keys == m.keys and s.tags == m.tags and s.flag == m.flag
+        assert s.properties["order"] == m.properties["order"] and s.properties["region"] == "eu"
+    assert max(runs(results)) > 1  # they did share requests
     wait_for(lambda: len(callbacks) == 2000, what="every callback")
     assert {id(f) for f in callbacks} == {id(f) for f in futures}
 
@@ -70,13 +77,13 @@ def test_async_sends_each_get_their_own_result_and_land_once(namesrv, admin: Adm
 def test_batches_form_under_load_and_respect_batch_max_bytes(namesrv, admin: Admin) -> None:
     make_topic(admin, "AutoB")
     # Without batching consecutive sends go round robin over the queues: 2,000 runs of one.
-    with Producer("auto-b", namesrv.addr, auto_batch=True) as p:
+    with Producer("auto-b", namesrv.addr) as p:
         results = [f.result(15) for f in [p.send_async(Message("AutoB", b"x" * 100)) for _ in range(2000)]]
     lengths = runs(results)
     assert sum(lengths) == 2000
     assert len(lengths) <= 2000 / 8 and max(lengths) >= 16, lengths
     # Each batch holds at most batch_max_bytes of encoded messages: 100-byte bodies encode to ~170 bytes.
-    with Producer("auto-b-small", namesrv.addr, auto_batch=True, batch_max_bytes=1024) as p:
+    with Producer("auto-b-small", namesrv.addr, batch_max_bytes=1024) as p:
         results = [f.result(15) for f in [p.send_async(Message("AutoB", b"y" * 100)) for _ in range(500)]]
     lengths = runs(results)
     assert max(lengths) <= 6 and len(lengths) < 500, lengths
@@ -85,23 +92,24 @@ def test_batches_form_under_load_and_respect_batch_max_bytes(namesrv, admin: Adm
 
 def test_a_lone_send_goes_at_once_and_a_waiting_one_within_the_delay(namesrv, broker, admin: Admin) -> None:
     make_topic(admin, "AutoS")
-    with Producer("auto-s", namesrv.addr, auto_batch=True, batch_max_delay_ms=30_000) as p:
+    # A request's born timestamp is taken as it is made: a lone send's is no later than the moment
+    # send_async returned, so it did not wait for the (30 s) delay or for anything else.
+    with Producer("auto-s", namesrv.addr, batch_max_delay_ms=30_000) as p:
         assert p.send(Message("AutoS", b"warm")).ok  # route and connection
-        t0 = time.monotonic()
-        r = p.send(Message("AutoS", b"alone", keys="alone-key"))
-        assert time.monotonic() - t0 < 1.0  # nothing in flight: sent at once, not after the 30 s delay
+        fut = p.send_async(Message("AutoS", b"alone", keys="alone-key"))
+        returned_ms = time.time() * 1000
+        r = fut.result(10)
         assert r.ok and "," not in r.msg_id
         stored = admin.view_message(r.offset_msg_id)
         assert stored.body == b"alone" and stored.unique_key == r.msg_id and stored.keys == "alone-key"
         assert (stored.queue_id, stored.queue_offset) == (r.message_queue.queue_id, r.queue_offset)
-        t0 = time.monotonic()
-        assert p.send_async(Message("AutoS", b"alone too")).result(5).ok
-        assert time.monotonic() - t0 < 1.0
-    with Producer("auto-s2", namesrv.addr, auto_batch=True, batch_max_delay_ms=300) as p:
+        assert stored.born_timestamp <= returned_ms
+    with Producer("auto-s2", namesrv.addr, batch_max_delay_ms=300) as p:
         assert p.send(Message("AutoS", b"warm")).ok
         freeze(broker.pid)
         try:
             first = p.send_async(Message("AutoS", b"in flight"))  # sent, unanswered
+            first_returned_ms = time.time() * 1000
             time.sleep(0.1)
             sent_at_ms = time.time() * 1000
             second = p.send_async(Message("AutoS", b"waits"))  # a batch is in flight: waits for the delay
@@ -109,19 +117,90 @@ def test_a_lone_send_goes_at_once_and_a_waiting_one_within_the_delay(namesrv, br
             assert not first.done() and not second.done()
         finally:
             thaw(broker.pid)
-        assert first.result(5).ok
+        r1 = first.result(5)
         r = second.result(5)
+    assert admin.view_message(r1.offset_msg_id).born_timestamp <= first_returned_ms
     # The batch's born time is when it was sent: the delay after the send, not the broker's thaw.
     waited_ms = admin.view_message(r.offset_msg_id).born_timestamp - sent_at_ms
     assert 250 <= waited_ms <= 700, waited_ms
 
 
-def test_delayed_selector_and_queue_sends_go_alone(namesrv, admin: Admin, auto: Producer) -> None:
+def test_one_senders_async_sends_keep_their_order_in_each_queue(namesrv, admin: Admin, auto: Producer) -> None:
+    # Small messages batch; every 25th is too large for a batch (or compressed) and goes alone, while the
+    # small ones before it may still wait for a batch in flight: it must not overtake them.
+    make_topic(admin, "AutoOrder1", queues=1)
+    make_topic(admin, "AutoOrder4", queues=4)
+    for topic in ("AutoOrder1", "AutoOrder4"):
+        bodies = [f"{i:05d}".encode() + (b"L" * 40_000 if i % 50 == 7 else b"c" * 5000 if i % 50 == 32
+                                         else b"s" * 100) for i in range(2000)]
+        futures = [auto.send_async(Message(topic, body)) for body in bodies]
+        results = [f.result(30) for f in futures]
+        by_queue: dict[int, list[tuple[int, int]]] = {}
+        for i, r in enumerate(results):
+            by_queue.setdefault(r.message_queue.queue_id, []).append((r.queue_offset, i))
+        for queue_id, offsets in by_queue.items():
+            assert [i for _, i in sorted(offsets)] == [i for _, i in offsets], (topic, queue_id)
+        stored = read_back(namesrv, topic, 2000)
+        for queue_id in by_queue:
+            seq = [int(m.body[:5]) for (q, _), m in sorted(stored.items()) if q == queue_id]
+            assert seq == sorted(seq) and len(seq) == len(by_queue[queue_id]), (topic, queue_id)
+        assert max(runs(results)) > 1
+
+
+def test_async_sends_batch_by_default_and_sync_sends_do_not(namesrv, start_broker: StartBroker) -> None:
+    port = free_port()
+    start_broker(namesrv.addr, metricsExporterType="PROM", metricsPromExporterPort=port)
+    url = f"http://127.0.0.1:{port}/metrics"
+
+    def requests(code: str) -> float:
+        return sample(scrape(url), "rocketmq_rpc_latency_count", request_code=code)
+
+    with Admin(namesrv.addr) as admin:
+        make_topic(admin, "AutoCount")
+    for n, (auto_batch, batched) in enumerate(((AutoBatch.ASYNC, True), (AutoBatch.OFF, False), (False, False),
+                                               (True, True))):
+        with Producer(f"auto-count-{n}", namesrv.addr, auto_batch=auto_batch) as p:
+            assert p.send(Message("AutoCount", b"warm")).ok
+            singles, batches = requests("send_message"), requests("send_batch_message")
+            assert all(f.result(15).ok for f in [p.send_async(Message("AutoCount", b"a" * 200))
+                                                   for _ in range(500)])
+            counted = singles + batches
+            wait_for(lambda counted=counted: requests("send_message") + requests("send_batch_message") > counted,
+                     what="the sends counted")
+            if batched:
+                assert requests("send_message") == singles and 1 <= requests("send_batch_message") - batches < 250
+            else:
+                assert requests("send_message") - singles == 500 and requests("send_batch_message") == batches
+            # A sync send keeps its own request unless auto_batch is ALL (True): then a lone one is a batch of one.
+            singles, batches = requests("send_message"), requests("send_batch_message")
+            for _ in range(5):
+                assert p.send(Message("AutoCount", b"s")).ok
+            counted = singles + batches + 5
+            wait_for(lambda counted=counted: requests("send_message") + requests("send_batch_message") == counted,
+                     what="the sync sends counted")
+            assert requests("send_batch_message") - batches == (5 if auto_batch is True else 0)
+
+
+def test_delayed_compressed_selector_and_queue_sends_go_alone(namesrv, admin: Admin, auto: Producer) -> None:
     make_topic(admin, "AutoD", queues=8)
-    r = auto.send(Message("AutoD", b"later", delay_level=1))  # a batch holding it would be refused
-    assert r.ok and auto.send_async(Message("AutoD", b"later too", delay_level=2)).result(5).ok
+    # A batch holding a delayed message would be refused whole: with many sends in flight, each delayed
+    # one still goes alone and is stored as a delayed message, and its batch-mates are stored.
+    futures = [auto.send_async(Message("AutoD", f"now{i}", delay_level=0 if i % 10 else 1 + i % 3))
+               for i in range(300)]
+    results = [f.result(10) for f in futures]
+    assert all(r.ok for r in results)
+    for i in (0, 10, 20):
+        stored = admin.view_message(results[i].offset_msg_id)
+        assert stored.body == f"now{i}".encode() and stored.delay_level == 1 + i % 3
+    r = auto.send(Message("AutoD", b"later", delay_level=1))
     stored = admin.view_message(r.offset_msg_id)
     assert stored.body == b"later" and stored.delay_level == 1
+    # A body of compress_msg_body_over_howmuch (4 KiB) or more is sent alone, compressed, as without batching.
+    big = b"compress me " * 1000
+    compressed = [f.result(10) for f in [auto.send_async(Message("AutoD", big)) for _ in range(20)]]
+    for r in compressed:
+        stored = admin.view_message(r.offset_msg_id)
+        assert stored.sys_flag & 1 and stored.body == big and stored.store_size < len(big)
     sel = SelectMessageQueueByHash()
     want = sel.select(auto.message_queues("AutoD"), Message("AutoD", b"."), "order-9")
     by_selector = [auto.send(Message("AutoD", f"o{i}"), selector=sel, arg="order-9") for i in range(5)]
@@ -140,7 +219,7 @@ def test_delayed_selector_and_queue_sends_go_alone(namesrv, admin: Admin, auto: 
 
 def test_a_failed_batch_fails_every_message_with_the_broker_error(namesrv, start_broker: StartBroker) -> None:
     start_broker(namesrv.addr, autoCreateTopicEnable="false")
-    with Admin(namesrv.addr) as admin, Producer("auto-f", namesrv.addr, auto_batch=True) as p:
+    with Admin(namesrv.addr) as admin, Producer("auto-f", namesrv.addr) as p:
         # A topic the broker no longer has (deleted after the producer cached its route): with
         # autoCreateTopicEnable off the broker answers TOPIC_NOT_EXIST to every batch.
         make_topic(admin, "AutoGone")
@@ -162,7 +241,7 @@ def test_a_failed_batch_fails_every_message_with_the_broker_error(namesrv, start
 
 def test_shutdown_sends_what_is_pending(namesrv, broker, admin: Admin) -> None:
     make_topic(admin, "AutoQ")
-    p = Producer("auto-q", namesrv.addr, auto_batch=True, batch_max_delay_ms=30_000)
+    p = Producer("auto-q", namesrv.addr, batch_max_delay_ms=30_000)
     assert p.send(Message("AutoQ", b"warm")).ok
     freeze(broker.pid)
     try:
@@ -207,13 +286,16 @@ def test_memory_bound_waits_for_room_then_fails_clearly(namesrv, broker, admin: 
     {"batch_max_delay_ms": 0}, {"batch_max_delay_ms": 30_001}, {"batch_max_delay_ms": "10"},
     {"batch_max_bytes": 0}, {"batch_max_bytes": 2 * 1024 * 1024 + 1}, {"batch_max_bytes": 1.5},
     {"total_batch_max_bytes": 0}, {"total_batch_max_bytes": True}, {"auto_batch": "yes"}, {"auto_batch": 1},
+    {"auto_batch": "async"}, {"auto_batch": None},
 ])
 def test_bad_settings_are_refused(kw) -> None:
     with pytest.raises(MQClientError):
         Producer("auto-bad", "127.0.0.1:9", **kw)
 
 
-def test_defaults_are_rocketmq_5s() -> None:
+def test_defaults_batch_async_sends_with_rocketmq_5s_bounds() -> None:
     p = Producer("auto-defaults", "127.0.0.1:9")
     assert (p.auto_batch, p.batch_max_delay_ms, p.batch_max_bytes, p.total_batch_max_bytes) == (
-        False, 10, 32 * 1024, 32 * 1024 * 1024)
+        AutoBatch.ASYNC, 10, 32 * 1024, 32 * 1024 * 1024)
+    assert [Producer("auto-modes", "127.0.0.1:9", auto_batch=v).auto_batch for v in (True, False, AutoBatch.ALL)] == [
+        AutoBatch.ALL, AutoBatch.OFF, AutoBatch.ALL]

@@ -1,28 +1,39 @@
 """Auto batching of a producer's single sends (RocketMQ 5's ProduceAccumulator).
 
-A :class:`Producer` made with ``auto_batch=True`` hands each batchable send to
-a :class:`ProduceAccumulator`, which keeps a pending list per topic and sends
-it as one SEND_BATCH_MESSAGE. Each message still gets a Future of its own
-SendResult. A topic's pending list is flushed:
+A :class:`Producer` hands each batchable async send to a :class:`ProduceAccumulator`
+(on by default for ``send_async``, see ``Producer``'s ``auto_batch``), which keeps a
+pending list per topic and sends it as one SEND_BATCH_MESSAGE. Each message still
+gets a Future of its own SendResult. A topic's pending list is sent:
 
 - at once when nothing of that topic is in flight (no added latency at low load);
 - when the next message would take it over ``batch_max_bytes`` (a full batch goes at once);
-- when the last batch of the topic in flight completes (the completion sends what gathered meanwhile);
+- when the last batch of the topic in flight completes (what gathered meanwhile goes next);
 - at the latest ``batch_max_delay_ms`` after its first message came (a timer thread, woken
   once per pending list, not per message);
+- when a send of the topic that goes alone comes (:meth:`ProduceAccumulator.add_alone`);
 - when the producer shuts down, or when a send waits for room under ``total_batch_max_bytes``.
 
 So under load batches form by themselves while earlier ones are in flight,
 and the delay is only an upper bound. ``total_batch_max_bytes`` bounds the
 encoded bytes pending or in flight; a send that would go over waits for room,
 at most its send timeout, then fails with :class:`MQClientError`.
+
+Order: whatever leaves the accumulator (batches, and the sends of its topics that
+go alone) goes through one outbox, sent by one thread at a time in the order it
+was queued, so the requests of one sender reach the remoting client in the order
+of its calls, and a queue stores one sender's messages in the order it sent them.
+Nothing is sent from the remoting I/O thread: a request made there goes out
+ahead of requests other threads handed it earlier, so a batch that a completion
+releases is sent by the timer thread.
 """
 
 from __future__ import annotations
 
+import collections
+import enum
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from functools import partial
@@ -38,12 +49,35 @@ _monotonic = time.monotonic
 _TOPICS_KEPT = 1024
 
 
+class AutoBatch(enum.Enum):
+    """Which single sends a Producer coalesces into batch requests (its ``auto_batch`` setting)."""
+
+    #: None: every send is its own request.
+    OFF = "off"
+    #: ``send_async`` (and AsyncProducer's sends): the default.
+    ASYNC = "async"
+    #: ``send`` too, as RocketMQ 5's ``setAutoBatch(true)`` does (``auto_batch=True``).
+    ALL = "all"
+
+    @classmethod
+    def of(cls, value: AutoBatch | bool) -> AutoBatch:
+        """The mode a setting names: an AutoBatch, or True (ALL, RocketMQ 5's autoBatch) / False (OFF);
+        MQClientError for anything else."""
+        if value is True:
+            return cls.ALL
+        if value is False:
+            return cls.OFF
+        if isinstance(value, cls):
+            return value
+        raise MQClientError(f"auto_batch must be an AutoBatch, True or False, got {value!r}")
+
+
 @dataclass(slots=True)
 class _Topic:
-    """One topic's pending messages (encoded batch items) and its batches in flight."""
+    """One topic's pending messages (the parts of their encoded batch items) and its batches in flight."""
 
     topic: str
-    items: list[bytes] = field(default_factory=list)
+    parts: list[bytes] = field(default_factory=list)
     ids: list[str] = field(default_factory=list)
     futures: list[Future[SendResult]] = field(default_factory=list)
     size: int = 0
@@ -51,6 +85,8 @@ class _Topic:
     since: float = 0.0
     inflight: int = 0
     traceparent: str | None = None
+    #: A batch in flight completed while messages were pending: the timer thread sends them.
+    released: bool = False
 
 
 @dataclass(slots=True)
@@ -58,7 +94,7 @@ class _Batch:
     """A pending list taken out for sending."""
 
     topic: _Topic
-    items: list[bytes]
+    parts: list[bytes]
     ids: list[str]
     futures: list[Future[SendResult]]
     size: int
@@ -69,15 +105,13 @@ class _Batch:
 class ProduceAccumulator:
     """Per-topic pending lists of encoded messages, sent as batches by ``send`` (see the module docstring).
 
-    ``ready(topic)`` says whether a batch of ``topic`` may be sent from the
-    remoting I/O thread (its route is cached); when not, the timer thread
-    sends it. Thread-safe.
+    Thread-safe; must not be called on the remoting I/O thread (a batch sent from there could overtake
+    requests handed to the remoting client before it).
     """
 
-    def __init__(self, send: BatchSender, ready: Callable[[str], bool], *, batch_max_delay_ms: int,
-                 batch_max_bytes: int, total_batch_max_bytes: int, name: str = "producer") -> None:
+    def __init__(self, send: BatchSender, *, batch_max_delay_ms: int, batch_max_bytes: int,
+                 total_batch_max_bytes: int, name: str = "producer") -> None:
         self._send_batch = send
-        self._ready = ready
         self._delay_s = batch_max_delay_ms / 1000.0
         self._max_bytes = batch_max_bytes
         self._total_bytes = total_batch_max_bytes
@@ -89,7 +123,11 @@ class ProduceAccumulator:
         self._space_waiters = 0
         self._timer_idle = True
         self._flush_all = False
+        self._released = False  # some topic's pending list waits for the timer thread (see _complete)
         self._closed = False
+        # What leaves, in order: batches, and sends that go alone (callables). One thread drains at a time.
+        self._outbox: collections.deque[_Batch | Callable[[], object]] = collections.deque()
+        self._draining = False
         self._thread = threading.Thread(target=self._run, name=f"auto-batch-{name}", daemon=True)
         self._thread.start()
 
@@ -98,27 +136,25 @@ class ProduceAccumulator:
         """The largest encoded message that is batched; larger ones should be sent alone."""
         return self._max_bytes
 
-    def add(self, topic: str, item: bytes, uniq: str, timeout_ms: int,
+    def add(self, topic: str, parts: Sequence[bytes], size: int, uniq: str, timeout_ms: int,
             traceparent: str | None = None) -> Future[SendResult]:
-        """Queue one encoded message (``encode_batch_item(msg)``, unique id ``uniq``, the context of its send
-        span ``traceparent``); its SendResult's Future.
+        """Queue one encoded message: ``parts`` are its batch item's bytes (``size`` of them in all), ``uniq``
+        its unique id, ``traceparent`` the context of its send span. Its SendResult's Future.
 
         Waits for room under ``total_batch_max_bytes`` at most ``timeout_ms``,
         then raises MQClientError; raises MQClientError once closed.
         """
-        n = len(item)
         fut: Future[SendResult] = Future()
-        full = ready = None
         with self._lock:
-            if self._held + n > self._total_bytes and self._held:
-                self._wait_for_room(n, timeout_ms)
+            if self._held + size > self._total_bytes and self._held:
+                self._wait_for_room(size, timeout_ms)
             elif self._closed:
                 raise MQClientError("the producer is shut down")
             st = self._topics.get(topic)
             if st is None:
                 st = self._topics[topic] = _Topic(topic)
-            if st.futures and st.size + n > self._max_bytes:
-                full = self._take(st)
+            if st.futures and st.size + size > self._max_bytes:
+                self._outbox.append(self._take(st))
             if not st.futures:
                 st.since = _monotonic()
                 st.timeout_ms = timeout_ms
@@ -129,18 +165,30 @@ class ProduceAccumulator:
                 st.timeout_ms = timeout_ms
             if st.traceparent is None:
                 st.traceparent = traceparent
-            st.items.append(item)
+            st.parts += parts
             st.ids.append(uniq)
             st.futures.append(fut)
-            st.size += n
-            self._held += n
+            st.size += size
+            self._held += size
             if not st.inflight:
-                ready = self._take(st)
-        if full is not None:
-            self._send(full)
-        if ready is not None:
-            self._send(ready)
+                self._outbox.append(self._take(st))
+            drain = self._claim()
+        if drain:
+            self._drain()
         return fut
+
+    def add_alone(self, topic: str, send: Callable[[], object]) -> None:
+        """Run ``send``, a send of ``topic`` that goes alone (ordered, too large, compressed ...), after what is
+        pending of ``topic`` has been sent: so a queue stores one sender's messages in the order it sent them.
+        ``send`` runs on this thread, or on the thread sending what was queued before it; it must not raise."""
+        with self._lock:
+            st = self._topics.get(topic)
+            if st is not None and st.futures:
+                self._outbox.append(self._take(st))
+            self._outbox.append(send)
+            drain = self._claim()
+        if drain:
+            self._drain()
 
     def has_room(self, n: int) -> bool:
         """Whether :meth:`add` of ``n`` encoded bytes would queue them without waiting for room now."""
@@ -153,10 +201,11 @@ class ProduceAccumulator:
             if self._closed:
                 return self._held == 0
             self._closed = True
-            batches = [self._take(st) for st in self._topics.values() if st.futures]
+            self._outbox.extend([self._take(st) for st in self._topics.values() if st.futures])
             self._timer_cv.notify()
-        for b in batches:
-            self._send(b)
+            drain = self._claim()
+        if drain:
+            self._drain()
         with self._lock:
             self._space_waiters += 1
             try:
@@ -188,14 +237,38 @@ class ProduceAccumulator:
 
     def _take(self, st: _Topic) -> _Batch:
         """Lock held: take ``st``'s pending list out as a batch in flight."""
-        b = _Batch(st, st.items, st.ids, st.futures, st.size, st.timeout_ms, st.traceparent)
-        st.items, st.ids, st.futures, st.size, st.traceparent = [], [], [], 0, None
+        b = _Batch(st, st.parts, st.ids, st.futures, st.size, st.timeout_ms, st.traceparent)
+        st.parts, st.ids, st.futures, st.size, st.traceparent = [], [], [], 0, None
         st.inflight += 1
+        st.released = False
         return b
+
+    def _claim(self) -> bool:
+        """Lock held: True when the caller is to drain the outbox (it holds something and nobody drains it)."""
+        if self._draining or not self._outbox:
+            return False
+        self._draining = True
+        return True
+
+    def _drain(self) -> None:
+        """Send what the outbox holds, in order, until it is empty (the caller claimed it)."""
+        outbox = self._outbox
+        while True:
+            with self._lock:
+                if not outbox:
+                    self._draining = False
+                    return
+                items = list(outbox)
+                outbox.clear()
+            for item in items:
+                if type(item) is _Batch:
+                    self._send(item)
+                else:
+                    item()  # type: ignore[operator]
 
     def _send(self, b: _Batch) -> None:
         try:
-            fut = self._send_batch(b.topic.topic, b"".join(b.items), ",".join(b.ids), b.timeout_ms, b.traceparent)
+            fut = self._send_batch(b.topic.topic, b"".join(b.parts), ",".join(b.ids), b.timeout_ms, b.traceparent)
         except Exception as exc:  # noqa: BLE001 - no route, no broker ...: every message's Future gets it
             self._complete(b, None, exc)
             return
@@ -206,7 +279,7 @@ class ProduceAccumulator:
         self._complete(b, None if exc is not None else fut.result(), exc)
 
     def _complete(self, b: _Batch, result: SendResult | None, exc: BaseException | None) -> None:
-        """Give each message its own SendResult (or the batch's error), then send what gathered meanwhile."""
+        """Give each message its own SendResult (or the batch's error); what gathered meanwhile goes next."""
         futures = b.futures
         if result is not None:
             offset_ids = result.offset_msg_id.split(",")
@@ -228,41 +301,45 @@ class ProduceAccumulator:
                 except InvalidStateError:
                     pass
         st = b.topic
-        nxt = None
         with self._lock:
             st.inflight -= 1
             self._held -= b.size
             if self._space_waiters:
                 self._space_cv.notify_all()
-            if st.futures and not st.inflight and self._ready(st.topic):
-                nxt = self._take(st)
-            elif not st.futures and not st.inflight and len(self._topics) > _TOPICS_KEPT:
+            if st.futures:
+                if not st.inflight and not st.released:
+                    # Most often on the remoting I/O thread, which must not send (see the module docstring).
+                    st.released = self._released = True
+                    self._timer_idle = False
+                    self._timer_cv.notify()
+            elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
                 del self._topics[st.topic]  # a producer of many topics keeps only the busy ones
-        if nxt is not None:
-            self._send(nxt)
 
     def _run(self) -> None:
-        """The timer thread: sends pending lists at their deadline (or all of them when asked)."""
+        """The timer thread: sends pending lists at their deadline, released ones, or all of them when asked."""
         while True:
             with self._lock:
                 while True:
                     if self._closed:
-                        return
+                        return  # close() sends what is left
                     now = _monotonic()
                     flush_all, self._flush_all = self._flush_all, False
-                    due: list[_Batch] = []
+                    released, self._released = self._released, False
                     wake: float | None = None
+                    taken = False
                     for st in self._topics.values():
                         if not st.futures:
                             continue
                         deadline = st.since + self._delay_s
-                        if flush_all or deadline <= now:
-                            due.append(self._take(st))
+                        if flush_all or (released and st.released) or deadline <= now:
+                            self._outbox.append(self._take(st))
+                            taken = True
                         elif wake is None or deadline < wake:
                             wake = deadline
-                    if due:
+                    drain = self._claim()
+                    if drain or taken:
                         break
                     self._timer_idle = wake is None
                     self._timer_cv.wait(None if wake is None else wake - now)
-            for b in due:
-                self._send(b)
+            if drain:
+                self._drain()

@@ -7,10 +7,12 @@ one request to one queue. A ``queue`` or a ``selector`` pins the queue (for
 ordered messages); such sends are not retried elsewhere, since that would
 break the order.
 
-With ``auto_batch=True`` (RocketMQ 5's setAutoBatch), ``send`` and
-``send_async`` without a queue or selector coalesce messages of one topic into
-batch requests (see :mod:`rocketmesh.client.producer.accumulator`); each message still
-gets its own SendResult.
+By default ``send_async`` coalesces single messages of one topic into batch
+requests while earlier ones are in flight (RocketMQ 5's auto batching, see
+:mod:`rocketmesh.client.producer.accumulator`); each message still gets its own
+SendResult, and a lone message goes at once. ``auto_batch=AutoBatch.OFF`` (or
+False) turns it off; ``auto_batch=True`` (RocketMQ 5's setAutoBatch) coalesces
+``send`` too.
 
     with Producer("orders-producer", "127.0.0.1:9876") as producer:
         result = producer.send(Message("Orders", b"..."))
@@ -19,6 +21,7 @@ gets its own SendResult.
 from __future__ import annotations
 
 import queue as queue_mod
+import struct
 import threading
 import time
 from collections.abc import Callable, Generator, Sequence
@@ -36,7 +39,7 @@ from rocketmesh.client.errors import (
 )
 from rocketmesh.client.fault import MQFaultStrategy
 from rocketmesh.client.instance import ClientInstance, namesrv_addrs_from
-from rocketmesh.client.producer.accumulator import ProduceAccumulator
+from rocketmesh.client.producer.accumulator import AutoBatch, ProduceAccumulator
 from rocketmesh.client.producer.selector import MessageQueueSelector
 from rocketmesh.client.results import SendResult, SendStatus
 from rocketmesh.client.route import TopicPublishInfo
@@ -51,7 +54,8 @@ from rocketmesh.client.validators import (
     check_message,
     check_topic,
 )
-from rocketmesh.model.codec import compress_body, encode_batch, encode_batch_item
+from rocketmesh.model.codec import BATCH_ITEM_HEADER, BATCH_ITEM_HEADER_SIZE, compress_body, encode_batch
+from rocketmesh.model.fields import encode_properties
 from rocketmesh.model.message import Message, MessageConst, MessageQueue, SysFlag
 from rocketmesh.model.topics import DEFAULT_TOPIC, RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.remoting import RemotingConnectError, RemotingError, RemotingTimeoutError, ResponseCode
@@ -93,6 +97,10 @@ _UNBATCHABLE = frozenset({
     MessageConst.TRANSACTION_PREPARED,
     MessageConst.PRODUCER_GROUP,
 })
+#: The most bytes of properties a batch item holds (the broker refuses a batch with an item over it).
+_MAX_ITEM_PROPERTIES = 32767
+_pack_item_header = BATCH_ITEM_HEADER.pack
+_pack_short = struct.Struct(">H").pack
 _monotonic = time.monotonic
 _time = time.time
 
@@ -118,11 +126,19 @@ class Producer:
     Batches (``send_batch``, auto batches) go uncompressed; the Message keeps its
     original body.
 
-    ``auto_batch`` (off by default) coalesces single sends into batches:
-    ``batch_max_delay_ms`` is the longest a message waits to be sent,
-    ``batch_max_bytes`` the most encoded bytes per batch, and
-    ``total_batch_max_bytes`` the most pending or in flight (RocketMQ 5's
-    batchMaxDelayMs, batchMaxBytes, totalBatchMaxBytes, with its defaults).
+    ``auto_batch`` (:class:`AutoBatch`; ``AutoBatch.ASYNC`` by default)
+    coalesces single sends of a topic into batch requests: ``ASYNC`` those of
+    ``send_async``, ``ALL`` (or True, RocketMQ 5's setAutoBatch) ``send``'s too,
+    ``OFF`` (or False) none. A message goes at once when nothing of its topic
+    is in flight, else with what gathered while earlier ones were in flight,
+    at most ``batch_max_delay_ms`` later; each gets its own SendResult, and is
+    retried as its send would be alone. ``batch_max_bytes`` is the most
+    encoded bytes per batch and ``total_batch_max_bytes`` the most pending or
+    in flight (RocketMQ 5's batchMaxDelayMs, batchMaxBytes,
+    totalBatchMaxBytes, with its defaults). RocketMQ 5 leaves auto batching
+    off; it is on here for async sends, which it makes several times faster,
+    because it changes nothing else a sender can see (see
+    docs/producing.md, "Auto batching").
 
     ``enable_msg_trace`` (off by default) records a Pub trace of each
     ``send`` and ``send_async`` into ``trace_topic`` (default
@@ -152,7 +168,7 @@ class Producer:
         client_ip: str | None = None,
         poll_name_server_interval_ms: int = 30_000,
         heartbeat_broker_interval_ms: int = 30_000,
-        auto_batch: bool = False,
+        auto_batch: AutoBatch | bool = AutoBatch.ASYNC,
         batch_max_delay_ms: int = 10,
         batch_max_bytes: int = 32 * 1024,
         total_batch_max_bytes: int = 32 * 1024 * 1024,
@@ -185,9 +201,9 @@ class Producer:
                 raise MQClientError(f"{name} must be an integer >= {low}, got {value!r}")
             if high is not None and value > high:
                 raise MQClientError(f"{name} must be an integer <= {high}, got {value!r}")
-        for name, flag in (("auto_batch", auto_batch), ("enable_msg_trace", enable_msg_trace)):
-            if not isinstance(flag, bool):
-                raise MQClientError(f"{name} must be True or False, got {flag!r}")
+        if not isinstance(enable_msg_trace, bool):
+            raise MQClientError(f"enable_msg_trace must be True or False, got {enable_msg_trace!r}")
+        mode = AutoBatch.of(auto_batch)
         if trace_topic is not None:
             check_topic(trace_topic)
         self.group = group
@@ -202,7 +218,12 @@ class Producer:
         self.compress_level = compress_level
         self.default_topic_queue_nums = default_topic_queue_nums
         self.create_topic_key = create_topic_key
-        self.auto_batch = auto_batch
+        self.auto_batch = mode
+        self._batch_async = mode is not AutoBatch.OFF
+        self._batch_sync = mode is AutoBatch.ALL
+        #: Auto batches fail over to another broker as a sync send does (AsyncProducer's sends), instead of
+        #: being retried on their broker as an async send is.
+        self._batch_failover = False
         self.batch_max_delay_ms = batch_max_delay_ms
         self.batch_max_bytes = batch_max_bytes
         self.total_batch_max_bytes = total_batch_max_bytes
@@ -221,7 +242,7 @@ class Producer:
         self._api: ClientAPI = None  # type: ignore[assignment]
         self._fault: MQFaultStrategy = None  # type: ignore[assignment]
         self._callbacks: _CallbackThread | None = None
-        self._accumulator: ProduceAccumulator | None = None  # set by start() with auto_batch
+        self._accumulator: ProduceAccumulator | None = None  # set by start() unless auto_batch is OFF
         self._running = False
         self._closed = False
         self._checked_topics: set[str] = set()
@@ -247,11 +268,9 @@ class Producer:
             self._fault = MQFaultStrategy(self.send_latency_fault_enable, unreachable=instance.unreachable)
             self._instance = instance
             self._api = instance.api
-            if self.auto_batch:
+            if self._batch_async:
                 self._accumulator = ProduceAccumulator(
-                    lambda topic, body, ids, timeout, traceparent: self._send_encoded_batch(
-                        topic, body, ids, timeout, traceparent=traceparent),
-                    self._route_cached, batch_max_delay_ms=self.batch_max_delay_ms,
+                    self._send_auto_batch, batch_max_delay_ms=self.batch_max_delay_ms,
                     batch_max_bytes=min(self.batch_max_bytes, self.max_message_size),
                     total_batch_max_bytes=self.total_batch_max_bytes, name=self.group)
             if self._msg_trace is not None:
@@ -336,10 +355,13 @@ class Producer:
         ``retry_times_when_send_failed`` times on another broker; ``timeout_ms``
         (default ``send_msg_timeout_ms``) bounds all attempts together.
 
-        With ``auto_batch`` a batchable message (see :meth:`send_async`) goes
-        in a batch, and is retried as the batch is: on the same broker, as an
-        async send is. The wait for its answer is bounded by ``timeout_ms``
-        (then RequestTimeoutError); it is not retried on another broker.
+        With ``auto_batch=AutoBatch.ALL`` (or True) a batchable message (see
+        :meth:`send_async`) goes in a batch, and is retried as the batch is: on
+        the same broker, as an async send is. The wait for its answer is bounded
+        by ``timeout_ms`` (then RequestTimeoutError); it is not retried on
+        another broker. The default (``AutoBatch.ASYNC``) leaves ``send`` alone:
+        a sync send goes out on the calling thread's own connection, which a
+        batch would take it off.
         """
         if self._msg_trace is not None:
             return self._msg_trace.traced_send(msg, self._send, msg, queue, selector, arg, timeout_ms)
@@ -349,7 +371,7 @@ class Producer:
               timeout_ms: int | None) -> SendResult:
         """:meth:`send` without its message trace."""
         st = None
-        if self.auto_batch and queue is None and selector is None:
+        if self._batch_sync and queue is None and selector is None:
             timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
             fut, st = self._auto_batched(msg, timeout)
             if fut is not None:
@@ -386,13 +408,18 @@ class Producer:
         runs on the producer's callback thread, in completion order. Errors
         found before sending (validation, no route) are raised here.
 
-        With ``auto_batch``, a message without ``queue``/``selector`` that is
-        not delayed (delay level, timer), not transactional and not for a
-        retry topic waits to go in a batch of its topic, at most
-        ``batch_max_delay_ms``; its batch is retried as above. One whose
-        encoded size is over ``batch_max_bytes`` goes alone. When
-        ``total_batch_max_bytes`` are pending or in flight, this waits for
-        room, at most ``timeout_ms``, then raises MQClientError.
+        Unless ``auto_batch`` is OFF, a message without ``queue``/``selector``
+        that is not delayed (delay level, timer), not transactional and not for
+        a retry topic goes in a batch of its topic: at once when nothing of the
+        topic is in flight, else with what gathers until an earlier batch
+        completes, at most ``batch_max_delay_ms``. Its batch is retried as
+        above, and it gets its own SendResult. One whose body is compressed
+        (``compress_msg_body_over_howmuch``) or whose encoded size is over
+        ``batch_max_bytes`` goes alone, as does an ordered one; either goes
+        after what was sent before it, so a queue stores one sender's async
+        sends in the order they were made. When ``total_batch_max_bytes`` are
+        pending or in flight, this waits for room, at most ``timeout_ms``, then
+        raises MQClientError.
         """
         if self._msg_trace is not None:
             return self._msg_trace.traced_send(msg, self._send_async, msg, queue, selector, arg, timeout_ms, callback)
@@ -402,7 +429,7 @@ class Producer:
                     timeout_ms: int | None, callback: SendCallback | None) -> Future[SendResult]:
         """:meth:`send_async` without its message trace."""
         st = None
-        if self.auto_batch and queue is None and selector is None:
+        if self._batch_async and queue is None and selector is None:
             fut, st = self._auto_batched(msg, self.send_msg_timeout_ms if timeout_ms is None else timeout_ms)
             if fut is not None:
                 if callback is not None:
@@ -496,14 +523,29 @@ class Producer:
                             queue: MessageQueue | None = None,
                             callback: SendCallback | None = None,
                             st: SendTrace | None = None, traceparent: str | None = None,
-                            ) -> Future[SendResult]:
+                            in_order: bool = True) -> Future[SendResult]:
         """Send an encoded batch without waiting: to ``queue``, else to the next queue by fault-aware round robin.
 
         ``st`` is the batch's send span; an auto batch has none of its own (each message's send has one) and
-        its request carries ``traceparent``, the first of them."""
+        its request carries ``traceparent``, the first of them. ``in_order``: see :meth:`_start_async`."""
         header = self._header(None, topic)
         mq = self._fault.select_one_message_queue(self._publish_info(topic), None) if queue is None else queue
-        return self._start_async(mq, header, body, ids, timeout, callback, st, traceparent)
+        return self._start_async(mq, header, body, ids, timeout, callback, st, traceparent, in_order)
+
+    def _send_auto_batch(self, topic: str, body: bytes, ids: str, timeout: int,
+                         traceparent: str | None) -> Future[SendResult]:
+        """The accumulator's sender: an auto batch goes out retried as its messages' sends would be alone."""
+        if self._batch_failover:
+            header = self._header(None, topic)
+            plan = self.failover_plan(self._publish_info(topic), header, timeout, None, self._refresh_later)
+            return _PlanSend(self, plan, header, body, ids, traceparent).start()
+        return self._send_encoded_batch(topic, body, ids, timeout, traceparent=traceparent, in_order=False)
+
+    def _refresh_later(self, topic: str, broker: str) -> str | None:
+        """A failover plan's ``refresh_addr`` that does not wait: a broker the cached route names without a master
+        is refreshed in the background, and the plan moves on to another broker."""
+        self._instance.request_route_refresh(topic)
+        return None
 
     def _auto_batched(self, msg: Message, timeout: int
                       ) -> tuple[Future[SendResult] | None, SendTrace | None]:
@@ -514,18 +556,25 @@ class Producer:
             self.start()
         accumulator = self._accumulator
         topic = msg.topic
-        if (accumulator is None or not _UNBATCHABLE.isdisjoint(msg.properties)
-                or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)):
+        props = msg.properties
+        body = msg.body
+        # Alone: what a batch cannot carry (the broker refuses a batch holding a delayed or transactional
+        # message, so one would spoil its batch-mates), and a body a single send compresses.
+        if (accumulator is None or not _UNBATCHABLE.isdisjoint(props) or topic.startswith(RETRY_GROUP_TOPIC_PREFIX)
+                or len(body) >= self.compress_msg_body_over_howmuch):
             return None, None
         uniq = set_unique_id(msg)
         st = start_send(self.group, topic, (msg,))
-        item = encode_batch_item(msg)
-        if len(item) > accumulator.max_item_bytes:
+        raw_props = encode_properties(props)
+        size = BATCH_ITEM_HEADER_SIZE + 2 + len(body) + len(raw_props)
+        if size > accumulator.max_item_bytes or len(raw_props) > _MAX_ITEM_PROPERTIES:
             return None, st
+        # The batch item's layout (see rocketmesh.model.codec.encode_batch), the body not copied until the batch is.
+        parts = (_pack_item_header(size, 0, 0, msg.flag, len(body)), body, _pack_short(len(raw_props)) + raw_props)
         try:
             if not self._route_cached(topic):
                 self._publish_info(topic)  # no route: raised to the caller, as without auto batch
-            fut = accumulator.add(topic, item, uniq, timeout, None if st is None else st.traceparent)
+            fut = accumulator.add(topic, parts, size, uniq, timeout, None if st is None else st.traceparent)
         except BaseException as exc:
             if st is not None:
                 st.finish(exc)
@@ -569,9 +618,12 @@ class Producer:
 
     def _start_async(self, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes, ids: str,
                      timeout: int, callback: SendCallback | None, st: SendTrace | None = None,
-                     traceparent: str | None = None) -> Future[SendResult]:
+                     traceparent: str | None = None, in_order: bool = True) -> Future[SendResult]:
         """Send to ``mq`` without waiting; the Future completes on the answer (retried on the same broker) and
-        ends ``st``, the send's span, whose context the request carries (else ``traceparent``)."""
+        ends ``st``, the send's span, whose context the request carries (else ``traceparent``).
+
+        ``in_order``: the request goes out after what auto batching holds of the topic (the accumulator's own
+        batches, already in its order, pass False)."""
         addr = self._instance.find_master_addr(mq)
         header.queue_id = mq.queue_id
         if st is not None:
@@ -583,7 +635,11 @@ class Producer:
             op.future.add_done_callback(st.finish_future)
         if callback is not None:
             op.future.add_done_callback(self._callback_thread().wrap(callback))
-        op.invoke()
+        accumulator = self._accumulator
+        if in_order and accumulator is not None:
+            accumulator.add_alone(mq.topic, op.invoke)
+        else:
+            op.invoke()
         return op.future
 
     def _encode_batch(self, msgs: Sequence[Message], ordered: bool = False
@@ -893,6 +949,60 @@ class _AsyncSend:
             self.future.set_exception(err)
         except InvalidStateError:
             pass
+
+
+class _PlanSend:
+    """A send that follows a :data:`SendPlan` without waiting: each attempt's answer (on the remoting I/O thread)
+    moves the plan on, to the next attempt or to the outcome of its Future. The plan must not block (its
+    ``refresh_addr`` asks for a refresh and moves on)."""
+
+    __slots__ = ("send", "plan", "header", "body", "ids", "traceparent", "future")
+
+    def __init__(self, producer: Producer, plan: SendPlan, header: SendMessageRequestHeader, body: bytes, ids: str,
+                 traceparent: str | None) -> None:
+        self.send = producer._api.send_message_async
+        self.plan = plan
+        self.header = header
+        self.body = body
+        self.ids = ids
+        self.traceparent = traceparent
+        self.future: Future[SendResult] = Future()
+
+    def start(self) -> Future[SendResult]:
+        """Make the first attempt; the send's Future."""
+        try:
+            step = next(self.plan)
+        except BaseException as exc:  # noqa: BLE001 - the plan's error is the send's
+            self.future.set_exception(exc)
+            return self.future
+        self._attempt(step)
+        return self.future
+
+    def _attempt(self, step: tuple[str, MessageQueue, int]) -> None:
+        addr, mq, attempt_ms = step
+        try:  # the plan set the header's queue id for this attempt
+            self.send(addr, mq, self.header, self.body, self.ids, attempt_ms, self.on_done, self.traceparent)
+        except MQError as exc:
+            self.on_done(None, exc)
+
+    def on_done(self, result: SendResult | None, error: MQError | None) -> None:
+        """Move the plan on with an attempt's answer."""
+        try:
+            step = self.plan.send(result) if error is None else self.plan.throw(error)  # type: ignore[arg-type]
+        except StopIteration as done:
+            outcome = cast(SendResult, done.value)
+            try:
+                self.future.set_result(outcome)
+            except InvalidStateError:
+                pass
+            return
+        except BaseException as exc:  # noqa: BLE001 - the plan's error is the send's
+            try:
+                self.future.set_exception(exc)
+            except InvalidStateError:
+                pass
+            return
+        self._attempt(step)
 
 
 class _CallbackThread:
