@@ -40,6 +40,7 @@ REFUSE = 1006
 REMEMBER = 1007
 ONEWAY = 1008
 DELAYED = 1009
+ARRIVAL = 1010
 
 
 class Recorder:
@@ -52,6 +53,8 @@ class Recorder:
         self.release_slow = threading.Event()
         self.waited_ms: list[float] = []
         self.delayed_calls = 0
+        #: Bodies of ARRIVAL requests, in the order the server read them.
+        self.arrived: list[bytes] = []
 
 
 @pytest.fixture
@@ -110,6 +113,7 @@ def server(request: pytest.FixtureRequest, recorder: Recorder, pool: ThreadPoolE
     srv.register(REFUSE, refuse)
     srv.register(REMEMBER, remember)
     srv.register(ONEWAY, oneway)
+    srv.register(ARRIVAL, lambda cmd, ctx: recorder.arrived.append(cmd.body) or response_to(cmd, ResponseCode.SUCCESS))
     srv.start()
     yield srv
     recorder.release_slow.set()
@@ -180,6 +184,27 @@ def test_callback_invocation_gets_each_answer_or_error_once(server: RemotingServ
     assert sorted(got, key=repr) == sorted([(b"one", None), (b"two", None), (None, RemotingTimeoutError)], key=repr)
     assert client.invoke_sync(server.address, request(ECHO, body=b"still"), 2000).body == b"still"
     assert len(client._pending) == 0
+
+
+def test_a_request_made_on_the_io_thread_goes_after_those_handed_over_before(
+        server: RemotingServer, client: RemotingClient, recorder: Recorder) -> None:
+    """A callback (on the I/O thread) that sends leaves the requests other threads handed over earlier in front
+    of its own: one sender's async requests keep their order whichever thread makes them."""
+    done = threading.Event()
+
+    def on_first(resp: RemotingCommand | None, error: BaseException | None) -> None:
+        # On the I/O thread: another thread hands over "second" (it waits in the mailbox, as this thread is
+        # busy here), then this callback sends "third" itself.
+        other = threading.Thread(target=client.invoke_with_callback,
+                                 args=(server.address, request(ARRIVAL, body=b"second"), 2000, lambda r, e: None))
+        other.start()
+        other.join()
+        client.invoke_with_callback(server.address, request(ARRIVAL, body=b"third"), 2000,
+                                    lambda r, e: done.set())
+
+    client.invoke_with_callback(server.address, request(ARRIVAL, body=b"first"), 2000, on_first)
+    assert done.wait(5)
+    assert recorder.arrived == [b"first", b"second", b"third"]
 
 
 def test_oneway_reaches_handler_and_gets_no_response(

@@ -22,9 +22,9 @@ Order: whatever leaves the accumulator (batches, and the sends of its topics tha
 go alone) goes through one outbox, sent by one thread at a time in the order it
 was queued, so the requests of one sender reach the remoting client in the order
 of its calls, and a queue stores one sender's messages in the order it sent them.
-Nothing is sent from the remoting I/O thread: a request made there goes out
-ahead of requests other threads handed it earlier, so a batch that a completion
-releases is sent by the timer thread.
+A batch that a completion releases is sent by the completing thread, most often
+the remoting I/O thread, with no other thread woken: the remoting client sends a
+request made there after the ones other threads handed it before.
 """
 
 from __future__ import annotations
@@ -85,8 +85,6 @@ class _Topic:
     since: float = 0.0
     inflight: int = 0
     traceparent: str | None = None
-    #: A batch in flight completed while messages were pending: the timer thread sends them.
-    released: bool = False
 
 
 @dataclass(slots=True)
@@ -105,8 +103,7 @@ class _Batch:
 class ProduceAccumulator:
     """Per-topic pending lists of encoded messages, sent as batches by ``send`` (see the module docstring).
 
-    Thread-safe; must not be called on the remoting I/O thread (a batch sent from there could overtake
-    requests handed to the remoting client before it).
+    Thread-safe. ``add`` and ``add_alone`` may wait for room: call them off the remoting I/O thread.
     """
 
     def __init__(self, send: BatchSender, *, batch_max_delay_ms: int, batch_max_bytes: int,
@@ -123,7 +120,6 @@ class ProduceAccumulator:
         self._space_waiters = 0
         self._timer_idle = True
         self._flush_all = False
-        self._released = False  # some topic's pending list waits for the timer thread (see _complete)
         self._closed = False
         # What leaves, in order: batches, and sends that go alone (callables). One thread drains at a time.
         self._outbox: collections.deque[_Batch | Callable[[], object]] = collections.deque()
@@ -240,7 +236,6 @@ class ProduceAccumulator:
         b = _Batch(st, st.parts, st.ids, st.futures, st.size, st.timeout_ms, st.traceparent)
         st.parts, st.ids, st.futures, st.size, st.traceparent = [], [], [], 0, None
         st.inflight += 1
-        st.released = False
         return b
 
     def _claim(self) -> bool:
@@ -307,16 +302,16 @@ class ProduceAccumulator:
             if self._space_waiters:
                 self._space_cv.notify_all()
             if st.futures:
-                if not st.inflight and not st.released:
-                    # Most often on the remoting I/O thread, which must not send (see the module docstring).
-                    st.released = self._released = True
-                    self._timer_idle = False
-                    self._timer_cv.notify()
+                if not st.inflight:
+                    self._outbox.append(self._take(st))  # what gathered while this batch was in flight
             elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
                 del self._topics[st.topic]  # a producer of many topics keeps only the busy ones
+            drain = self._claim()
+        if drain:
+            self._drain()
 
     def _run(self) -> None:
-        """The timer thread: sends pending lists at their deadline, released ones, or all of them when asked."""
+        """The timer thread: sends pending lists at their deadline, or all of them when asked."""
         while True:
             with self._lock:
                 while True:
@@ -324,14 +319,13 @@ class ProduceAccumulator:
                         return  # close() sends what is left
                     now = _monotonic()
                     flush_all, self._flush_all = self._flush_all, False
-                    released, self._released = self._released, False
                     wake: float | None = None
                     taken = False
                     for st in self._topics.values():
                         if not st.futures:
                             continue
                         deadline = st.since + self._delay_s
-                        if flush_all or (released and st.released) or deadline <= now:
+                        if flush_all or deadline <= now:
                             self._outbox.append(self._take(st))
                             taken = True
                         elif wake is None or deadline < wake:

@@ -21,7 +21,9 @@ NUL as the client's identity, so pushes still reach the I/O thread's
 sockets. Consequence: sync and oneway requests are not ordered with respect
 to async requests, nor to requests from other threads; one thread's sync
 and oneway calls are ordered among themselves. A request made from a
-callback on the I/O thread is sent there at once.
+callback on the I/O thread is sent there at once, after the requests other
+threads had handed over before it: async requests leave in the order they
+were made, whichever thread made them.
 
 Every socket announces each connection it makes with an empty message
 (ZMQ_PROBE_ROUTER), so that a server can tell when this client's last
@@ -427,7 +429,12 @@ class RemotingClient:
         frames = self._encode(cmd)
         entry = PendingRequest(cmd.opaque, addr, timeout_ms, time.monotonic() + timeout_ms / 1000.0, fut)
         if threading.get_ident() == self._io_ident:
-            self._send(addr, frames, entry)  # a callback's request: no need to wake ourselves
+            # A callback's request: sent at once, with no wake-up, but after what other threads handed over
+            # before it, so that one sender's requests leave in the order it made them whichever thread
+            # makes them (the auto-batch accumulator sends from completions and from its callers).
+            if len(self._mailbox):
+                self._drain_mailbox()
+            self._send(addr, frames, entry)
             return
         self._mailbox.put((addr, frames, entry))
         if self._closed and not self._thread.is_alive():
