@@ -295,7 +295,7 @@ def serve_stub(port: int) -> None:
 
 
 def process_tree(pid: int) -> list[int]:
-    """``pid`` and its descendants (the broker's dispatch worker is its child)."""
+    """``pid`` and its descendants."""
     pids = [pid]
     for p in pids:
         try:
@@ -354,7 +354,7 @@ def watched_pids(services: Services | None) -> dict[int, str]:
     watched = {os.getpid(): "client"}
     for proc in services.procs if services is not None else []:
         label = process_label(proc.pid)
-        for pid in process_tree(proc.pid):  # the broker's dispatch worker counts as the broker
+        for pid in process_tree(proc.pid):
             watched[pid] = label
     return watched
 

@@ -83,7 +83,7 @@ def thaw(pid: int) -> None:
 
 
 def child_pids(pid: int) -> list[int]:
-    """The live children of ``pid`` (the broker's dispatch worker is its child).
+    """The live children of ``pid`` (the services ``rocketmesh up`` started, say).
 
     Threads come and go while ``/proc/<pid>/task`` is read (a ZeroMQ or pool
     thread may end between the listing and the open); one that is gone has no

@@ -3,7 +3,7 @@
 Every service process's resident memory (VmRSS, and its anonymous part RssAnon) and open file count are
 sampled throughout; after a warm-up they must stay flat (anonymous RSS growth under RSS_GROWTH_MAX, open
 files at most FD_GROWTH_MAX more). VmRSS is recorded but not bounded: it also counts the pages of the
-store's mapped files a process has touched (the broker's and its dispatch worker's commitlog), which grow
+store's mapped files a process has touched (the broker's commitlog and consume queues), which grow
 with the data stored and are page cache the kernel reclaims, not a leak. Likewise the files a process has
 open in the store folder are counted apart: a mapped file stays open (twice: its descriptor and the
 mapping's) until it expires, as RocketMQ keeps its mapped files, so they grow with the files stored. The
@@ -23,7 +23,7 @@ import pytest
 from faultload import Deliveries, start_consumer
 from storefaultkit import open_fds, rss_kib
 
-from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, child_pids, wait_for
+from procs import BrokerProcess, NamesrvProcess, SchedulerProcess, wait_for
 from rocketmesh import Message, Producer
 
 #: Minutes of tests: scheduled first (tests/conftest.py).
@@ -114,8 +114,6 @@ def test_steady_traffic_keeps_memory_files_and_lag_flat(
         while time.monotonic() - t0 < duration:
             time.sleep(SAMPLE_EVERY_S)
             pids = {"namesrv": namesrv.pid, "broker": broker.pid, "scheduler": scheduler.pid}
-            for n, child in enumerate(child_pids(broker.pid)):
-                pids[f"broker-child{n}"] = child  # the dispatch worker
             samples.take(pids, len(acked) - len(got.count), broker.store_dir)
             if time.monotonic() - t0 < warmup:
                 warm_index = len(samples.lag)

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from procs import BrokerProcess, child_pids, freeze, thaw, wait_for
-from rocketmesh import Admin, Message, MQBrokerError, Producer
+from procs import BrokerProcess
+from rocketmesh import Admin, Message, Producer
 from rocketmesh.model.codec import decode_records, tags_hash_code
 from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.headers import (
@@ -84,39 +84,28 @@ def test_a_held_pull_is_answered_when_a_message_arrives(namesrv, remoting_client
     assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["late"]
 
 
-def test_a_held_pull_is_answered_by_the_put_before_dispatch_and_the_next_pull_is_early_not_wrong(
+def test_a_held_pull_is_answered_by_the_put_and_the_next_pull_at_the_end_is_nothing_yet(
         namesrv, remoting_client, broker, sent):
-    """With the dispatch worker frozen, a pull held at the queue's end still gets the new message (its queue
-    entry is in memory from the put on), so does a pull that comes after the put, and the next pull, at
-    the queue's end, is "nothing yet", not an offset to correct; once dispatch resumes, the files agree."""
-    [worker] = child_pids(broker.pid)
-    freeze(worker)
-    try:
-        held = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND,
-                                        suspend_timeout_millis=10_000, subscription="A || C")
-        fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, held.to_ext()), 15_000)
-        time.sleep(0.3)
-        with Producer("pull-test-4", namesrv.addr) as p:
-            p.send(Message(TOPIC, "not-for-you", tags="B"))  # offset 5: the held pull's filter refuses it
-            p.send(Message(TOPIC, "early", tags="C"))  # offset 6
-        resp = fut.result(5)
-        assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["early"]
-        assert resp.ext["nextBeginOffset"] == 7
-        nxt = pull(remoting_client, broker, 7)
-        assert nxt.code == ResponseCode.PULL_NOT_FOUND and nxt.ext["nextBeginOffset"] == 7
-        assert pull(remoting_client, broker, 8).code == ResponseCode.PULL_OFFSET_MOVED  # past the stored end
-        # A pull that comes after the put reads the messages not on file yet too, filter and all.
-        late = pull(remoting_client, broker, 5)
-        assert late.code == ResponseCode.SUCCESS and bodies_of(late) == ["not-for-you", "early"]
-        assert late.ext["nextBeginOffset"] == 7
-        only_c = pull(remoting_client, broker, 5, subscription="C")
-        assert bodies_of(only_c) == ["early"] and only_c.ext["nextBeginOffset"] == 7
-    finally:
-        thaw(worker)
-    deadline = time.monotonic() + 5
-    while (resp := pull(remoting_client, broker, 5)).code != ResponseCode.SUCCESS and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert bodies_of(resp) == ["not-for-you", "early"] and resp.ext["maxOffset"] == 7
+    """A pull held at the queue's end gets the new message its filter takes, a pull that comes after the
+    put reads it too, and the next pull, at the queue's end, is "nothing yet", not an offset to correct."""
+    held = PullMessageRequestHeader("pull-group", TOPIC, 0, 5, 32, PullSysFlag.SUSPEND,
+                                    suspend_timeout_millis=10_000, subscription="A || C")
+    fut = remoting_client.invoke_async(broker.addr, request(RequestCode.PULL_MESSAGE, held.to_ext()), 15_000)
+    time.sleep(0.3)
+    with Producer("pull-test-4", namesrv.addr) as p:
+        p.send(Message(TOPIC, "not-for-you", tags="B"))  # offset 5: the held pull's filter refuses it
+        p.send(Message(TOPIC, "early", tags="C"))  # offset 6
+    resp = fut.result(5)
+    assert resp.code == ResponseCode.SUCCESS and bodies_of(resp) == ["early"]
+    assert resp.ext["nextBeginOffset"] == 7
+    nxt = pull(remoting_client, broker, 7)
+    assert nxt.code == ResponseCode.PULL_NOT_FOUND and nxt.ext["nextBeginOffset"] == 7
+    assert pull(remoting_client, broker, 8).code == ResponseCode.PULL_OFFSET_MOVED  # past the stored end
+    late = pull(remoting_client, broker, 5)
+    assert late.code == ResponseCode.SUCCESS and bodies_of(late) == ["not-for-you", "early"]
+    assert late.ext["nextBeginOffset"] == 7 and late.ext["maxOffset"] == 7
+    only_c = pull(remoting_client, broker, 5, subscription="C")
+    assert bodies_of(only_c) == ["early"] and only_c.ext["nextBeginOffset"] == 7
 
 
 def test_a_held_pull_whose_filter_matches_nothing_keeps_waiting_then_times_out(namesrv, remoting_client, broker,
@@ -147,8 +136,7 @@ def test_bad_requests_are_answered_and_the_broker_keeps_serving(remoting_client,
 
 
 def cq_file_entries(broker: BrokerProcess, topic: str, first: int, count: int) -> list[tuple[int, int, int]]:
-    """Entries ``first``.. of queue 0's first consume-queue file, as the dispatch worker wrote them (all
-    zero while it has not made the file yet)."""
+    """Entries ``first``.. of queue 0's first consume-queue file (all zero while there is no file)."""
     import struct
 
     path = broker.store_dir / "consumequeue" / topic / "0" / f"{0:020d}"
@@ -165,86 +153,22 @@ def queue_tag_codes(client: RemotingClient, broker: BrokerProcess, topic: str) -
     return [e["tagsCode"] for e in orjson.loads(resp.body)["queueData"]]
 
 
-def test_a_read_goes_on_from_the_filed_entries_into_the_ones_only_in_memory(namesrv, remoting_client, broker):
-    """Part of a queue on file, the rest not yet: one filtered pull reads across the boundary."""
+def test_a_sent_message_is_in_its_consume_queue_file_with_its_tag_code_when_the_send_returns(
+        namesrv, remoting_client, broker):
+    """No second copy of the queue anywhere: the file holds each entry, tag code and all, once the send
+    returned, and a filtered pull, a plain pull and an admin's listing read it from there."""
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route(TOPIC)
         with Producer("pull-test-5", namesrv.addr) as p:
-            p.send(Message(TOPIC, "d0", tags="A"))
-            p.send(Message(TOPIC, "d1", tags="B"))
-            wait_for(lambda: all(e[1] for e in cq_file_entries(broker, TOPIC, 0, 2)), 5.0,
-                     what="d0 and d1 in the consume-queue file")
-            [worker] = child_pids(broker.pid)
-            freeze(worker)
-            try:
-                p.send(Message(TOPIC, "u2", tags="A"))
-                p.send(Message(TOPIC, "u3", tags="B"))
-                time.sleep(0.1)
-                assert cq_file_entries(broker, TOPIC, 2, 2) == [(0, 0, 0)] * 2  # not on file
-                mq = next(iter(admin.topic_status(TOPIC)))
-                assert admin.max_offset(mq) == 4
-                only_b = pull(remoting_client, broker, 0, subscription="B")
-                assert bodies_of(only_b) == ["d1", "u3"] and only_b.ext["nextBeginOffset"] == 4
-                everything = pull(remoting_client, broker, 1)
-                assert bodies_of(everything) == ["d1", "u2", "u3"]
-                # An admin's listing shows each entry's tag code, on file or not.
-                assert queue_tag_codes(remoting_client, broker, TOPIC) == [tags_hash_code(t) for t in "ABAB"]
-            finally:
-                thaw(worker)
-        wait_for(lambda: all(e[1] for e in cq_file_entries(broker, TOPIC, 0, 4)), 5.0,
-                 what="all four in the consume-queue file")
-    assert [e[2] for e in cq_file_entries(broker, TOPIC, 0, 4)] == [tags_hash_code(t) for t in "ABAB"]
-
-
-@pytest.fixture
-def small_dispatch_lag_broker(namesrv, start_broker) -> BrokerProcess:
-    return start_broker(namesrv.addr, dispatchBehindMaxBytes=256 * 1024)
-
-
-def test_with_dispatch_stalled_nothing_is_dropped_and_sends_past_the_bound_are_refused_until_it_resumes(
-        namesrv, remoting_client, small_dispatch_lag_broker):
-    """While the dispatch worker is frozen every message stays readable from the first offset on; once
-    the commitlog is dispatchBehindMaxBytes ahead of the files, sends are refused with a reason and pulls
-    still work; when the worker resumes, sends are taken again and nothing was lost."""
-    broker = small_dispatch_lag_broker
-    with Admin(namesrv.addr) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
-        admin.wait_topic_route(TOPIC)
-    [worker] = child_pids(broker.pid)
-    body = "x" * 1000
-    freeze(worker)
-    try:
-        with Producer("pull-test-6", namesrv.addr, retry_times_when_send_failed=0) as p:
-            stored = 0
-            refused = None
-            for _ in range(400):  # ~1.1 KiB records: past 256 KiB well within 400 sends
-                try:
-                    p.send_batch([Message(TOPIC, body) for _ in range(8)])
-                    stored += 8
-                except MQBrokerError as exc:
-                    refused = exc
-                    break
-            assert refused is not None and refused.response_code == ResponseCode.SERVICE_NOT_AVAILABLE
-            assert "dispatchBehindMaxBytes" in str(refused)
-            assert stored >= 200
-            got: list[str] = []
-            while len(got) < stored:
-                resp = pull(remoting_client, broker, len(got))
-                assert resp.code == ResponseCode.SUCCESS
-                got += bodies_of(resp)
-            assert len(got) == stored
-    finally:
-        thaw(worker)
-    with Producer("pull-test-7", namesrv.addr) as p:
-        wait_for(lambda: _sends(p, Message(TOPIC, "after")), 10.0, what="a send taken after dispatch resumed")
-    resp = pull(remoting_client, broker, stored)
-    assert bodies_of(resp)[-1] == "after"
-
-
-def _sends(p: Producer, message: Message) -> bool:
-    try:
-        p.send(message)
-        return True
-    except MQBrokerError:
-        return False
+            for i, tag in enumerate("ABAB"):
+                p.send(Message(TOPIC, f"m{i}", tags=tag))
+        entries = cq_file_entries(broker, TOPIC, 0, 4)
+        assert [size > 0 for _, size, _ in entries] == [True] * 4
+        assert [code for _, _, code in entries] == [tags_hash_code(t) for t in "ABAB"]
+        mq = next(iter(admin.topic_status(TOPIC)))
+        assert admin.max_offset(mq) == 4
+    only_b = pull(remoting_client, broker, 0, subscription="B")
+    assert bodies_of(only_b) == ["m1", "m3"] and only_b.ext["nextBeginOffset"] == 4
+    assert bodies_of(pull(remoting_client, broker, 1)) == ["m1", "m2", "m3"]
+    assert queue_tag_codes(remoting_client, broker, TOPIC) == [tags_hash_code(t) for t in "ABAB"]

@@ -31,7 +31,6 @@ def stored(tmp_path_factory):
     store = open_store(tmp_path_factory.mktemp("store"))
     for i, (tags, props) in enumerate(MESSAGES):
         store.put_message(msg(body=b"m%d" % i, tags=tags, **props))
-    assert store.wait_dispatched(5)
     result = store.get_message("g", "TopicTest", 0, 0, 32)
     assert len(result.records) == len(MESSAGES)
     yield store, [bytes(r) for r in result.records]

@@ -13,7 +13,6 @@ def test_entries_are_20_bytes_and_point_at_records(tmp_path):
     store = open_store(tmp_path)
     try:
         rs = [store.put_message(msg(body=b"m%d" % i, queue_id=0, tags="A" if i % 2 else "B")) for i in range(40)]
-        assert store.wait_dispatched(5)
         qdir = tmp_path / "consumequeue" / "TopicTest" / "0"
         files = sorted(os.listdir(qdir))
         assert files[:3] == ["00000000000000000000", "00000000000000000320", "00000000000000000640"]
@@ -34,7 +33,6 @@ def test_get_message_statuses_and_next_offsets(tmp_path):
         assert store.get_message("g", "Nope", 0, 0, 32).status is GetMessageStatus.NO_MATCHED_LOGIC_QUEUE
         for i in range(40):
             store.put_message(msg(body=b"m%d" % i))
-        assert store.wait_dispatched(5)
         r = store.get_message("g", "TopicTest", 0, 10, 32)
         assert r.status is GetMessageStatus.FOUND
         assert [decode_record(x).body for x in r.records] == [b"m%d" % i for i in range(10, 40)]
@@ -64,7 +62,6 @@ def test_filter_on_tag_codes_skips_and_advances(tmp_path):
     try:
         for i in range(30):
             store.put_message(msg(body=b"m%d" % i, tags="A" if i % 3 == 0 else "B"))
-        assert store.wait_dispatched(5)
         r = store.get_message("g", "TopicTest", 0, 0, 32, TagFilter("A"))
         assert [decode_record(x).body for x in r.records] == [b"m%d" % i for i in range(0, 30, 3)]
         r = store.get_message("g", "TopicTest", 0, 0, 32, TagFilter("C"))
@@ -82,7 +79,6 @@ def test_offset_by_store_time_uses_binary_search(tmp_path):
             for i in range(12):
                 store.put_message(msg(body=b"g%d-%d" % (group, i)))
             time.sleep(0.03)
-        assert store.wait_dispatched(5)
         for group, ts in enumerate(marks):
             off = store.get_offset_in_queue_by_time("TopicTest", 0, ts)
             assert off == group * 12, (group, off)
@@ -100,11 +96,9 @@ def test_a_deleted_topic_starts_again_at_offset_zero(tmp_path):
     try:
         for i in range(5):
             store.put_message(msg(topic="Gone", body=b"old%d" % i, queue_id=1))
-        assert store.wait_dispatched(5)
         store.delete_topics(["Gone"])
         again = store.put_message(msg(topic="Gone", body=b"new", queue_id=1))
         assert again.first.queue_offset == 0
-        assert store.wait_dispatched(5)
         assert store.get_max_offset_in_queue("Gone", 1) == 1
         r = store.get_message("g", "Gone", 1, 0, 32)
         assert r.status is GetMessageStatus.FOUND

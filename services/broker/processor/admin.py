@@ -118,7 +118,6 @@ class AdminProcessor:
     def query_message(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         h = QueryMessageRequestHeader.from_ext(req.ext)
         max_num = max(1, min(h.max_num, 64 * 1024))
-        self.store.catch_up()
         result = self.store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
         header = QueryMessageResponseHeader(result.index_last_update_timestamp, result.index_last_update_phy_offset)
         if not result.records:
@@ -151,7 +150,7 @@ class AdminProcessor:
                     index = i + 1
                     if size != BLANK_SIZE:
                         entries.append({"queueOffset": i, "physicOffset": phys, "physicSize": size,
-                                        "tagsCode": self.store.entry_tags_code(phys, size, tags)})
+                                        "tagsCode": tags})
                 if not seen:
                     index = cq.roll_next_file(index)
         return ok(req, body=orjson.dumps({"queueData": entries, "minQueueIndex": lo, "maxQueueIndex": hi}))

@@ -4,9 +4,6 @@ Layout (big-endian longs): physicMsgTimestamp @0, logicsMsgTimestamp @8 and
 indexMsgTimestamp @16 as in RocketMQ, then dispatchedPhyOffset @24 (commitlog
 offset up to which consume queues and index are built and fsynced) and
 physicFlushedOffset @32 (commitlog offset fsynced at the last flush).
-
-Two processes write it: the broker the physic fields, its dispatch worker the
-logics fields. Each writes only its own byte ranges, so neither clobbers the other.
 """
 
 from __future__ import annotations
@@ -16,13 +13,15 @@ import struct
 import threading
 
 _LAYOUT = struct.Struct(">qqqqq")
-_LONG = struct.Struct(">q")
-_LOGICS = struct.Struct(">qqq")
 _FILE_SIZE = 4096
 
 
 class StoreCheckpoint:
-    """Read at start-up; the physic and logics halves are rewritten (pwrite + fdatasync) separately."""
+    """Read at start-up; rewritten whole (pwrite + fdatasync) by :meth:`flush`.
+
+    The commitlog's flusher sets the physic fields, the consume queues' flusher the
+    logics ones; each then flushes, and a flush writes every field's current value.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -34,32 +33,21 @@ class StoreCheckpoint:
         self._lock = threading.Lock()
         os.makedirs(os.path.dirname(path), exist_ok=True)
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.reload()
-        if os.fstat(self._fd).st_size < _FILE_SIZE:
-            os.ftruncate(self._fd, _FILE_SIZE)
-
-    def reload(self) -> None:
         raw = os.pread(self._fd, _LAYOUT.size, 0)
         if len(raw) == _LAYOUT.size:
             (self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,
              self.dispatched_phy_offset, self.physic_flushed_offset) = _LAYOUT.unpack(raw)
+        if os.fstat(self._fd).st_size < _FILE_SIZE:
+            os.ftruncate(self._fd, _FILE_SIZE)
 
-    def flush_physic(self) -> None:
-        """Write physicMsgTimestamp and physicFlushedOffset (the broker's half)."""
+    def flush(self) -> None:
+        """Write every field and fdatasync."""
         with self._lock:
             if self._fd < 0:
                 return
-            os.pwrite(self._fd, _LONG.pack(self.physic_msg_timestamp), 0)
-            os.pwrite(self._fd, _LONG.pack(self.physic_flushed_offset), 32)
-            os.fdatasync(self._fd)
-
-    def flush_logics(self) -> None:
-        """Write the logics and index timestamps and dispatchedPhyOffset (the dispatch worker's half)."""
-        with self._lock:
-            if self._fd < 0:
-                return
-            os.pwrite(self._fd, _LOGICS.pack(self.logics_msg_timestamp, self.index_msg_timestamp,
-                                             self.dispatched_phy_offset), 8)
+            os.pwrite(self._fd, _LAYOUT.pack(self.physic_msg_timestamp, self.logics_msg_timestamp,
+                                             self.index_msg_timestamp, self.dispatched_phy_offset,
+                                             self.physic_flushed_offset), 0)
             os.fdatasync(self._fd)
 
     def close(self) -> None:

@@ -3,9 +3,10 @@
 Records use RocketMQ's layout (see ``rocketmesh.model.codec``). A message that
 does not fit in the rest of a file is preceded by a blank record filling the
 file (TOTALSIZE = the rest, MAGICCODE = BLANK_MAGIC_CODE) and goes to the next.
-Queue offsets are assigned here, under the put lock, so they follow commitlog order:
-each message's consume-queue entry is appended to its queue's in-memory tail
-(:class:`LiveConsumeQueue`) as it is written, which is what gives it its offset.
+Queue offsets are assigned here, under the put lock, from the commitlog's own
+table of each queue's next offset (RocketMQ's topicQueueTable), so they follow
+commitlog order. The commitlog knows nothing of consume queues: the store's
+dispatch builds them from the records (see ``dispatch.reput``).
 """
 
 from __future__ import annotations
@@ -13,11 +14,8 @@ from __future__ import annotations
 import struct
 import threading
 import time
-from collections.abc import Callable
 
 from rocketmesh.broker.store.config import MessageStoreConfig
-from rocketmesh.broker.store.index.consume_queue import ENTRY as CQ_ENTRY, LiveConsumeQueue
-from rocketmesh.broker.store.index.queue_entry import tail_tags_code
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import MappedFile, MappedFileQueue
 from rocketmesh.broker.store.results import AppendResult, PutMessageResult, PutMessageStatus
@@ -35,7 +33,6 @@ from rocketmesh.model.codec import (
     encode_host,
     has_schedule_property,
 )
-from rocketmesh.model.delay_levels import parse_delay_levels
 from rocketmesh.model.message import SysFlag
 from rocketmesh.runtime.log import get_logger
 
@@ -70,17 +67,11 @@ class BatchRefused(ValueError):
         self.status = status
 
 
-def _no_queues(topic: str, queue_id: int) -> LiveConsumeQueue:
-    raise RuntimeError(f"this commitlog only reads: it opens no queue ({topic}, {queue_id})")
-
-
 class CommitLog:
     """Append, read and recover the commitlog. Owned by :class:`MessageStore`."""
 
-    def __init__(self, config: MessageStoreConfig,
-                 open_queue: Callable[[str, int], LiveConsumeQueue] | None = None) -> None:
+    def __init__(self, config: MessageStoreConfig) -> None:
         self.config = config
-        self.delay_levels = parse_delay_levels(config.message_delay_level)
         self.queue = MappedFileQueue(config.store_path_commit_log, config.mapped_file_size_commit_log,
                                      preallocate=True)
         self.file_size = config.mapped_file_size_commit_log
@@ -88,18 +79,10 @@ class CommitLog:
         self.store_host = encode_host(host or "127.0.0.1", int(port or 0))
         self._store_host_hex = self.store_host.hex().upper()
         self.put_lock = threading.Lock()
-        #: (topic, queue id) -> the queue a put appends its entry to; its max offset is the next queue
-        #: offset (RocketMQ's topicQueueTable). The store shares this table.
-        self.queues: dict[tuple[str, int], LiveConsumeQueue] = {}
-        #: Makes (and registers in ``queues``) the queue of a message's first put; only a store that puts has one.
-        self.open_queue: Callable[[str, int], LiveConsumeQueue] = open_queue or _no_queues
+        #: (topic, queue id) -> the queue offset its next message takes (RocketMQ's topicQueueTable).
+        #: Changed under the put lock; recovery fills it from the consume queues' ends.
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
         self.begin_time_in_lock = 0.0
-        #: Called (outside the lock) with the end offset of every put; the sync flush waits there.
-        self.after_append: Callable[[int], PutMessageStatus] | None = None
-        #: Told the new written end after every put, under the lock (the dispatch worker follows it).
-        self.publish: Callable[[int], None] = lambda end: None
-        #: A slave: where the records not yet given queue entries start (see append_replica).
-        self._replica_parsed = 0
 
     # --- writing ---
 
@@ -107,11 +90,10 @@ class CommitLog:
         """Append one message; returns where it went, or why it was refused."""
         return self.put_messages([msg])
 
-    def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
+    def put_messages(self, msgs: list[MessageExtBrokerInner]) -> PutMessageResult:
         """Append messages under one lock (a batch); each gets its own queue offset.
 
-        Under SYNC_FLUSH the call waits for the fsync unless ``wait_flush`` is
-        False; then the caller waits with :meth:`MessageStore.wait_durable`.
+        The status is PUT_OK: how durable the records are is the store's to wait for.
         """
         max_size = self.config.max_message_size
         prepared = []
@@ -138,9 +120,7 @@ class CommitLog:
         appended: list[AppendResult] = []
         host_hex = self._store_host_hex
         store_host = self.store_host
-        queues = self.queues
-        open_queue = self.open_queue
-        delay_levels = self.delay_levels
+        table = self.topic_queue_table
         pack = RECORD_HEADER.pack
         file_size = self.file_size
         with self.put_lock:
@@ -154,8 +134,6 @@ class CommitLog:
                     if pos + total + END_FILE_MIN_BLANK_LENGTH > file_size:
                         chunks.append(BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE))
                         self._write(f, start, chunks, file_size)
-                        # Told now, so a next file that cannot be made leaves no unpublished end behind.
-                        self.publish(f.file_from_offset + file_size)
                         f = self.queue.get_last_mapped_file()
                         pos = start = 0
                         chunks = []
@@ -164,9 +142,9 @@ class CommitLog:
                     if (sys_flag & 0xC) in NOT_DISPATCHED:
                         queue_offset = 0
                     else:
-                        cq = queues.get((m.topic, m.queue_id)) or open_queue(m.topic, m.queue_id)
-                        queue_offset = cq.append(phys, total, tail_tags_code(m.topic, m.properties, now_ms,
-                                                                             delay_levels))
+                        key = (m.topic, m.queue_id)
+                        queue_offset = table.get(key, 0)
+                        table[key] = queue_offset + 1
                     chunks.append(pack(total, MESSAGE_MAGIC_CODE, crc, m.queue_id, m.flag, queue_offset,
                                        phys, sys_flag, m.born_timestamp, m.born_host, now_ms, store_host,
                                        m.reconsume_times, m.prepared_transaction_offset, len(m.body)))
@@ -175,25 +153,19 @@ class CommitLog:
                     appended.append(AppendResult(phys, total, f"{host_hex}{phys:016X}", now_ms, queue_offset))
                 self._write(f, start, chunks, pos)
                 f.store_timestamp = now_ms
-                self.publish(f.file_from_offset + pos)
             finally:
                 # Also when the next file cannot be made (OSError): a stale start would read as a put
                 # lock held for ever, and every later put would be refused OS_PAGECACHE_BUSY.
                 self.begin_time_in_lock = 0.0
-        status = PutMessageStatus.PUT_OK
-        if wait_flush and self.after_append is not None:
-            last = appended[-1]
-            status = self.after_append(last.wrote_offset + last.wrote_bytes)
-        return PutMessageResult(status, appended)
+        return PutMessageResult(PutMessageStatus.PUT_OK, appended)
 
-    def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+    def put_batch(self, batch: MessageExtBatch) -> PutMessageResult:
         """Append a batch's items as consecutive records of its queue, under one lock, into one file.
 
         Each item becomes a record straight from the producer's bytes: no
         message object per item. One bad item refuses the whole batch before
         anything is written. The result is one :class:`AppendResult` for the
-        batch (RocketMQ's answer to a batch put). ``wait_flush`` as in
-        :meth:`put_messages`.
+        batch (RocketMQ's answer to a batch put).
         """
         topic = batch.topic
         topic_b = topic.encode()
@@ -212,10 +184,9 @@ class CommitLog:
                 now_ms = time.time_ns() // 1_000_000
                 f = self.queue.get_last_mapped_file()
                 pos = f.wrote_position
-                cq = self.queues.get(key) or self.open_queue(topic, batch.queue_id)
-                first_queue_offset = cq.max_offset
+                first_queue_offset = self.topic_queue_table.get(key, 0)
                 try:
-                    data, entries, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset + pos,
+                    data, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset + pos,
                                                                      first_queue_offset, now_ms)
                     size = len(data)
                     if pos + size + END_FILE_MIN_BLANK_LENGTH > file_size:
@@ -224,32 +195,27 @@ class CommitLog:
                                 f"the batch's records take {size} bytes, more than a commitlog file of {file_size}"))
                         # The batch goes whole into the next file, after a blank record ending this one.
                         self._write(f, pos, [BLANK_RECORD.pack(file_size - pos, BLANK_MAGIC_CODE)], file_size)
-                        self.publish(f.file_from_offset + file_size)
                         f = self.queue.get_last_mapped_file()
                         pos = 0
-                        data, entries, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset,
+                        data, phys_offsets = self._encode_batch(batch, topic_part, f.file_from_offset,
                                                                          first_queue_offset, now_ms)
                 except BatchRefused as exc:
                     return PutMessageResult(exc.status, remark=str(exc))
-                cq.extend(entries)
+                self.topic_queue_table[key] = first_queue_offset + len(phys_offsets)
                 self._write(f, pos, [data], pos + size)
                 f.store_timestamp = now_ms
                 phys = f.file_from_offset + pos
-                self.publish(phys + size)
             finally:
                 self.begin_time_in_lock = 0.0
         host_hex = self._store_host_hex
         ids = ",".join([f"{host_hex}{p:016X}" for p in phys_offsets])
-        status = PutMessageStatus.PUT_OK
-        if wait_flush and self.after_append is not None:
-            status = self.after_append(phys + size)
-        return PutMessageResult(status, [AppendResult(phys, size, ids, now_ms, first_queue_offset,
+        return PutMessageResult(PutMessageStatus.PUT_OK, [AppendResult(phys, size, ids, now_ms, first_queue_offset,
                                                       len(phys_offsets))])
 
     def _encode_batch(self, batch: MessageExtBatch, topic_part: bytes, phys: int, queue_offset: int,
-                      now_ms: int) -> tuple[bytes, bytes, list[int]]:
-        """The commitlog records of a batch's items, the first at ``phys`` with ``queue_offset``, their
-        consume-queue entries (packed) and their commitlog offsets. BatchRefused names the first bad item."""
+                      now_ms: int) -> tuple[bytes, list[int]]:
+        """The commitlog records of a batch's items, the first at ``phys`` with ``queue_offset``, and
+        their commitlog offsets. BatchRefused names the first bad item."""
         raw = batch.body
         view = memoryview(raw)
         n = len(raw)
@@ -261,10 +227,7 @@ class CommitLog:
         queue_id, sys_flag, born = batch.queue_id, batch.sys_flag, batch.born_timestamp
         born_host, reconsume, store_host = batch.born_host, batch.reconsume_times, self.store_host
         chunks: list = []
-        entries: list[bytes] = []
         offsets: list[int] = []
-        pack_entry = CQ_ENTRY.pack
-        topic, delay_levels = batch.topic, self.delay_levels
         pos = 0
         try:
             while pos < n:
@@ -284,7 +247,6 @@ class CommitLog:
                                 queue_offset, phys, sys_flag, born, born_host, now_ms, store_host, reconsume, 0,
                                 body_len),
                            view[p:q], topic_part, view[q:end])
-                entries.append(pack_entry(phys, size, tail_tags_code(topic, props, now_ms, delay_levels)))
                 offsets.append(phys)
                 queue_offset += 1
                 phys += size
@@ -292,9 +254,9 @@ class CommitLog:
         except struct.error:
             raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL,
                                f"the batch body does not decode: truncated item at byte {pos}") from None
-        if not entries:
+        if not offsets:
             raise BatchRefused(PutMessageStatus.MESSAGE_ILLEGAL, "the batch holds no message")
-        return b"".join(chunks), b"".join(entries), offsets
+        return b"".join(chunks), offsets
 
     @staticmethod
     def _write(f: MappedFile, start: int, chunks: list[bytes], end: int) -> None:
@@ -315,16 +277,14 @@ class CommitLog:
 
     # --- replication (a slave appends what its master wrote) ---
 
-    def append_replica(self, offset: int, data: bytes) -> tuple[int, list[tuple[str, int, int]]]:
+    def append_replica(self, offset: int, data: bytes) -> int:
         """Write ``data``, bytes of the master's commitlog from ``offset``, at the same offset here.
 
         ``offset`` must be where this log ends (ReplicaGap otherwise, naming
         where it does end); an empty log takes any file start. The bytes must
-        lie within one file, as the master sends them. Queue entries are added
-        for every record completed (a chunk may end inside a record: the rest
-        comes with the next), and the dispatch worker is told the end of the
-        last complete record. Returns the new end, and (topic, queue id, new
-        max offset) of each queue that grew.
+        lie within one file, as the master sends them, and may end inside a
+        record (the rest comes with the next chunk). The records keep the queue
+        offsets the master gave them. Returns the new end.
         """
         size = self.file_size
         with self.put_lock:
@@ -338,31 +298,8 @@ class CommitLog:
                 raise ReplicaGap(end, f"a chunk of {len(data)} bytes at {offset} crosses a commitlog file end")
             self._write(f, rel, [data], rel + len(data))
             if empty:
-                self.queue.flushed_where = self._replica_parsed = offset
-            return offset + len(data), self._index_replica(offset + len(data))
-
-    def _index_replica(self, end: int) -> list[tuple[str, int, int]]:
-        """Queue entries for the complete records between the last one indexed and ``end``."""
-        queues, open_queue, delay_levels = self.queues, self.open_queue, self.delay_levels
-        grown: dict[tuple[str, int], int] = {}
-        pos = self._replica_parsed
-        while pos < end:
-            records, nxt, _clean = self.read_records(pos)
-            for topic_b, queue_id, phys, size, queue_offset, ts, sys_flag, props in records:
-                if (sys_flag & 0xC) in NOT_DISPATCHED:
-                    continue
-                topic = topic_b.decode()
-                cq = queues.get((topic, queue_id)) or open_queue(topic, queue_id)
-                if cq.skip_to(queue_offset):
-                    cq.append(phys, size, tail_tags_code(topic, props, ts, delay_levels))
-                    grown[(topic, queue_id)] = queue_offset + 1
-            if nxt == pos:
-                break  # an incomplete record: the next chunk completes it
-            pos = nxt
-        if pos != self._replica_parsed:
-            self._replica_parsed = pos
-            self.publish(pos)
-        return [(t, q, n) for (t, q), n in grown.items()]
+                self.queue.flushed_where = offset
+            return offset + len(data)
 
     # --- reading ---
 
@@ -473,13 +410,9 @@ class CommitLog:
 
     # --- recovery ---
 
-    def recover(self, start: int, check_crc: bool,
-                on_records: Callable[[list[DispatchRecord]], None] | None = None) -> int:
-        """Walk from ``start`` (a record boundary), truncate after the last good record.
-
-        ``on_records`` sees the good records past ``start`` in runs (the store
-        rebuilds consume queues and index from them). Returns the recovered end.
-        """
+    def recover(self, start: int, check_crc: bool) -> int:
+        """Walk from ``start`` (a record boundary), truncate after the last good record; returns the
+        recovered end (the store then rebuilds consume queues and index up to it)."""
         self.queue.load()
         files = self.queue.files
         if not files:
@@ -489,9 +422,7 @@ class CommitLog:
         start = min(start, last_file_end)
         end = start
         while True:
-            records, nxt, clean = self.read_records(end, check_crc=check_crc)
-            if records and on_records is not None:
-                on_records(records)
+            _records, nxt, clean = self.read_records(end, check_crc=check_crc)
             progressed = nxt != end
             end = nxt
             if not clean or not progressed:
@@ -501,7 +432,7 @@ class CommitLog:
         if self.queue.files:
             last = self.queue.files[-1]
             last.wrote_position = last.flushed_position = min(self.file_size, end - last.file_from_offset)
-        self.queue.flushed_where = self._replica_parsed = end
+        self.queue.flushed_where = end
         return end
 
     def shutdown(self) -> None:

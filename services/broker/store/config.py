@@ -68,10 +68,6 @@ class MessageStoreConfig:
     #: read from disk, no longer from the page cache.
     access_message_in_memory_max_ratio: int = 40
     message_delay_level: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
-    #: Past this many bytes of commitlog not yet in the consume-queue files, puts are refused
-    #: (SERVICE_NOT_AVAILABLE): the entries waiting for the dispatch worker are held in memory, and a
-    #: stalled worker must not let them grow without bound. Not a RocketMQ key.
-    dispatch_behind_max_bytes: int = 1024 * 1024 * 1024
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
     #: SYNC_MASTER: with no slave within this many bytes of the master's end, a send is answered
     #: SLAVE_NOT_AVAILABLE at once instead of waiting.

@@ -1,6 +1,5 @@
-"""Commitlog flush services: group commit for SYNC_FLUSH, a periodic flusher for ASYNC_FLUSH.
-
-(Consume queues and index are flushed by the dispatch worker, which owns them.)"""
+"""Flush services: group commit for SYNC_FLUSH, a periodic commitlog flusher for ASYNC_FLUSH, and the
+periodic flusher of consume queues and index."""
 
 from __future__ import annotations
 
@@ -205,3 +204,27 @@ class FlushRealTimeService(ServiceThread):
     def on_stop(self) -> None:
         self.queue.flush_all()
         self.on_flushed(self.queue.flushed_where)
+
+
+class FlushConsumeQueueService(ServiceThread):
+    """RocketMQ's FlushConsumeQueueService: every flushIntervalConsumeQueue ms, ``flush(thorough)``.
+
+    A regular turn (``thorough`` False) syncs only queues with
+    flushConsumeQueueLeastPages dirty pages, so thousands of queues that each took
+    a few entries do not cost a sync each every second; every
+    flushConsumeQueueThoroughInterval ms a thorough one syncs every queue and the
+    index, and only then may the checkpoint say everything up to there is dispatched.
+    """
+
+    def __init__(self, interval_ms: int, thorough_ms: int, flush: Callable[[bool], None]) -> None:
+        super().__init__("FlushConsumeQueueService", interval_ms / 1000)
+        self.thorough_s = thorough_ms / 1000
+        self.flush = flush
+        self._last_thorough = time.monotonic()
+
+    def run_once(self) -> None:
+        now = time.monotonic()
+        thorough = now - self._last_thorough >= self.thorough_s
+        if thorough:
+            self._last_thorough = now
+        self.flush(thorough)

@@ -20,6 +20,7 @@ from rocketmesh.runtime.log import get_logger
 log = get_logger("broker", component="store")
 
 _ZERO_CHUNK = 16 * 1024 * 1024
+_PAGE = mmap.PAGESIZE
 
 
 def allocate(fd: int, size: int) -> None:
@@ -101,19 +102,17 @@ class MappedFile:
     __slots__ = ("path", "file_name", "file_from_offset", "file_size", "fd", "mm",
                  "wrote_position", "flushed_position", "store_timestamp", "_available")
 
-    def __init__(self, path: str, file_size: int, create: bool = True, reserve: bool = True) -> None:
-        """Map ``path``, creating it at ``file_size`` if ``create``: with its blocks reserved
+    def __init__(self, path: str, file_size: int, reserve: bool = True) -> None:
+        """Map ``path``, creating it at ``file_size`` if it is not there: with its blocks reserved
         (``reserve``, see :func:`allocate`), or sparse, taking disk only as it is written."""
         self.path = path
         self.file_name = os.path.basename(path)
         self.file_from_offset = int(self.file_name)
         self.file_size = file_size
         exists = os.path.exists(path)
-        self.fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             if not exists or os.fstat(self.fd).st_size != file_size:
-                if not create:
-                    raise FileNotFoundError(f"{path} is not a complete {file_size}-byte file yet")
                 if reserve:
                     allocate(self.fd, file_size)
                 else:
@@ -148,17 +147,22 @@ class MappedFile:
         except FileNotFoundError:
             return 0.0
 
-    def write(self, pos: int, data: bytes) -> None:
-        """Write ``data`` at relative ``pos`` through the page cache (pwrite), not through the mapping.
+    def append(self, pos: int, data: bytes) -> None:
+        """Write ``data`` at relative ``pos``, the end of what is written, into a sparse file.
 
-        Readers see it through their mappings at once (one page cache). For
-        many small files written a few bytes at a time (consume queues) this is much
-        cheaper than a store into the mapping: the first store into each page of
-        a mapping takes a page fault that allocates the page's block, which
-        costs milliseconds here, where pwrite costs microseconds. The caller
+        Bytes that stay within the page the previous bytes are in are stored
+        into the mapping (a copy); bytes that reach into a page not written yet
+        go by pwrite. The first store into a page of a sparse file's mapping
+        takes a fault that allocates the page's block, up to milliseconds on
+        ext4, where pwrite allocates it in microseconds; later stores into that
+        page cost a copy. Readers see either at once (one page cache). The caller
         still moves ``wrote_position``.
         """
-        os.pwrite(self.fd, data, pos)
+        in_page = pos % _PAGE
+        if in_page and in_page + len(data) <= _PAGE:
+            self.mm[pos:pos + len(data)] = data
+        else:
+            os.pwrite(self.fd, data, pos)
 
     def read(self, pos: int, size: int) -> bytes:
         """Bytes at relative ``pos``; empty if the range is not written yet."""
@@ -212,7 +216,6 @@ class MappedFileQueue:
         #: Prepare the next file in the background (RocketMQ's AllocateMappedFileService).
         self.preallocate = preallocate
         self._next: tuple[int, threading.Thread, list[MappedFile]] | None = None
-        self._followed_end = 0
         self.files: list[MappedFile] = []
         #: Logical offset up to which data is fsynced.
         self.flushed_where = 0
@@ -220,16 +223,11 @@ class MappedFileQueue:
 
     # --- loading and creating ---
 
-    def load(self, following: bool = False) -> None:
-        """Map the files already in the directory (positions are set by recovery or :meth:`follow`).
-
-        ``following``: another process writes these files; one it is still creating is left for later.
-        """
+    def load(self) -> None:
+        """Map the files already in the directory (recovery sets their positions)."""
         for name in mapped_file_names(self.store_path):
             path = os.path.join(self.store_path, name)
             size = os.path.getsize(path)
-            if size != self.file_size and following:
-                break
             if size != self.file_size:
                 raise ValueError(
                     f"{path} is {size} bytes, config says {self.file_size}: "
@@ -325,49 +323,6 @@ class MappedFileQueue:
             if f.file_from_offset <= offset < f.file_from_offset + self.file_size:
                 return f
         return None
-
-    # --- following files another process writes ---
-
-    def follow(self, end: int) -> None:
-        """Map the files another process has written up to logical ``end`` and set positions.
-
-        Files wholly below ``end`` read as full, the one holding it up to it,
-        any later (prepared, still empty) file as empty. Never creates a file.
-        """
-        size = self.file_size
-        files = self.files
-        # Files below the end seen by the previous call are full already; start from there.
-        known = 0
-        if files and self._followed_end > files[0].file_from_offset:
-            known = min(len(files) - 1, (self._followed_end - files[0].file_from_offset) // size)
-        self._followed_end = end
-        if files:
-            nxt = files[-1].file_from_offset + size
-        else:
-            names = sorted(n for n in os.listdir(self.store_path) if n.isdigit() and len(n) == 20) \
-                if os.path.isdir(self.store_path) else []
-            nxt = int(names[0]) if names else end
-        while nxt < end:
-            path = os.path.join(self.store_path, offset_to_file_name(nxt))
-            try:
-                f = MappedFile(path, size, create=False)
-            except FileNotFoundError:
-                break  # not there yet, or still being created: the next follow maps it
-            f.wrote_position = f.flushed_position = min(size, end - nxt)
-            with self._lock:
-                files.append(f)
-            nxt += size
-        for f in files[known:]:
-            f.wrote_position = f.flushed_position = min(size, max(0, end - f.file_from_offset))
-
-    def drop_below(self, offset: int) -> None:
-        """Unmap (not delete) files that end at or below ``offset``: another process deleted them."""
-        with self._lock:
-            gone = [f for f in self.files[:-1] if f.file_from_offset + self.file_size <= offset]
-            if gone:
-                self.files = self.files[len(gone):]
-        for f in gone:
-            f.close()
 
     # --- offsets ---
 

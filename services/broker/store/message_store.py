@@ -1,16 +1,15 @@
 """MessageStore: the broker's store engine, RocketMQ's DefaultMessageStore.
 
-Owns the commitlog, the flush and clean services and the checkpoint, and runs
-the dispatcher (consume queue and index files) as a worker process of its own,
-so appending and dispatching use both cores. The broker calls the store
-in-process; nothing else opens these files (a lock file guards the directory).
+Owns the commitlog, the dispatch (consume queue and index files), the flush and
+clean services and the checkpoint. The broker calls the store in-process; nothing
+else opens these files (a lock file guards the directory).
 
-Where a message is readable from: its consume queue, :class:`LiveConsumeQueue`.
-A put appends the message's queue entry to the queue's in-memory tail as it
-writes the record, so the message is readable the moment the put returns;
-the dispatch worker writes the same entries to the queue's files and reports
-how far it got, and readers then take older entries from the files. Who wakes
-a held pull: the arriving listeners, called once after every put.
+One write path: a put appends records to the commitlog, which gives each its
+queue offset; the dispatch (``dispatch.reput``) then turns each record into its
+consume-queue entry and index keys, before the put returns, and tells the
+arriving listeners (who wake held pulls) which queues grew. A slave's replicated
+bytes and recovery go through the same dispatch. A reader sees one
+:class:`ConsumeQueue` per topic and queue.
 """
 
 from __future__ import annotations
@@ -26,13 +25,12 @@ from typing import Any, Protocol
 
 from rocketmesh.broker.store.checkpoint import StoreCheckpoint
 from rocketmesh.broker.store.cleaner import CleanService, disk_used_ratio
-from rocketmesh.broker.store.commitlog import NOT_DISPATCHED, CommitLog, ReplicaGap
+from rocketmesh.broker.store.commitlog import CommitLog, ReplicaGap
 from rocketmesh.broker.store.config import BrokerRole, FlushDiskType, MessageStoreConfig
-from rocketmesh.broker.store.dispatch.dispatch_link import DispatchLink
-from rocketmesh.broker.store.flush import FlushRealTimeService, GroupCommitService
-from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE, LiveConsumeQueue
-from rocketmesh.broker.store.index.index_file import IndexService
-from rocketmesh.broker.store.index.queue_entry import UNRESOLVED_TAGS_CODE, record_tags_code
+from rocketmesh.broker.store.dispatch.dispatcher import Dispatcher
+from rocketmesh.broker.store.dispatch.reput import ArrivingListener, ReputMessageService
+from rocketmesh.broker.store.flush import FlushConsumeQueueService, FlushRealTimeService, GroupCommitService
+from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE, ConsumeQueue
 from rocketmesh.broker.store.inner_message import MessageExtBatch, MessageExtBrokerInner
 from rocketmesh.broker.store.mapped_file import mapped_file_names
 from rocketmesh.broker.store.replication import ReplicaTracker
@@ -52,8 +50,6 @@ log = get_logger("broker", component="store")
 
 #: A put that found the lock held this long answers OS_PAGECACHE_BUSY (osPageCacheBusyTimeOutMills).
 OS_PAGECACHE_BUSY_MS = 1000
-#: The longest an admin read waits for dispatch to catch up (see MessageStore.catch_up).
-CATCH_UP_S = 1.0
 #: At most this many consume-queue entries are scanned per get when filtering.
 MAX_FILTER_ENTRIES = 16000 // 20
 
@@ -93,11 +89,6 @@ class MessageFilter(Protocol):
     def is_matched_by_commit_log(self, record: bytes) -> bool: ...
 
 
-#: Called on the putting thread right after every put, with (topic, queue id, new max offset) of each
-#: queue whose readable end the put grew.
-ArrivingListener = Callable[[list[tuple[str, int, int]]], None]
-
-
 @dataclass
 class StoreStats:
     """Counters for runtime info (put/get totals; TPS is derived by the broker)."""
@@ -124,24 +115,22 @@ class MessageStore:
         except BlockingIOError:
             os.close(self._lock_fd)
             raise StoreLockedError(f"store {config.store_path_root_dir} is in use by another process") from None
-        self.commitlog = CommitLog(config, self._open_queue)
+        self.commitlog = CommitLog(config)
         self.checkpoint = StoreCheckpoint(config.checkpoint_path)
-        #: Read side of the index files the dispatch worker writes.
-        self.index_service = IndexService(config.store_path_index, config.max_hash_slot_num,
-                                          config.max_index_num)
-        #: The consume queues as readers see them (shared with the commitlog, which appends to them).
-        self._queues: dict[tuple[str, int], LiveConsumeQueue] = self.commitlog.queues
-        self._queues_lock = threading.Lock()
-        self.listeners: list[ArrivingListener] = []
+        #: The consume queues and the index (their one writer).
+        self.dispatcher = Dispatcher(config)
+        #: (topic, queue id) -> its consume queue, made by the dispatch of its first record.
+        self._queues: dict[tuple[str, int], ConsumeQueue] = self.dispatcher.queues
+        self.reput = ReputMessageService(self.commitlog, self.dispatcher,
+                                         partial_records=config.broker_role is BrokerRole.SLAVE)
         self.stats = StoreStats()
-        self.link: DispatchLink | None = None
-        #: Commitlog offset the dispatch worker has built queues and index up to.
-        self.dispatched_offset = 0
-        self._dispatched_cond = threading.Condition()
         self.group_commit: GroupCommitService | None = None
         #: Told the duration of each commitlog flush round (ms); set before ``start()``.
         self.flush_observer: Callable[[float], None] | None = None
         self.flush_commitlog: FlushRealTimeService | None = None
+        self.flush_logics = FlushConsumeQueueService(config.flush_interval_consume_queue,
+                                                     config.flush_consume_queue_thorough_interval,
+                                                     self._flush_logics)
         self.cleaner = CleanService(self.config, self.commitlog, self.check_disk_space, self.clean_logics)
         #: A master's slaves and how far each has the commitlog.
         self.replicas = ReplicaTracker(config.ha_housekeeping_interval, config.ha_max_gap_not_in_sync)
@@ -149,8 +138,6 @@ class MessageStore:
         self._loaded = False
         self._running = False
         self._writable = False
-        #: Puts are refused while the dispatch worker is too far behind (see _stall_puts).
-        self._dispatch_stalled = False
         #: Why puts are refused for want of disk space, None while there is enough (see check_disk_space).
         self._disk_full: str | None = None
         self._shutdown = False
@@ -160,12 +147,15 @@ class MessageStore:
     def load(self) -> None:
         """Recover: the commitlog tail (by CRC after a crash), then queues and index past the checkpoint.
 
-        The commitlog is walked here; the dispatch worker process then cuts queue and
-        index entries past its end and rebuilds what the checkpoint does not cover.
+        The commitlog is walked and cut after its last good record; queue and
+        index entries past that end go; the dispatch then rebuilds what the
+        checkpoint does not cover, and each queue's next offset is where its
+        consume queue ends (RocketMQ's recoverTopicQueueTable).
         """
         cfg = self.config
         self.last_exit_ok = not os.path.exists(cfg.abort_path)
-        start = self.checkpoint.dispatched_phy_offset
+        cp = self.checkpoint
+        start = cp.dispatched_phy_offset
         t0 = time.monotonic()
         size = cfg.mapped_file_size_commit_log
         names = _files_with_records(cfg.store_path_commit_log)
@@ -180,17 +170,19 @@ class MessageStore:
             # After a crash, walk with CRC checks from the start of the file holding the
             # older of the two checkpointed offsets, and over at least the last two files:
             # a torn or corrupt record is cut there, and everything after it with it.
-            cp = self.checkpoint
             walk = min(start, cp.physic_flushed_offset or start)
             if len(names) >= 2:
                 walk = min(walk, int(names[-2]))
             end = self.commitlog.recover(walk - walk % size, check_crc=True)
-        self.link = DispatchLink(cfg, self._on_persisted, self._on_ready)
-        self.commitlog.publish = self.link.publish
-        self._on_ready(self.link.start(end))
+        dispatcher = self.dispatcher
+        dispatcher.load()
+        dispatcher.truncate_dirty(end)
+        rebuilt_from = min(max(start, self.commitlog.min_offset), end)
+        self.reput.rebuild(rebuilt_from, end)
+        self.commitlog.topic_queue_table.update(dispatcher.max_offsets())
         self._loaded = True
         log.info("store_recovered", clean_shutdown=self.last_exit_ok, commitlog_min=self.commitlog.min_offset,
-                 commitlog_max=end, queues=len(self._queues), dispatch_worker=self.link.pid,
+                 commitlog_max=end, queues=len(self._queues), rebuilt_from=rebuilt_from,
                  seconds=round(time.monotonic() - t0, 3))
 
     def start(self) -> None:
@@ -212,14 +204,13 @@ class MessageStore:
                 cfg.flush_commit_log_thorough_interval, self._on_commitlog_flushed)
             self.flush_commitlog.flush_observer = self.flush_observer
             self.flush_commitlog.start()
-        if self.put_waits:
-            self.commitlog.after_append = self.wait_durable
+        self.flush_logics.start()
         self.cleaner.start()
         self._running = True
         self._update_writable()
 
     def shutdown(self) -> None:
-        """Flush everything, let the worker finish and checkpoint, remove the abort file: the next start is cheap."""
+        """Flush everything, dispatch what is left and checkpoint, remove the abort file: the next start is cheap."""
         if self._shutdown:
             return
         self._shutdown = True
@@ -229,24 +220,35 @@ class MessageStore:
             self.group_commit.stop()
         if self.flush_commitlog is not None:
             self.flush_commitlog.stop()
+        self.flush_logics.stop()
         self.commitlog.queue.flush_all()
-        clean = True
-        if self.link is not None:
-            reached = self.link.stop(self.commitlog.max_offset)
-            clean = reached == self.commitlog.max_offset
+        self.reput.dispatch_pending()
+        self._flush_logics(thorough=True)
         cp = self.checkpoint
         cp.physic_flushed_offset = self.commitlog.queue.flushed_where
         cp.physic_msg_timestamp = int(time.time() * 1000)
-        cp.flush_physic()
+        cp.flush()
         cp.close()
+        # A dispatch stopped short by a record that does not hold together leaves the abort file: the next
+        # start then walks the commitlog with CRC checks and cuts it there.
+        clean = self.reput.reput_offset >= self.commitlog.max_offset
         self.commitlog.shutdown()
-        for cq in self.consume_queues():
-            cq.queue.shutdown()
-        self.index_service.shutdown()
+        self.dispatcher.shutdown()
         if clean and os.path.exists(self.config.abort_path):
             os.unlink(self.config.abort_path)
         os.close(self._lock_fd)
         log.info("store_shutdown", commitlog_max=self.commitlog.max_offset, clean=clean)
+
+    def _flush_logics(self, thorough: bool) -> None:
+        """Sync consume queues and index (see :class:`FlushConsumeQueueService`); after a thorough sync,
+        checkpoint the commitlog offset dispatched before it began."""
+        dispatched = self.reput.reput_offset
+        self.dispatcher.flush(0 if thorough else self.config.flush_consume_queue_least_pages)
+        cp = self.checkpoint
+        if thorough and cp.dispatched_phy_offset != dispatched:
+            cp.dispatched_phy_offset = dispatched
+            cp.logics_msg_timestamp = cp.index_msg_timestamp = int(time.time() * 1000)
+            cp.flush()
 
     # --- writing ---
 
@@ -258,16 +260,10 @@ class MessageStore:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="store is not running")
         if self.config.broker_role is BrokerRole.SLAVE:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark="a slave does not take writes")
-        if self.commitlog.lock_held_ms > OS_PAGECACHE_BUSY_MS:
+        if commitlog.lock_held_ms > OS_PAGECACHE_BUSY_MS:
             return PutMessageResult(PutMessageStatus.OS_PAGECACHE_BUSY, remark="commitlog put lock held too long")
-        behind, behind_max = commitlog.max_offset - self.dispatched_offset, self.config.dispatch_behind_max_bytes
         if self._disk_full is not None:
             return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=self._disk_full)
-        if self._dispatch_stalled:
-            return PutMessageResult(PutMessageStatus.SERVICE_NOT_AVAILABLE, remark=(
-                f"the store's consume queues are {behind} bytes behind its commitlog, more than "
-                f"dispatchBehindMaxBytes={behind_max}: the dispatch worker is stalled or restarting "
-                "(see the broker's log); send to another broker or retry later"))
         return None
 
     def put_message(self, msg: MessageExtBrokerInner) -> PutMessageResult:
@@ -277,21 +273,12 @@ class MessageStore:
     def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
         """Store messages under one lock (each gets its own queue offset and AppendResult).
 
-        ``wait_flush=False`` returns as soon as the records are written; when
-        :attr:`put_waits`, the caller then owes a :meth:`wait_durable` before it
-        may report them as PUT_OK (the broker does this once for many sends).
+        They are readable when this returns. ``wait_flush=False`` returns as soon
+        as the records are written and dispatched; when :attr:`put_waits`, the
+        caller then owes a :meth:`wait_durable` before it may report them as
+        PUT_OK (the broker does this once for many sends).
         """
-        result = self._put(self.commitlog.put_messages, msgs, wait_flush)
-        if result.appended and self.listeners:
-            grown: list[tuple[str, int, int]] = []
-            for m, a in zip(msgs, result.appended, strict=False):
-                if (m.sys_flag & 0xC) not in NOT_DISPATCHED:
-                    if grown and grown[-1][0] == m.topic and grown[-1][1] == m.queue_id:
-                        grown.pop()
-                    grown.append((m.topic, m.queue_id, a.queue_offset + 1))
-            if grown:
-                self._tell_listeners(grown)
-        return result
+        return self._put(self.commitlog.put_messages, msgs, wait_flush)
 
     def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
         """Store a SEND_BATCH_MESSAGE's items as consecutive messages of its queue.
@@ -299,17 +286,14 @@ class MessageStore:
         The result holds one AppendResult for the whole batch (``msg_num``
         messages, comma-separated ids). ``wait_flush`` as in :meth:`put_messages`.
         """
-        result = self._put(self.commitlog.put_batch, batch, wait_flush)
-        if result.appended and self.listeners:
-            a = result.appended[0]
-            self._tell_listeners([(batch.topic, batch.queue_id, a.queue_offset + a.msg_num)])
-        return result
+        return self._put(self.commitlog.put_batch, batch, wait_flush)
 
     def _put(self, put: Callable, what: Any, wait_flush: bool) -> PutMessageResult:
+        """Append with ``put``, dispatch, then (``wait_flush``) wait until durable as the config asks."""
         refused = self._check_writable()
         if refused is None:
             try:
-                result = put(what, wait_flush)
+                result = put(what)
             except OSError as exc:
                 log.error("put_failed", error=str(exc))
                 result = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
@@ -320,29 +304,20 @@ class MessageStore:
             result = refused
         st = self.stats
         if result.appended:
+            self.reput.dispatch_pending()
             for a in result.appended:
                 st.put_message_times_total += a.msg_num
                 st.put_message_size_total += a.wrote_bytes
-            if a.wrote_offset + a.wrote_bytes - self.dispatched_offset > self.config.dispatch_behind_max_bytes:
-                self._stall_puts()
+            if wait_flush and self.put_waits:
+                result.status = self.wait_durable(a.wrote_offset + a.wrote_bytes)
         else:
             st.put_message_failed_times += 1
         return result
 
-    def _stall_puts(self) -> None:
-        """The dispatch worker is dispatchBehindMaxBytes behind: refuse puts until it catches up (the
-        entries it has not filed are held in memory)."""
-        if not self._dispatch_stalled:
-            self._dispatch_stalled = True
-            self._writable = False
-            log.error("dispatch_behind", behind=self.commitlog.max_offset - self.dispatched_offset,
-                      dispatch_behind_max_bytes=self.config.dispatch_behind_max_bytes,
-                      note="puts are refused until the dispatch worker catches up")
-
     def _update_writable(self) -> None:
-        """Puts are taken only by a running master whose dispatch keeps up and whose disk has room."""
+        """Puts are taken only by a running master whose disk has room."""
         self._writable = (self._running and not self._shutdown and self.config.broker_role is not BrokerRole.SLAVE
-                          and not self._dispatch_stalled and self._disk_full is None)
+                          and self._disk_full is None)
 
     def check_disk_space(self, used_percent: float, no_space: bool = False) -> None:
         """RocketMQ's disk check (CleanCommitLogService.isSpaceToDelete): past diskSpaceWarningLevelRatio
@@ -366,13 +341,6 @@ class MessageStore:
             self._update_writable()
             log.info("store_disk_ok", path=cfg.store_path_root_dir, used_percent=round(used_percent, 1),
                      disk_space_warning_level_ratio=limit)
-
-    def _tell_listeners(self, grown: list[tuple[str, int, int]]) -> None:
-        for listener in self.listeners:
-            try:
-                listener(grown)
-            except Exception:  # noqa: BLE001 - a listener must not fail a stored put
-                log.exception("arriving_listener_failed")
 
     @property
     def put_waits(self) -> bool:
@@ -449,11 +417,10 @@ class MessageStore:
                                                         "not a SLAVE: it takes no replicated bytes")
         if not data:
             return self.commitlog.max_offset
-        end, grown = self.commitlog.append_replica(offset, data)
+        end = self.commitlog.append_replica(offset, data)
+        self.reput.dispatch_pending()
         if self.group_commit is not None:
             self.wait_durable(end)
-        if grown and self.listeners:
-            self._tell_listeners(grown)
         return end
 
     @property
@@ -465,75 +432,25 @@ class MessageStore:
     def min_physical_offset(self) -> int:
         return self.commitlog.min_offset
 
-    # --- what the dispatch worker reports ---
-
-    def _open_queue(self, topic: str, queue_id: int) -> LiveConsumeQueue:
-        """The queue of ``topic``/``queue_id``, made at its first put (or the worker's first word of it)."""
-        with self._queues_lock:
-            cq = self._queues.get((topic, queue_id))
-            if cq is None:
-                cq = LiveConsumeQueue(topic, queue_id, self.config.store_path_consume_queue,
-                                      self.config.mapped_file_size_consume_queue)
-                cq.load(following=True)
-                self._queues[(topic, queue_id)] = cq
-        return cq
-
-    def _on_ready(self, ready: tuple[dict, dict, int]) -> None:
-        """The worker recovered: the queues' files end where it says, and their tails start there."""
-        maxes, mins, dispatched = ready
-        for (topic, queue_id), max_offset in maxes.items():
-            cq = self._queues.get((topic, queue_id)) or self._open_queue(topic, queue_id)
-            cq.start_at(max_offset)
-            cq.min_logic_offset = mins.get((topic, queue_id), cq.min_logic_offset)
-            cq.queue.drop_below(cq.min_logic_offset)
-        self._set_dispatched(dispatched)
-
-    def _on_persisted(self, persisted: list[tuple[str, int, int]], dispatched: int) -> None:
-        """The worker wrote queue files up to these offsets: readers take those entries from the files now."""
-        queues = self._queues
-        for topic, queue_id, max_offset in persisted:
-            cq = queues.get((topic, queue_id))
-            if cq is not None:  # None: a topic deleted meanwhile
-                cq.persisted(max_offset)
-        self._set_dispatched(dispatched)
-
-    def _set_dispatched(self, offset: int) -> None:
-        with self._dispatched_cond:
-            self.dispatched_offset = offset
-            self._dispatched_cond.notify_all()
-        if self._dispatch_stalled and self.commitlog.max_offset - offset <= self.config.dispatch_behind_max_bytes:
-            self._dispatch_stalled = False
-            self._update_writable()  # a shutdown that ran meanwhile wins
-            log.info("dispatch_caught_up", dispatched=offset)
+    # --- dispatch ---
 
     def register_arriving_listener(self, listener: ArrivingListener) -> None:
-        """Call ``listener`` on the putting thread after every put that grew a queue (the long-poll
-        wake-up): the new messages are readable by then."""
-        self.listeners.append(listener)
-
-    def wait_dispatched(self, timeout_s: float = 10.0) -> bool:
-        """Block until everything put so far is in the consume queue and index files."""
-        target = self.commitlog.max_offset
-        with self._dispatched_cond:
-            return self._dispatched_cond.wait_for(lambda: self.dispatched_offset >= target, timeout_s)
-
-    def catch_up(self) -> None:
-        """Wait, at most CATCH_UP_S, until the index holds every message stored so far: a query by key
-        finds a message as soon as its send returned (dispatch normally trails by a millisecond or two)."""
-        if self.dispatched_offset < self.commitlog.max_offset:
-            self.wait_dispatched(CATCH_UP_S)
+        """Call ``listener`` after every dispatch that grew a queue (the long-poll wake-up), on the thread
+        that dispatched: the new messages are readable by then."""
+        self.reput.listeners.append(listener)
 
     @property
     def dispatch_behind_bytes(self) -> int:
-        return max(0, self.commitlog.max_offset - self.dispatched_offset)
+        """Commitlog bytes not in the consume queues and index yet (0 once a put has returned)."""
+        return self.reput.behind_bytes
 
     # --- consume queues ---
 
-    def find_consume_queue(self, topic: str, queue_id: int) -> LiveConsumeQueue | None:
-        """The read side of ``topic``/``queue_id``'s consume queue, None before its first message."""
+    def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """``topic``/``queue_id``'s consume queue, None before its first message."""
         return self._queues.get((topic, queue_id))
 
-    def consume_queues(self) -> list[LiveConsumeQueue]:
+    def consume_queues(self) -> list[ConsumeQueue]:
         return list(self._queues.values())
 
     def _on_commitlog_flushed(self, offset: int) -> None:
@@ -541,7 +458,7 @@ class MessageStore:
         if cp.physic_flushed_offset != offset:
             cp.physic_flushed_offset = offset
             cp.physic_msg_timestamp = int(time.time() * 1000)
-            cp.flush_physic()
+            cp.flush()
 
     # --- reading ---
 
@@ -651,7 +568,7 @@ class MessageStore:
                     done = True
                     break
             if not seen:
-                if idx < cq.persisted_offset:
+                if idx < cq.max_offset:
                     # The file holding ``idx`` is gone: go on from the next one.
                     status = GetMessageStatus.OFFSET_FOUND_NULL
                     next_offset = cq.roll_next_file(idx)
@@ -670,25 +587,12 @@ class MessageStore:
         if it does not, b"" if the record is gone."""
         if message_filter is None:
             return self.commitlog.read(phys, size)
-        if tags_code != UNRESOLVED_TAGS_CODE:
-            if not message_filter.is_matched_by_consume_queue(tags_code):
-                return None
-            rec = self.commitlog.read(phys, size)
-        else:  # a tail entry: the tag is in the record
-            rec = self.commitlog.read(phys, size)
-            if rec and not message_filter.is_matched_by_consume_queue(record_tags_code(rec)):
-                return None
+        if not message_filter.is_matched_by_consume_queue(tags_code):
+            return None
+        rec = self.commitlog.read(phys, size)
         if rec and not message_filter.is_matched_by_commit_log(rec):
             return None
         return rec
-
-    def entry_tags_code(self, phys: int, size: int, tags_code: int) -> int:
-        """The tag field of a consume-queue entry as the queue's files hold it (a tail entry's read from
-        its record; 0 when the record is gone)."""
-        if tags_code != UNRESOLVED_TAGS_CODE:
-            return tags_code
-        rec = self.commitlog.read(phys, size)
-        return record_tags_code(rec) if rec else 0
 
     def _count(self, result: GetMessageResult) -> GetMessageResult:
         if result.status is GetMessageStatus.FOUND:
@@ -716,8 +620,8 @@ class MessageStore:
                       end: int | None = None) -> QueryMessageResult:
         """Messages of ``topic`` indexed under ``key`` (a KEYS entry or UNIQ_KEY), stored within [begin, end]."""
         end = end if end is not None else int(time.time() * 1000) + 1000
-        self.index_service.refresh()
-        offsets = self.index_service.query_offsets(topic, key, max_num * 2 + 8, begin, end)
+        index = self.dispatcher.index
+        offsets = index.query_offsets(topic, key, max_num * 2 + 8, begin, end)
         records = []
         for phys in offsets:
             if phys < self.commitlog.min_offset:
@@ -734,35 +638,27 @@ class MessageStore:
                 records.append(rec)
                 if len(records) >= max_num:
                     break
-        ts, phy = self.index_service.last_update()
+        ts, phy = index.last_update()
         return QueryMessageResult(records, ts, phy)
 
     # --- administration ---
 
     def delete_topics(self, topics: Iterable[str]) -> int:
-        """Drop the consume queues of ``topics`` (their commitlog records expire as usual)."""
+        """Delete the consume queues of ``topics`` (their commitlog records expire as usual); a later
+        message of one of them starts its queue at offset 0 again. Returns how many queues went."""
         topics = set(topics)
-        victims = []
-        with self._queues_lock:
-            for key in [k for k in self._queues if k[0] in topics]:
-                victims.append(self._queues.pop(key))
-        for cq in victims:
-            cq.queue.shutdown()
-        if self.link is not None:
-            self.link.request("delete_topics", sorted(topics))
-        return len(victims)
+        with self.commitlog.put_lock:  # no put of theirs in between
+            self.reput.dispatch_pending()
+            with self.reput.lock:
+                table = self.commitlog.topic_queue_table
+                for key in [k for k in table if k[0] in topics]:
+                    del table[key]
+                return self.dispatcher.delete_topics(topics)
 
     def clean_logics(self) -> None:
-        """After commitlog files went: have the worker delete what points only below them, then follow."""
-        if self.link is None:
-            return
-        mins = self.link.request("clean", self.commitlog.min_offset)
-        for key, min_logic in mins.items():
-            cq = self._queues.get(key)
-            if cq is not None:
-                cq.min_logic_offset = max(cq.min_logic_offset, min_logic)
-                cq.queue.drop_below(cq.min_logic_offset)
-        self.index_service.refresh()
+        """After commitlog files went: delete the queue and index files that point only below them."""
+        with self.reput.lock:
+            self.dispatcher.delete_expired(self.commitlog.min_offset)
 
     def topics(self) -> set[str]:
         # list() copies the keys in one step: a first put may add a queue meanwhile.

@@ -1,2 +1,2 @@
-"""The dispatcher (RocketMQ's ReputMessageService): it reads the commitlog behind the writer and builds
-consume queues and the index from it, in the broker's process or in a worker process."""
+"""Dispatch (RocketMQ's ReputMessageService and CommitLogDispatchers): each record the commitlog holds
+becomes its consume-queue entry and index keys, in commitlog order, in the broker's process."""

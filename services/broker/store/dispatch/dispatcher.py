@@ -1,8 +1,9 @@
-"""The dispatcher's state: consume queues and index files built from commitlog records.
+"""The dispatcher: consume queues and index files built from commitlog records.
 
-RocketMQ's ReputMessageService with its CommitLogDispatcherBuildConsumeQueue and
-CommitLogDispatcherBuildIndex. It runs in the dispatch worker process (see
-``dispatch_worker``), which owns every consume queue and index file for writing.
+RocketMQ's CommitLogDispatcherBuildConsumeQueue and CommitLogDispatcherBuildIndex:
+each stored record is one dispatch request (a :data:`DispatchRecord`) that both
+take. The reput cursor (``reput``) feeds it; it owns every consume queue and index
+file for writing.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ log = get_logger("broker", component="dispatcher")
 _SCHEDULE_TOPIC_B = SCHEDULE_TOPIC.encode()
 _TIMER_TOPIC_B = TIMER_TOPIC.encode()
 
-#: (topic, queue id, new max offset) for each queue a run of records touched.
-Persisted = list[tuple[str, int, int]]
+#: (topic, queue id, new max offset) for each queue a run of records grew.
+Grown = list[tuple[str, int, int]]
 
 
 def load_consume_queues(config: MessageStoreConfig, recover: bool) -> dict[tuple[str, int], ConsumeQueue]:
@@ -60,8 +61,9 @@ class Dispatcher:
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        self.queues = load_consume_queues(self.config, recover=True)
-        self._by_name = {(t.encode(), q): cq for (t, q), cq in self.queues.items()}
+        """Open the consume queues and index files there are, each recovered to its last good entry."""
+        self.queues.update(load_consume_queues(self.config, recover=True))
+        self._by_name.update({(t.encode(), q): cq for (t, q), cq in self.queues.items()})
         self.index.load()
 
     def truncate_dirty(self, end: int) -> None:
@@ -82,7 +84,7 @@ class Dispatcher:
                     self._by_name[(topic.encode(), queue_id)] = cq
         return cq
 
-    def dispatch(self, records: list[DispatchRecord]) -> Persisted:
+    def dispatch(self, records: list[DispatchRecord]) -> Grown:
         """Build entries for a run of records; returns the new max offset of each queue touched."""
         queues = self._by_name
         # Per queue, the entries of consecutive offsets not written yet: [queue, first offset, next offset,
@@ -96,7 +98,7 @@ class Dispatcher:
             tags = delay = deliver_at = None
             if props:
                 keys = uniq = None
-                # The first of a repeated property counts, as at put time (queue_entry).
+                # The first of a repeated property counts.
                 for name, value in find_props(props):
                     if name == b"TAGS":
                         if tags is None:
@@ -143,29 +145,33 @@ class Dispatcher:
         touched[cq] = nxt
 
     def flush(self, least_pages: int = 0) -> None:
-        """Sync the index, and each consume queue with at least ``least_pages`` dirty pages (0: all of
-        every queue)."""
+        """Sync each consume queue with at least ``least_pages`` dirty pages; 0: all of every queue, and
+        the index.
+
+        The index is synced only then (and when a file fills): a key's slot is
+        anywhere in the file, so after each sync nearly every key's store faults
+        on a write-protected page (tens of microseconds on the put path); the
+        checkpoint moves only after a full sync, and recovery re-indexes from it.
+        """
         for cq in list(self.queues.values()):
             if least_pages:
                 cq.flush(least_pages)
             else:
                 cq.flush_all()
-        self.index.flush()
+        if not least_pages:
+            self.index.flush()
 
-    def delete_expired(self, commitlog_min_offset: int) -> dict[tuple[str, int], int]:
-        """Delete queue and index files below the commitlog's start; returns each queue's min offset."""
+    def delete_expired(self, commitlog_min_offset: int) -> None:
+        """Delete queue and index files below the commitlog's start; queues' min offsets move up."""
         for cq in list(self.queues.values()):
             cq.delete_expired(commitlog_min_offset)
         self.index.delete_expired(commitlog_min_offset)
-        return self.min_offsets()
-
-    def min_offsets(self) -> dict[tuple[str, int], int]:
-        return {k: cq.min_logic_offset for k, cq in self.queues.items()}
 
     def max_offsets(self) -> dict[tuple[str, int], int]:
         return {k: cq.max_offset for k, cq in self.queues.items()}
 
-    def delete_topics(self, topics: set[str]) -> None:
+    def delete_topics(self, topics: set[str]) -> int:
+        """Delete the consume queues of ``topics`` and their files; returns how many went."""
         with self._lock:
             victims = [k for k in self.queues if k[0] in topics]
             gone = [self.queues.pop(k) for k in victims]
@@ -174,6 +180,7 @@ class Dispatcher:
         for cq in gone:
             cq.queue.shutdown()
             cq.destroy()
+        return len(gone)
 
     def shutdown(self) -> None:
         for cq in self.queues.values():

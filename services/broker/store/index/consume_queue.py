@@ -5,10 +5,9 @@ the last field holds the delivery time instead. Files hold
 ``mappedFileSizeConsumeQueue / 20`` entries (300,000 by default) and live in
 ``consumequeue/<topic>/<queueId>/<20-digit start byte offset>``.
 
-The dispatch worker writes the files (:class:`ConsumeQueue`); the broker reads
-through :class:`LiveConsumeQueue`, which holds the entries of the newest
-messages in memory from the moment they are put, so a message is readable as
-soon as its put returns, whether or not its entry is on file yet.
+The store's dispatch is the one writer (``dispatch.dispatcher``); readers read
+the same files, below the written end. Files are sparse: a queue takes disk
+only for the entries it holds.
 """
 
 from __future__ import annotations
@@ -26,9 +25,6 @@ CQ_STORE_UNIT_SIZE = 20
 ENTRY = struct.Struct(">qiq")
 #: Entries written to pad a queue that does not start at offset 0 of its file.
 BLANK_SIZE = 0x7FFFFFFF
-#: A live queue's tail drops the entries the files hold once there are at least this many of them
-#: and at least as many as it still needs (so each entry is copied a bounded number of times).
-TAIL_TRIM_MIN = 256
 
 
 class ConsumeQueue:
@@ -47,8 +43,8 @@ class ConsumeQueue:
 
     # --- loading and recovery ---
 
-    def load(self, following: bool = False) -> None:
-        self.queue.load(following)
+    def load(self) -> None:
+        self.queue.load()
 
     def recover(self) -> None:
         """Find the last valid entry (walking the last file) and drop what follows it."""
@@ -125,7 +121,7 @@ class ConsumeQueue:
             f = files[-1]
             pos = f.wrote_position
             if pos < self.file_size and f.file_from_offset + pos == expected:
-                f.write(pos, ENTRY.pack(phys, size, tags_code))
+                f.append(pos, ENTRY.pack(phys, size, tags_code))
                 f.wrote_position = pos + CQ_STORE_UNIT_SIZE
                 self.max_physic_offset = phys + size
                 return True
@@ -150,7 +146,7 @@ class ConsumeQueue:
                 cur = f.file_from_offset + f.wrote_position
             f = self.queue.get_last_mapped_file(expected)
         pos = f.wrote_position
-        f.write(pos, ENTRY.pack(phys, size, tags_code))
+        f.append(pos, ENTRY.pack(phys, size, tags_code))
         f.wrote_position = pos + CQ_STORE_UNIT_SIZE
         self.max_physic_offset = phys + size
         return True
@@ -169,7 +165,7 @@ class ConsumeQueue:
             data = b"".join(entries)
             if pos + len(data) <= self.file_size and f.file_from_offset + pos == first_offset * CQ_STORE_UNIT_SIZE \
                     and ENTRY.unpack_from(data)[0] >= self.max_physic_offset:
-                f.write(pos, data)
+                f.append(pos, data)
                 f.wrote_position = pos + len(data)
                 self.max_physic_offset = end_phys
                 return
@@ -182,7 +178,7 @@ class ConsumeQueue:
         pos = f.wrote_position
         if pos < upto_rel:
             n = -(-(upto_rel - pos) // CQ_STORE_UNIT_SIZE)
-            f.write(pos, ENTRY.pack(0, BLANK_SIZE, 0) * n)
+            f.append(pos, ENTRY.pack(0, BLANK_SIZE, 0) * n)
             pos += n * CQ_STORE_UNIT_SIZE
         f.wrote_position = pos
 
@@ -286,115 +282,6 @@ class ConsumeQueue:
             os.rmdir(os.path.dirname(self.queue.store_path))
         except OSError:
             pass
-
-
-class LiveConsumeQueue(ConsumeQueue):
-    """The broker's view of a consume queue: the files the dispatch worker writes, followed, plus an
-    in-memory tail of the entries put since, the one place readers look past the files.
-
-    The put path appends entries under the commitlog's put lock, in queue order:
-    appending *is* assigning the queue offset. The dispatch worker's reports move
-    the persisted mark (:meth:`persisted`); entries below it are read from the
-    files and dropped from the tail on a later append. Readers take
-    ``(first offset, entries)`` once and read from that pair: the buffer only grows
-    while it is the current one, and a trim installs a new pair, so a reader never
-    sees an entry move under it.
-    """
-
-    def __init__(self, topic: str, queue_id: int, root: str, file_size: int) -> None:
-        super().__init__(topic, queue_id, root, file_size)
-        self._tail: tuple[int, bytearray] = (0, bytearray())
-        #: The queue offset the next put takes (RocketMQ's topicQueueTable entry).
-        self._next = 0
-        #: Entries below this offset are in the files.
-        self._persisted = 0
-
-    def start_at(self, max_offset: int) -> None:
-        """The files end at ``max_offset`` (the worker's recovery): the tail starts there."""
-        self.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
-        if max_offset > self._next:
-            self._tail = (max_offset, bytearray())
-            self._next = max_offset
-        self._persisted = max(self._persisted, self._files_end())
-
-    # --- the put path (under the commitlog's put lock) ---
-
-    def append(self, phys: int, size: int, tags_code: int) -> int:
-        """Add the entry of a message just written at ``phys``; returns its queue offset."""
-        offset = self._next
-        start, buf = self._tail
-        dead = self._persisted - start
-        if dead >= TAIL_TRIM_MIN and dead * (2 * CQ_STORE_UNIT_SIZE) >= len(buf):
-            buf = self._trim()[1]
-        buf += ENTRY.pack(phys, size, tags_code)
-        self._next = offset + 1
-        return offset
-
-    def extend(self, entries: bytes) -> int:
-        """Add packed entries of consecutive messages (a batch); returns the first one's queue offset."""
-        offset = self._next
-        self._trim()[1].extend(entries)
-        self._next = offset + len(entries) // CQ_STORE_UNIT_SIZE
-        return offset
-
-    def skip_to(self, queue_offset: int) -> bool:
-        """Make ``queue_offset`` the next one (a slave's replicated record carries its offset): True when
-        its entry is to be appended, False when the queue has it already. A jump forward leaves the
-        offsets between without entries (a slave that started from its master's first file)."""
-        if queue_offset > self._next:
-            if self._next == self.min_offset:  # nothing below: the queue starts here
-                self.min_logic_offset = queue_offset * CQ_STORE_UNIT_SIZE
-            self._tail = (queue_offset, bytearray())
-            self._next = queue_offset
-        return queue_offset == self._next
-
-    def _trim(self) -> tuple[int, bytearray]:
-        start, buf = tail = self._tail
-        dead = self._persisted - start
-        if dead >= TAIL_TRIM_MIN and dead * CQ_STORE_UNIT_SIZE >= len(buf) - dead * CQ_STORE_UNIT_SIZE:
-            tail = self._tail = (self._persisted, bytearray(buf[dead * CQ_STORE_UNIT_SIZE:]))
-        return tail
-
-    # --- what the dispatch worker reports ---
-
-    def persisted(self, max_offset: int) -> None:
-        """The worker has written the files up to ``max_offset``."""
-        self.queue.follow(max_offset * CQ_STORE_UNIT_SIZE)
-        # What the files really show: a file the worker is still creating is mapped on a later report.
-        self._persisted = max(self._persisted, min(max_offset, self._files_end()))
-
-    def _files_end(self) -> int:
-        return self.queue.max_offset // CQ_STORE_UNIT_SIZE
-
-    # --- reading ---
-
-    @property
-    def max_offset(self) -> int:
-        """The queue offset the next put takes: every message put so far is readable below it."""
-        return self._next
-
-    @property
-    def persisted_offset(self) -> int:
-        """Entries below this offset are on file (the rest are in the tail only)."""
-        return self._persisted
-
-    def get(self, index: int) -> tuple[int, int, int] | None:
-        start, buf = self._tail
-        if index < start:
-            return super().get(index)
-        pos = (index - start) * CQ_STORE_UNIT_SIZE
-        if pos + CQ_STORE_UNIT_SIZE > len(buf):
-            return None
-        return ENTRY.unpack_from(buf, pos)
-
-    def iter_from(self, index: int, max_entries: int) -> Iterator[tuple[int, int, int, int]]:
-        """Up to ``max_entries`` entries from ``index``: from one file below the tail, else from the tail.
-        Nothing when ``index`` is past the end, or in a file that is gone."""
-        start, buf = self._tail
-        if index < start:
-            return super().iter_from(index, min(max_entries, start - index))
-        pos = (index - start) * CQ_STORE_UNIT_SIZE
-        return _entries(buf, pos, min(len(buf), pos + max_entries * CQ_STORE_UNIT_SIZE), index)
 
 
 def _entries(buf, pos: int, end: int, index: int) -> Iterator[tuple[int, int, int, int]]:

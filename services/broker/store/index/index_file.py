@@ -47,26 +47,22 @@ class IndexFile:
     """One mapped index file."""
 
     def __init__(self, path: str, hash_slot_num: int, index_num: int,
-                 end_phy_offset: int = 0, end_timestamp: int = 0, read_only: bool = False) -> None:
+                 end_phy_offset: int = 0, end_timestamp: int = 0) -> None:
         self.path = path
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
         self.file_size = HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
         exists = os.path.exists(path)
-        self.fd = os.open(path, os.O_RDWR | (0 if read_only else os.O_CREAT), 0o644)
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         if not exists or os.fstat(self.fd).st_size != self.file_size:
-            if read_only:
-                os.close(self.fd)
-                raise ValueError(f"{path} is not a complete index file yet")
             # Sparse, as RocketMQ maps it: blocks are taken as slots and entries are written
             # (only the commitlog reserves its files).
             os.ftruncate(self.fd, self.file_size)
         self.mm = mmap.mmap(self.fd, self.file_size, mmap.MAP_SHARED)
         if exists:
-            self.reload_header()
+            self._read_header()
             self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
-            if not read_only:
-                self._repair_tail()
+            self._repair_tail()
         else:
             self.begin_timestamp = 0
             self.end_timestamp = end_timestamp
@@ -77,8 +73,7 @@ class IndexFile:
             self._write_header()
         self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
 
-    def reload_header(self) -> None:
-        """Read the header again (the file is being written by another process)."""
+    def _read_header(self) -> None:
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = HEADER.unpack_from(self.mm, 0)
         if self.index_count <= 0:
@@ -202,28 +197,6 @@ class IndexService:
             if name.isdigit():
                 self.files.append(IndexFile(os.path.join(self.store_path, name),
                                             self.hash_slot_num, self.index_num))
-
-    def refresh(self) -> None:
-        """Reader side: open files the writer created, forget deleted ones, re-read headers."""
-        names = sorted(n for n in os.listdir(self.store_path) if n.isdigit()) if os.path.isdir(
-            self.store_path) else []
-        with self._lock:
-            have = {os.path.basename(f.path): f for f in self.files}
-            files = []
-            for name in names:
-                f = have.pop(name, None)
-                if f is None:
-                    try:
-                        f = IndexFile(os.path.join(self.store_path, name), self.hash_slot_num, self.index_num,
-                                      read_only=True)
-                    except (OSError, ValueError):
-                        continue
-                else:
-                    f.reload_header()
-                files.append(f)
-            self.files = files
-        for f in have.values():
-            f.close()
 
     def truncate_dirty(self, phy_offset: int) -> None:
         """After recovery cut the commitlog at ``phy_offset``: forget entries past it.
