@@ -78,7 +78,7 @@ def configure_service(level: str | None = None, **names: Any) -> None:
     """Make this process a service's: JSON lines on stderr at ``level`` (default ROCKETMESH_LOG_LEVEL,
     else INFO), nothing handed on to other handlers, and every event bound with ``names``
     (``service="broker", broker="broker-a"`` ...), the libraries' loggers included. A process the
-    service starts (the broker's dispatch worker) inherits the names when it passes none."""
+    service starts inherits the names when it passes none."""
     root = logging.getLogger(ROOT_LOGGER)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonLinesFormatter())
