@@ -9,10 +9,11 @@ Run::
 
 A is the tree at ``--base``; B is the tree at ``--head``, or without it the rocketmesh this Python imports
 (the working tree of an editable install). A build of a git ref is installed without its dependencies
-(this environment has them) into ``bench/results/builds/<commit>/``, once; a run puts that folder first on
-``PYTHONPATH``, which the services a bench starts inherit. The bench script is the working tree's for both
-builds, so both are measured the same way; a bench option the older build lacks fails its runs, which
-are reported.
+(this environment has them) into ``bench/results/builds/<commit>/site``, once, beside a copy of its
+``bench/``; a run puts that folder first on ``PYTHONPATH``, which the services a bench starts inherit. By
+default both builds run the working tree's bench script, so both are measured the same way; where the
+script needs what the older build lacks (a new option, a new name), ``--bench-of each`` runs each
+build's own copy of it instead. Failed runs are reported.
 
 A figure is a number followed by a unit (msg/s, MB/s, MiB/s, rows/s, transactions/s, round trips/s, ms,
 us/msg, us) on a printed line, named by the line's leading words, its percentile or place on the line, and
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -51,6 +53,8 @@ class Build:
 
     label: str
     site: str | None
+    #: The build's own bench/ folder (None: the working tree's).
+    bench: str | None = None
     #: figure name -> its value in each run (None where a run did not print it)
     figures: dict[str, list[float | None]] = field(default_factory=lambda: defaultdict(list))
     failures: list[str] = field(default_factory=list)
@@ -67,9 +71,11 @@ def commit_of(ref: str) -> str:
 def install(ref: str) -> Build:
     """The tree at ``ref`` installed (no dependencies) under BUILDS, reusing an earlier install."""
     commit = commit_of(ref)
-    site = os.path.join(BUILDS, commit[:12])
-    if not os.path.isdir(os.path.join(site, "rocketmesh")):
-        print(f"installing {ref} ({commit[:12]}) into {site}", flush=True)
+    root = os.path.join(BUILDS, commit[:12])
+    site, bench = os.path.join(root, "site"), os.path.join(root, "bench")
+    if not os.path.isdir(os.path.join(site, "rocketmesh")) or not os.path.isdir(bench):
+        print(f"installing {ref} ({commit[:12]}) into {root}", flush=True)
+        shutil.rmtree(root, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix="ab-src-") as src:
             archive = os.path.join(src, "tree.tar")
             subprocess.run(["git", "-C", REPO, "archive", "--format=tar", "-o", archive, commit], check=True)
@@ -77,7 +83,8 @@ def install(ref: str) -> Build:
                 tar.extractall(os.path.join(src, "tree"), filter="data")
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                             "--target", site, os.path.join(src, "tree")], check=True)
-    return Build(f"{ref} ({commit[:12]})", site)
+            shutil.copytree(os.path.join(src, "tree", "bench"), bench)
+    return Build(f"{ref} ({commit[:12]})", site, bench)
 
 
 def figures_of(line: str) -> list[tuple[str, float]]:
@@ -102,12 +109,13 @@ def figures_of(line: str) -> list[tuple[str, float]]:
     return out
 
 
-def run_once(build: Build, argv: list[str], timeout_s: float) -> None:
+def run_once(build: Build, argv: list[str], timeout_s: float, own_bench: bool) -> None:
     env = dict(os.environ)
     if build.site is not None:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (build.site, env.get("PYTHONPATH")) if p)
+    cwd = build.bench if own_bench and build.bench is not None else BENCH
     try:
-        out = subprocess.run([sys.executable, *argv], cwd=BENCH, env=env, capture_output=True, text=True,
+        out = subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
                              timeout=timeout_s)
     except subprocess.TimeoutExpired:
         build.failures.append(f"timed out after {timeout_s:.0f} s")
@@ -151,6 +159,8 @@ def main() -> None:
     ap.add_argument("--head", help="git ref of build B (default: the rocketmesh this Python imports)")
     ap.add_argument("--runs", type=int, default=3, help="runs of each build (default 3)")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds one run may take (default 1800)")
+    ap.add_argument("--bench-of", choices=("head", "each"), default="head",
+                    help="run the working tree's bench script for both builds (head), or each build's own (each)")
     ap.add_argument("bench", nargs=argparse.REMAINDER, help="-- BENCH.py [its options]")
     args = ap.parse_args()
     argv = args.bench[1:] if args.bench[:1] == ["--"] else args.bench
@@ -163,7 +173,7 @@ def main() -> None:
     for i in range(args.runs):
         for build in (a, b):
             print(f"run {i + 1}/{args.runs}: {build.label}", flush=True)
-            run_once(build, argv, args.timeout)
+            run_once(build, argv, args.timeout, args.bench_of == "each")
     report(a, b)
 
 
