@@ -164,9 +164,9 @@ class BrokerController:
         send.start()
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             self.server.register(code, traced(code, send.enqueue))
-        if store.group_commit is not None:
-            # Sends stored on the I/O thread under SYNC_FLUSH are flushed there, once per round of reading.
-            self.server.after_reads(store.flush_pending)
+        # What the sends stored on the I/O thread left (their dispatch, their fdatasync under SYNC_FLUSH) is
+        # done there once per round of reading, after their answers went out.
+        self.server.after_reads(store.flush_pending)
         pull = self.pull = PullMessageProcessor(parts, metrics)
         pull.start()
         self.server.register(RequestCode.PULL_MESSAGE, traced(RequestCode.PULL_MESSAGE, guarded(pull.handle)))

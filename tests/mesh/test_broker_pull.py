@@ -153,21 +153,21 @@ def queue_tag_codes(client: RemotingClient, broker: BrokerProcess, topic: str) -
     return [e["tagsCode"] for e in orjson.loads(resp.body)["queueData"]]
 
 
-def test_a_sent_message_is_in_its_consume_queue_file_with_its_tag_code_when_the_send_returns(
+def test_a_sent_message_is_in_its_consume_queue_file_with_its_tag_code_once_read(
         namesrv, remoting_client, broker):
-    """No second copy of the queue anywhere: the file holds each entry, tag code and all, once the send
-    returned, and a filtered pull, a plain pull and an admin's listing read it from there."""
+    """No second copy of the queue anywhere: once the sends returned and a read saw them, the file holds
+    each entry, tag code and all, and a filtered pull, a plain pull and an admin's listing read it there."""
     with Admin(namesrv.addr) as admin:
         admin.create_topic(TOPIC, read_queue_nums=1, write_queue_nums=1)
         admin.wait_topic_route(TOPIC)
         with Producer("pull-test-5", namesrv.addr) as p:
             for i, tag in enumerate("ABAB"):
                 p.send(Message(TOPIC, f"m{i}", tags=tag))
+        mq = next(iter(admin.topic_status(TOPIC)))
+        assert admin.max_offset(mq) == 4
         entries = cq_file_entries(broker, TOPIC, 0, 4)
         assert [size > 0 for _, size, _ in entries] == [True] * 4
         assert [code for _, _, code in entries] == [tags_hash_code(t) for t in "ABAB"]
-        mq = next(iter(admin.topic_status(TOPIC)))
-        assert admin.max_offset(mq) == 4
     only_b = pull(remoting_client, broker, 0, subscription="B")
     assert bodies_of(only_b) == ["m1", "m3"] and only_b.ext["nextBeginOffset"] == 4
     assert bodies_of(pull(remoting_client, broker, 1)) == ["m1", "m2", "m3"]

@@ -1,6 +1,7 @@
-"""One write path: every stored record is dispatched into its consume queue and the index before its put
-returns, whichever thread put it; recovery rebuilds from the checkpoint with the same dispatch; a slave
-dispatches its master's records with the queue offsets they carry."""
+"""One write path: every stored record is dispatched into its consume queue and the index, on the putting
+thread, and is readable once its put returned, whichever thread put it; recovery rebuilds from the
+checkpoint with the same dispatch; a slave dispatches its master's records with the queue offsets they
+carry."""
 
 from __future__ import annotations
 
@@ -38,6 +39,32 @@ def test_a_message_is_readable_and_found_by_key_as_soon_as_its_put_returned_from
         assert [store.get_max_offset_in_queue("TopicTest", q) for q in (0, 1)] == [300, 300]
         assert check_queues_agree_with_commitlog(store) == 600
         assert store.runtime_info()["dispatchBehindBytes"] == 0
+    finally:
+        store.shutdown()
+
+
+def test_a_put_finished_later_is_readable_at_once_and_held_pulls_hear_of_it_when_the_caller_finishes_it(
+        tmp_path):
+    """``finish_later`` (the broker's I/O thread, which answers first and calls flush_pending after each round):
+    the arriving listeners hear of a round's puts together, at flush_pending, and a read before that call
+    still sees every message put."""
+    store = open_store(tmp_path)
+    heard: list[list[tuple[str, int, int]]] = []
+    store.register_arriving_listener(heard.append)
+    try:
+        for i in range(3):
+            store.put_messages([msg(body=b"m%d" % i, keys=f"k{i}")], wait_flush=False, finish_later=True)
+        assert heard == []
+        store.flush_pending()
+        assert heard == [[("TopicTest", 0, 3)]]
+
+        store.put_messages([msg(body=b"m3", keys="k3")], wait_flush=False, finish_later=True)
+        got = store.get_message("g", "TopicTest", 0, 3, 8)
+        assert got.status is GetMessageStatus.FOUND and [decode_record(r).body for r in got.records] == [b"m3"]
+        assert len(store.query_message("TopicTest", "k3").records) == 1
+        assert heard[-1] == [("TopicTest", 0, 4)]  # the read finished the put, and told the listeners
+        store.flush_pending()  # nothing left
+        assert len(heard) == 2 and store.runtime_info()["dispatchBehindBytes"] == 0
     finally:
         store.shutdown()
 

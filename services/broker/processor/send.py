@@ -12,7 +12,8 @@ made them durable (``MessageStore.when_durable``), from the thread that settles
 it, while the storing thread goes on with the next sends: concurrent producers
 share one disk flush and one replication round. Sends stored on the I/O thread
 share the fdatasync it does once it has read every request waiting
-(``MessageStore.flush_pending``, run after each round of reading).
+(``MessageStore.flush_pending``, run after each round of reading), which also
+finishes their puts, after their answers went out.
 Sends never overtake each other: while anything is queued or being stored by
 the worker, new sends queue behind it, and answers come in the order the sends
 were stored.
@@ -184,9 +185,9 @@ class SendMessageProcessor:
                 ctx.respond(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"bad send header: {exc}"))
                 continue
             if isinstance(msgs, MessageExtBatch):
-                result = self.store.put_batch(msgs, wait_flush=False)
+                result = self.store.put_batch(msgs, wait_flush=False, finish_later=on_io_thread)
             else:
-                result = self.store.put_messages(msgs, wait_flush=False)
+                result = self.store.put_messages(msgs, wait_flush=False, finish_later=on_io_thread)
             if result.status.stored:
                 stored_topic = msgs.topic if isinstance(msgs, MessageExtBatch) else msgs[0].topic
                 self.metrics.sent(header.topic, message_type_of(header.topic, stored_topic),

@@ -6,10 +6,17 @@ else opens these files (a lock file guards the directory).
 
 One write path: a put appends records to the commitlog, which gives each its
 queue offset; the dispatch (``dispatch.reput``) then turns each record into its
-consume-queue entry and index keys, before the put returns, and tells the
-arriving listeners (who wake held pulls) which queues grew. A slave's replicated
-bytes and recovery go through the same dispatch. A reader sees one
-:class:`ConsumeQueue` per topic and queue.
+consume-queue entry and index keys and tells the arriving listeners (who wake
+held pulls) which queues grew. A slave's replicated bytes and recovery go
+through the same dispatch. A reader sees one :class:`ConsumeQueue` per topic and
+queue.
+
+Dispatch runs on the putting thread: before the put returns, or, for a caller
+that says it will call :meth:`MessageStore.flush_pending` soon (the broker's I/O
+thread, once per round of reading), in that call, after the caller has answered
+its sends: a sync send's answer then does not wait for its dispatch, and a round
+of sends is dispatched as one run. Every read dispatches what is pending first,
+so a message is readable as soon as its put returned either way.
 """
 
 from __future__ import annotations
@@ -270,26 +277,34 @@ class MessageStore:
         """Store one message. The status says whether and how durably it was stored."""
         return self.put_messages([msg])
 
-    def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True) -> PutMessageResult:
+    def put_messages(self, msgs: list[MessageExtBrokerInner], wait_flush: bool = True,
+                     finish_later: bool = False) -> PutMessageResult:
         """Store messages under one lock (each gets its own queue offset and AppendResult).
 
         They are readable when this returns. ``wait_flush=False`` returns as soon
-        as the records are written and dispatched; when :attr:`put_waits`, the
-        caller then owes a :meth:`wait_durable` before it may report them as
-        PUT_OK (the broker does this once for many sends).
-        """
-        return self._put(self.commitlog.put_messages, msgs, wait_flush)
+        as the records are written; when :attr:`put_waits`, the caller then owes a
+        :meth:`wait_durable` before it may report them as PUT_OK (the broker does
+        this once for many sends).
 
-    def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True) -> PutMessageResult:
+        ``finish_later`` (with ``wait_flush=False``): the caller calls :meth:`flush_pending` on this thread
+        before it waits for anything else (the broker's I/O thread does, after each round of reading),
+        and the store finishes the put's work there, after the caller has answered. Held pulls then hear
+        of the messages at that call; any read before it finishes the work first.
+        """
+        return self._put(self.commitlog.put_messages, msgs, wait_flush, finish_later)
+
+    def put_batch(self, batch: MessageExtBatch, wait_flush: bool = True, finish_later: bool = False
+                  ) -> PutMessageResult:
         """Store a SEND_BATCH_MESSAGE's items as consecutive messages of its queue.
 
         The result holds one AppendResult for the whole batch (``msg_num``
-        messages, comma-separated ids). ``wait_flush`` as in :meth:`put_messages`.
+        messages, comma-separated ids). ``wait_flush`` and ``finish_later`` as in :meth:`put_messages`.
         """
-        return self._put(self.commitlog.put_batch, batch, wait_flush)
+        return self._put(self.commitlog.put_batch, batch, wait_flush, finish_later)
 
-    def _put(self, put: Callable, what: Any, wait_flush: bool) -> PutMessageResult:
-        """Append with ``put``, dispatch, then (``wait_flush``) wait until durable as the config asks."""
+    def _put(self, put: Callable, what: Any, wait_flush: bool, finish_later: bool = False) -> PutMessageResult:
+        """Append with ``put``, dispatch (or leave that to :meth:`flush_pending`, ``finish_later``), then
+        (``wait_flush``) wait until durable as the config asks."""
         refused = self._check_writable()
         if refused is None:
             try:
@@ -304,7 +319,8 @@ class MessageStore:
             result = refused
         st = self.stats
         if result.appended:
-            self.reput.dispatch_pending()
+            if wait_flush or not finish_later:
+                self.reput.dispatch_pending()
             for a in result.appended:
                 st.put_message_times_total += a.msg_num
                 st.put_message_size_total += a.wrote_bytes
@@ -380,8 +396,10 @@ class MessageStore:
             flushed(PutMessageStatus.PUT_OK)
 
     def flush_pending(self) -> None:
-        """Under SYNC_FLUSH, flush for the waiters :meth:`when_durable` was told to flush here, on this
-        thread (the flusher thread does it instead while fdatasyncs are slow). Cheap when none wait."""
+        """Finish what puts left to this call (``finish_later``): dispatch their records, telling held pulls;
+        then, under SYNC_FLUSH, flush for the waiters :meth:`when_durable` was told to flush here, on this
+        thread (the flusher thread does it instead while fdatasyncs are slow). Cheap when nothing waits."""
+        self.reput.dispatch_pending()
         if self.group_commit is not None:
             self.group_commit.flush_pending()
 
@@ -448,9 +466,11 @@ class MessageStore:
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """``topic``/``queue_id``'s consume queue, None before its first message."""
+        self.reput.dispatch_pending()
         return self._queues.get((topic, queue_id))
 
     def consume_queues(self) -> list[ConsumeQueue]:
+        self.reput.dispatch_pending()
         return list(self._queues.values())
 
     def _on_commitlog_flushed(self, offset: int) -> None:
@@ -463,6 +483,7 @@ class MessageStore:
     # --- reading ---
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        self.reput.dispatch_pending()
         cq = self._queues.get((topic, queue_id))
         return cq.max_offset if cq else 0
 
@@ -471,6 +492,7 @@ class MessageStore:
         return cq.min_offset if cq else 0
 
     def get_commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        self.reput.dispatch_pending()
         cq = self._queues.get((topic, queue_id))
         entry = cq.get(offset) if cq else None
         return entry[0] if entry else 0
@@ -479,6 +501,7 @@ class MessageStore:
         """True when the record at queue ``offset`` is too far behind the commitlog's end to still be in the
         page cache (``accessMessageInMemoryMaxRatio`` of the machine's memory); False when it is near, or
         when the queue has no such entry yet."""
+        self.reput.dispatch_pending()
         cq = self._queues.get((topic, queue_id))
         entry = cq.get(offset) if cq else None
         if not entry:
@@ -495,12 +518,14 @@ class MessageStore:
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """First queue offset whose message was stored at or after ``timestamp`` (ms)."""
+        self.reput.dispatch_pending()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return 0
         return cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        self.reput.dispatch_pending()
         cq = self._queues.get((topic, queue_id))
         entry = cq.get(offset) if cq else None
         if not entry or entry[1] == BLANK_SIZE:
@@ -516,6 +541,7 @@ class MessageStore:
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     message_filter: MessageFilter | None = None) -> GetMessageResult:
         """Read up to ``max_msg_nums`` records of one queue from ``offset`` (RocketMQ's getMessage)."""
+        self.reput.dispatch_pending()
         cq = self._queues.get((topic, queue_id))
         if cq is None:
             return self._count(GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0))
@@ -619,6 +645,7 @@ class MessageStore:
     def query_message(self, topic: str, key: str, max_num: int = 32, begin: int = 0,
                       end: int | None = None) -> QueryMessageResult:
         """Messages of ``topic`` indexed under ``key`` (a KEYS entry or UNIQ_KEY), stored within [begin, end]."""
+        self.reput.dispatch_pending()
         end = end if end is not None else int(time.time() * 1000) + 1000
         index = self.dispatcher.index
         offsets = index.query_offsets(topic, key, max_num * 2 + 8, begin, end)
@@ -661,10 +688,12 @@ class MessageStore:
             self.dispatcher.delete_expired(self.commitlog.min_offset)
 
     def topics(self) -> set[str]:
+        self.reput.dispatch_pending()
         # list() copies the keys in one step: a first put may add a queue meanwhile.
         return {t for t, _ in list(self._queues)}
 
     def queue_ids(self, topic: str) -> list[int]:
+        self.reput.dispatch_pending()
         return sorted(q for t, q in list(self._queues) if t == topic)
 
     def delete_expired_files_now(self) -> None:
