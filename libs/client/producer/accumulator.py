@@ -5,7 +5,8 @@ A :class:`Producer` hands each batchable async send to a :class:`ProduceAccumula
 pending list per topic and sends it as one SEND_BATCH_MESSAGE. Each message still
 gets a Future of its own SendResult. A topic's pending list is sent:
 
-- at once when nothing of that topic is in flight (no added latency at low load);
+- at once when nothing of that topic is in flight (no added latency at low load: a list of one
+  message goes as that message's own single send);
 - when the next message would take it over ``batch_max_bytes`` (a full batch goes at once);
 - when the last batch of the topic in flight completes (what gathered meanwhile goes next);
 - at the latest ``batch_max_delay_ms`` after its first message came (a timer thread, woken
@@ -41,9 +42,11 @@ from functools import partial
 from rocketmesh.client.errors import MQClientError
 from rocketmesh.client.results import SendResult
 
-#: ``send(topic, body, ids, timeout_ms, traceparent)``: send an encoded batch, a Future of the batch's SendResult;
-#: the request carries ``traceparent`` (the first traced message's send span), when not None.
-BatchSender = Callable[[str, bytes, str, int, str | None], "Future[SendResult]"]
+#: ``send(topic, parts, ids, timeout_ms, traceparent)``: send the messages whose encoded batch items are ``parts``
+#: joined (what :meth:`ProduceAccumulator.add` was given, message after message), a Future of their SendResult
+#: (one message's may go as a single send); the request carries ``traceparent`` (the first traced message's
+#: send span), when not None.
+BatchSender = Callable[[str, list[bytes], str, int, str | None], "Future[SendResult]"]
 
 _monotonic = time.monotonic
 _TOPICS_KEPT = 1024
@@ -263,7 +266,7 @@ class ProduceAccumulator:
 
     def _send(self, b: _Batch) -> None:
         try:
-            fut = self._send_batch(b.topic.topic, b"".join(b.parts), ",".join(b.ids), b.timeout_ms, b.traceparent)
+            fut = self._send_batch(b.topic.topic, b.parts, ",".join(b.ids), b.timeout_ms, b.traceparent)
         except Exception as exc:  # noqa: BLE001 - no route, no broker ...: every message's Future gets it
             self._complete(b, None, exc)
             return

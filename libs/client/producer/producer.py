@@ -100,6 +100,7 @@ _UNBATCHABLE = frozenset({
 #: The most bytes of properties a batch item holds (the broker refuses a batch with an item over it).
 _MAX_ITEM_PROPERTIES = 32767
 _pack_item_header = BATCH_ITEM_HEADER.pack
+_unpack_item_header = BATCH_ITEM_HEADER.unpack
 _pack_short = struct.Struct(">H").pack
 _monotonic = time.monotonic
 _time = time.time
@@ -532,14 +533,23 @@ class Producer:
         mq = self._fault.select_one_message_queue(self._publish_info(topic), None) if queue is None else queue
         return self._start_async(mq, header, body, ids, timeout, callback, st, traceparent, in_order)
 
-    def _send_auto_batch(self, topic: str, body: bytes, ids: str, timeout: int,
+    def _send_auto_batch(self, topic: str, parts: list[bytes], ids: str, timeout: int,
                          traceparent: str | None) -> Future[SendResult]:
-        """The accumulator's sender: an auto batch goes out retried as its messages' sends would be alone."""
+        """The accumulator's sender: an auto batch goes out retried as its messages' sends would be alone. A batch
+        of one message (``parts`` as :meth:`_auto_batched` made them: item header, body, properties) is sent as
+        that message's own SEND_MESSAGE, which costs client and broker less than a batch of one."""
+        header = self._header(None, topic)
+        if len(parts) == 3:
+            flag = _unpack_item_header(parts[0])[3]
+            header.batch, header.flag, header.properties = False, flag, parts[2][2:].decode()
+            body = parts[1]
+        else:
+            body = b"".join(parts)
         if self._batch_failover:
-            header = self._header(None, topic)
             plan = self.failover_plan(self._publish_info(topic), header, timeout, None, self._refresh_later)
             return _PlanSend(self, plan, header, body, ids, traceparent).start()
-        return self._send_encoded_batch(topic, body, ids, timeout, traceparent=traceparent, in_order=False)
+        mq = self._fault.select_one_message_queue(self._publish_info(topic), None)
+        return self._start_async(mq, header, body, ids, timeout, None, None, traceparent, in_order=False)
 
     def _refresh_later(self, topic: str, broker: str) -> str | None:
         """A failover plan's ``refresh_addr`` that does not wait: a broker the cached route names without a master
