@@ -24,9 +24,8 @@ Modes:
   paced                  send() on one thread paced at --rate msg/s (the latency a steady load sees)
   aio1                   rocketmesh.aio: one task awaiting AsyncProducer.send() in a loop
   aio                    --window tasks, each awaiting its sends one after another (--window sends in flight),
-                         the default AsyncProducer (auto batching)
-  aio-off                the same with AsyncProducer(auto_batch=AutoBatch.OFF)
-  aio-auto               the same with AsyncProducer(auto_batch=True)
+                         the default AsyncProducer (one request a send)
+  aio-auto               the same with AsyncProducer(auto_batch=True): concurrent sends batched
 
 Prints msg/s and p50/p99 latency (ms) per mode, and the CPU each message took
 in this process and in each service (microseconds: a figure that other work on
@@ -353,7 +352,6 @@ def main(argv: list[str] | None = None) -> int:
         "paced": lambda p: run_paced(p, args.rate, args.duration, body),
         "aio1": lambda p: run_aio(namesrv, 1, args.duration, body),
         "aio": lambda p: run_aio(namesrv, args.window, args.duration, body),
-        "aio-off": lambda p: run_aio(namesrv, args.window, args.duration, body, auto_batch=AutoBatch.OFF),
         "aio-auto": lambda p: run_aio(namesrv, args.window, args.duration, body, auto_batch=True),
     }
     global _topics

@@ -24,7 +24,7 @@ from typing import Any
 
 from rocketmesh.aio.bridge import Deadlines, LoopInbox, start_in_thread
 from rocketmesh.client.errors import MQClientError, MQError, RequestTimeoutError
-from rocketmesh.client.producer.accumulator import ProduceAccumulator
+from rocketmesh.client.producer.accumulator import AutoBatch, ProduceAccumulator
 from rocketmesh.client.producer.producer import Producer, SelectorLike, SendPlan
 from rocketmesh.client.results import SendResult
 from rocketmesh.client.trace.tracing import UNTRACED, SendTrace
@@ -52,14 +52,17 @@ class AsyncProducer:
     the first send, ``await stop()`` at the end. Sends may come from any number of tasks of the loop that
     started the producer; none holds a thread while it waits.
 
-    ``send`` is async by nature, so ``auto_batch`` (on by default: ``AutoBatch.ASYNC``, or ``ALL``/True)
-    coalesces the sends of concurrent tasks to one topic into batch requests: a send goes at once when
-    nothing of its topic is in flight, else with what gathered while earlier ones were in flight (at most
-    ``batch_max_delay_ms``). Each still gets its own SendResult, and a failed batch fails over to another
-    broker as each of its sends would alone. ``auto_batch=AutoBatch.OFF`` (or False) turns it off.
+    ``auto_batch=AutoBatch.ASYNC`` (or ``ALL``/True) coalesces the sends of concurrent tasks to one topic into
+    batch requests: a send goes at once when nothing of its topic is in flight, else with what gathered while
+    earlier ones were in flight (at most ``batch_max_delay_ms``). Each still gets its own SendResult, and a
+    failed batch fails over to another broker as each of its sends would alone. It is off by default here
+    (``AutoBatch.OFF``, unlike the threaded Producer's ``send_async``): a batch's answers resume all its
+    tasks in one turn of the loop, which then runs their next sends back to back, and on a slow machine that
+    held the loop past 20 ms.
     """
 
     def __init__(self, group: str, namesrv: str | Sequence[str] | None = None, **settings: Any) -> None:
+        settings.setdefault("auto_batch", AutoBatch.OFF)
         self._producer = self._new_producer(group, namesrv, settings)
         # An auto batch's sends are this class's sends, which fail over to another broker: so does the batch.
         self._producer._batch_failover = True

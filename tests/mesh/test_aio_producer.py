@@ -13,7 +13,7 @@ from typing import Any
 from aiokit import run
 from clientkit import FAST_CLIENT, make_topic, read_back
 from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, freeze, wait_for
-from rocketmesh import LocalTransactionState, Message, MQClientError, SendStatus
+from rocketmesh import AutoBatch, LocalTransactionState, Message, MQClientError, SendStatus
 from rocketmesh.aio import AsyncProducer, AsyncTransactionProducer
 from rocketmesh.client import ClientErrorCode, SelectMessageQueueByHash
 from rocketmesh.model.message import MessageExt, MessageQueue
@@ -76,7 +76,7 @@ def test_ordered_sends_batches_oneway_and_auto_batching(namesrv, broker, admin):
             batch = await producer.send_batch([Message("AioOrderT", f"b{i}".encode()) for i in range(10)],
                                               queue=queues[0])
             await producer.send_oneway(Message("AioOrderT", b"oneway"))
-        async with AsyncProducer("aio-auto", namesrv.addr, **FAST_CLIENT) as auto:  # auto batching by default
+        async with AsyncProducer("aio-auto", namesrv.addr, auto_batch=AutoBatch.ASYNC, **FAST_CLIENT) as auto:
             batched = await asyncio.gather(*(auto.send(Message("AioOrderT", f"a{i}".encode())) for i in range(300)))
         return by_key, batch, batched, queues
 
@@ -111,7 +111,7 @@ def test_a_send_fails_over_to_the_other_broker_when_one_is_gone(namesrv, broker,
 
 
 def test_concurrent_sends_share_batches_that_fail_over_as_each_send_would(namesrv, broker, start_broker, admin):
-    # Auto batching is on by default: the sends of many tasks share requests, and a batch whose broker does
+    # With auto batching the sends of many tasks share requests, and a batch whose broker does
     # not answer is retried on the other broker, as each of its sends would be alone (not failed, not lost).
     # The broker is frozen, not killed: its connection stays up, so only a timeout tells that it is gone.
     broker_b: BrokerProcess = start_broker(namesrv.addr, "broker-b")
@@ -119,7 +119,8 @@ def test_concurrent_sends_share_batches_that_fail_over_as_each_send_would(namesr
     wait_for(lambda: len(admin.topic_route("AioFailB").broker_datas) == 2, 20, "the topic on both brokers")
 
     async def main() -> tuple[list[Any], list[Any]]:
-        async with AsyncProducer("aio-fail-b", namesrv.addr, send_msg_timeout_ms=3000, **FAST_CLIENT) as producer:
+        async with AsyncProducer("aio-fail-b", namesrv.addr, send_msg_timeout_ms=3000, auto_batch=AutoBatch.ASYNC,
+                                 **FAST_CLIENT) as producer:
             before = await asyncio.gather(*(producer.send(Message("AioFailB", f"b{i}".encode()))
                                             for i in range(300)))
             freeze(broker.pid)
