@@ -72,7 +72,8 @@ def test_unexpired_files_stay_even_on_request(tmp_path):
         before = os.listdir(tmp_path / "commitlog")
         store.delete_expired_files_now()
         store.cleaner.clean_once()
-        assert sorted(os.listdir(tmp_path / "commitlog")) == sorted(before)
+        # Every file is still there (the commitlog may have made its next file ahead of need meanwhile).
+        assert set(before) <= set(os.listdir(tmp_path / "commitlog"))
         assert store.commitlog.min_offset == 0
     finally:
         store.shutdown()
