@@ -320,7 +320,13 @@ class MessageStore:
         st = self.stats
         if result.appended:
             if wait_flush or not finish_later:
-                self.reput.dispatch_pending()
+                try:
+                    self.reput.dispatch_pending()
+                except OSError as exc:
+                    # The records are in the commitlog; the next dispatch builds their entries once there is room.
+                    log.error("dispatch_failed", error=str(exc))
+                    if exc.errno == errno.ENOSPC:
+                        self.check_disk_space(disk_used_ratio(self.config.store_path_root_dir) * 100, no_space=True)
             for a in result.appended:
                 st.put_message_times_total += a.msg_num
                 st.put_message_size_total += a.wrote_bytes
