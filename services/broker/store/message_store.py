@@ -129,7 +129,8 @@ class MessageStore:
         #: (topic, queue id) -> its consume queue, made by the dispatch of its first record.
         self._queues: dict[tuple[str, int], ConsumeQueue] = self.dispatcher.queues
         self.reput = ReputMessageService(self.commitlog, self.dispatcher,
-                                         partial_records=config.broker_role is BrokerRole.SLAVE)
+                                         partial_records=config.broker_role is BrokerRole.SLAVE,
+                                         on_error=self._on_write_error)
         self.stats = StoreStats()
         self.group_commit: GroupCommitService | None = None
         #: Told the duration of each commitlog flush round (ms); set before ``start()``.
@@ -312,21 +313,13 @@ class MessageStore:
             except OSError as exc:
                 log.error("put_failed", error=str(exc))
                 result = PutMessageResult(PutMessageStatus.CREATE_MAPEDFILE_FAILED, remark=str(exc))
-                if exc.errno == errno.ENOSPC:
-                    # No room for the next commitlog file: stop writes now rather than at the next check.
-                    self.check_disk_space(disk_used_ratio(self.config.store_path_root_dir) * 100, no_space=True)
+                self._on_write_error(exc)
         else:
             result = refused
         st = self.stats
         if result.appended:
             if wait_flush or not finish_later:
-                try:
-                    self.reput.dispatch_pending()
-                except OSError as exc:
-                    # The records are in the commitlog; the next dispatch builds their entries once there is room.
-                    log.error("dispatch_failed", error=str(exc))
-                    if exc.errno == errno.ENOSPC:
-                        self.check_disk_space(disk_used_ratio(self.config.store_path_root_dir) * 100, no_space=True)
+                self.reput.dispatch_pending()
             for a in result.appended:
                 st.put_message_times_total += a.msg_num
                 st.put_message_size_total += a.wrote_bytes
@@ -335,6 +328,13 @@ class MessageStore:
         else:
             st.put_message_failed_times += 1
         return result
+
+    def _on_write_error(self, exc: OSError) -> None:
+        """A commitlog, consume-queue or index file could not be written. Out of space: stop writes now
+        rather than at the next disk check (records already in the commitlog are dispatched once there
+        is room again)."""
+        if exc.errno == errno.ENOSPC:
+            self.check_disk_space(disk_used_ratio(self.config.store_path_root_dir) * 100, no_space=True)
 
     def _update_writable(self) -> None:
         """Puts are taken only by a running master whose disk has room."""
@@ -350,7 +350,7 @@ class MessageStore:
         limit = cfg.disk_space_warning_level_ratio
         if used_percent > limit or no_space:
             if self._disk_full is None:
-                why = "; no space left for the next commitlog file" if no_space else ""
+                why = "; no space was left to write a store file" if no_space else ""
                 self._disk_full = (
                     f"the store's disk is full: {cfg.store_path_root_dir} is {used_percent:.1f}% used, the limit "
                     f"is diskSpaceWarningLevelRatio={limit}%{why}; sends are refused until space is freed "
@@ -471,7 +471,10 @@ class MessageStore:
     # --- consume queues ---
 
     def find_consume_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
-        """``topic``/``queue_id``'s consume queue, None before its first message."""
+        """``topic``/``queue_id``'s consume queue, None before its first message.
+
+        Every reader of a queue gets it here: what puts wrote is dispatched first, so the queue holds
+        every message whose put has returned."""
         self.reput.dispatch_pending()
         return self._queues.get((topic, queue_id))
 
@@ -489,17 +492,15 @@ class MessageStore:
     # --- reading ---
 
     def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        self.reput.dispatch_pending()
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         return cq.max_offset if cq else 0
 
     def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         return cq.min_offset if cq else 0
 
     def get_commitlog_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
-        self.reput.dispatch_pending()
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         entry = cq.get(offset) if cq else None
         return entry[0] if entry else 0
 
@@ -507,8 +508,7 @@ class MessageStore:
         """True when the record at queue ``offset`` is too far behind the commitlog's end to still be in the
         page cache (``accessMessageInMemoryMaxRatio`` of the machine's memory); False when it is near, or
         when the queue has no such entry yet."""
-        self.reput.dispatch_pending()
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         entry = cq.get(offset) if cq else None
         if not entry:
             return False
@@ -524,22 +524,20 @@ class MessageStore:
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int) -> int:
         """First queue offset whose message was stored at or after ``timestamp`` (ms)."""
-        self.reput.dispatch_pending()
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         if cq is None:
             return 0
         return cq.offset_by_time(timestamp, self.commitlog.store_timestamp_at)
 
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
-        self.reput.dispatch_pending()
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         entry = cq.get(offset) if cq else None
         if not entry or entry[1] == BLANK_SIZE:
             return -1
         return self.commitlog.store_timestamp_at(entry[0])
 
     def get_earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         if cq is None:
             return -1
         return self.get_message_store_timestamp(topic, queue_id, cq.min_offset)
@@ -547,8 +545,7 @@ class MessageStore:
     def get_message(self, group: str, topic: str, queue_id: int, offset: int, max_msg_nums: int,
                     message_filter: MessageFilter | None = None) -> GetMessageResult:
         """Read up to ``max_msg_nums`` records of one queue from ``offset`` (RocketMQ's getMessage)."""
-        self.reput.dispatch_pending()
-        cq = self._queues.get((topic, queue_id))
+        cq = self.find_consume_queue(topic, queue_id)
         if cq is None:
             return self._count(GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0))
         min_off, max_off = cq.min_offset, cq.max_offset
@@ -719,6 +716,7 @@ class MessageStore:
             "commitLogMinOffset": self.commitlog.min_offset,
             "commitLogMaxOffset": self.commitlog.max_offset,
             "dispatchBehindBytes": self.dispatch_behind_bytes,
+            "dispatchFailedTimes": self.reput.failed_times,
             "commitLogDiskRatio": round(disk_used_ratio(self.config.store_path_root_dir), 4),
             "flushDiskType": self.config.flush_disk_type.value,
             "bootTimestamp": int(st.started_at * 1000),

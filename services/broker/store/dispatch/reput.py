@@ -25,14 +25,18 @@ log = get_logger("broker", component="reput")
 
 #: Told (topic, queue id, new max offset) of each queue a dispatch grew: the new messages are readable.
 ArrivingListener = Callable[[Grown], None]
+#: Told of an OSError that stopped a dispatch (ENOSPC writing a consume queue or index file).
+DispatchErrorListener = Callable[[OSError], None]
 
 
 class ReputMessageService:
     """The dispatch cursor over one commitlog (see the module docstring)."""
 
-    def __init__(self, commitlog: CommitLog, dispatcher: Dispatcher, partial_records: bool = False) -> None:
+    def __init__(self, commitlog: CommitLog, dispatcher: Dispatcher, partial_records: bool = False,
+                 on_error: DispatchErrorListener | None = None) -> None:
         """``partial_records``: the commitlog may end inside a record (a slave's replicated chunk);
-        dispatch then waits there for the rest instead of reporting a bad record."""
+        dispatch then waits there for the rest instead of reporting a bad record. ``on_error`` is told of
+        an OSError that stopped a dispatch (after it is logged and counted)."""
         self.commitlog = commitlog
         self.dispatcher = dispatcher
         self.partial_records = partial_records
@@ -42,6 +46,9 @@ class ReputMessageService:
         #: Held while dispatching; whoever changes the queues or the index otherwise holds it too.
         self.lock = threading.Lock()
         self._bad_at = -1
+        self.on_error = on_error
+        #: Dispatches an OSError stopped (each leaves its records to the next dispatch).
+        self.failed_times = 0
 
     @property
     def behind_bytes(self) -> int:
@@ -53,15 +60,31 @@ class ReputMessageService:
 
         Cheap when nothing is pending. A caller that finds another thread
         dispatching waits for it, then dispatches what is left.
+
+        An OSError (a full disk under the consume queues or the index) does not reach the caller:
+        the records are in the commitlog, so the cursor stays before the run that failed, the error
+        is logged, counted and handed to ``on_error``, and the next dispatch tries that run again.
         """
         if self.reput_offset >= self.commitlog.max_offset:
             return
+        grown: dict[tuple[str, int], int] = {}
+        failed: OSError | None = None
         with self.lock:
-            grown = self._dispatch_to(self.commitlog.max_offset)
+            try:
+                self._dispatch_to(self.commitlog.max_offset, grown)
+            except OSError as exc:
+                failed = exc
+                self.failed_times += 1
+        if failed is not None:
+            log.error("dispatch_failed", error=str(failed), reput_offset=self.reput_offset,
+                      failed_times=self.failed_times)
+            if self.on_error is not None:
+                self.on_error(failed)
         if grown:
+            told = [(topic, queue_id, max_offset) for (topic, queue_id), max_offset in grown.items()]
             for listener in self.listeners:
                 try:
-                    listener(grown)
+                    listener(told)
                 except Exception:  # noqa: BLE001 - a listener must not fail a stored put
                     log.exception("arriving_listener_failed")
 
@@ -69,12 +92,12 @@ class ReputMessageService:
         """Recovery: dispatch the records between ``start`` and ``end`` (no listener is told)."""
         with self.lock:
             self.reput_offset = start
-            self._dispatch_to(end)
+            self._dispatch_to(end, {})
 
-    def _dispatch_to(self, end: int) -> Grown:
+    def _dispatch_to(self, end: int, grown: dict[tuple[str, int], int]) -> None:
+        """Dispatch up to ``end``, noting in ``grown`` each queue's new max offset as each run lands."""
         read = self.commitlog.read_records
         dispatch = self.dispatcher.dispatch
-        grown: dict[tuple[str, int], int] = {}
         offset = self.reput_offset
         while offset < end:
             records, nxt, clean = read(offset)
@@ -87,5 +110,4 @@ class ReputMessageService:
                     log.error("dispatch_bad_record", offset=offset, end=end)
                 break
             offset = self.reput_offset = nxt
-        return [(topic, queue_id, max_offset) for (topic, queue_id), max_offset in grown.items()]
 
