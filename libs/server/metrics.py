@@ -9,12 +9,17 @@ replicas sharing one host or network namespace each take the first free one); wh
 Hot paths never call into OpenTelemetry (a ``Counter.add`` costs about 10 µs in Python): they add to
 a :class:`Tally` (a dict under a lock) or a :class:`LatencyHistogram`, and the exporter reads those
 when it is scraped, through observable instruments and a collector of the same registry.
+
+Counters are kept whatever the exporter type (as RocketMQ's BrokerStatsManager keeps its statistics):
+``admin stats`` reads them. Histograms are recorded only where they are exported (``recording``): a
+service whose metrics are off spends nothing per request on them.
 """
 
 from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import re
 import threading
 import time
@@ -85,22 +90,35 @@ class MetricsConfig:
 
 
 class Tally:
-    """Cumulative counts by label values, cheap to add to from any thread; read as an observable counter."""
+    """Cumulative counts by label values, cheap to add to from any thread; read as observable counters.
 
-    def __init__(self, labels: Sequence[str]) -> None:
+    A tally may keep several counts per label values (``columns``), each read as its own counter and
+    added to together under one lock: a send's messages and its bytes, say.
+    """
+
+    def __init__(self, labels: Sequence[str], columns: int = 1) -> None:
         self.labels = tuple(labels)
-        self._counts: dict[tuple, float] = {}
+        self.columns = columns
+        self._counts: dict[tuple, list[float]] = {}
         self._lock = threading.Lock()
 
-    def add(self, key: tuple, amount: float = 1) -> None:
-        """Add ``amount`` to the count of label values ``key`` (in the order of ``labels``)."""
+    def add(self, key: tuple, *amounts: float) -> None:
+        """Add ``amounts`` (one per column, from the first; none: 1 to the first) to the counts of label
+        values ``key`` (in the order of ``labels``)."""
         with self._lock:
-            self._counts[key] = self._counts.get(key, 0) + amount
+            cell = self._counts.get(key)
+            if cell is None:
+                cell = self._counts[key] = [0] * self.columns
+            if not amounts:
+                cell[0] += 1
+            else:
+                for i, amount in enumerate(amounts):
+                    cell[i] += amount
 
-    def readings(self) -> list[tuple[float, dict[str, Any]]]:
-        """Every count with its labels."""
+    def readings(self, column: int = 0) -> list[tuple[float, dict[str, Any]]]:
+        """Every count of ``column`` with its labels."""
         with self._lock:
-            items = list(self._counts.items())
+            items = [(k, v[column]) for k, v in self._counts.items()]
         return [(v, dict(zip(self.labels, k, strict=False))) for k, v in items]
 
 
@@ -165,9 +183,16 @@ class ServiceMetrics:
 
     def counter(self, name: str, description: str, labels: Sequence[str]) -> Tally:
         """A counter the caller adds to through the Tally it returns."""
-        tally = Tally(labels)
-        self.meter.create_observable_counter(name, [_callback(tally.readings, self.node_labels)],
-                                             description=description)
+        return self.counters(labels, (name, description))
+
+    def counters(self, labels: Sequence[str], *named: tuple[str, str]) -> Tally:
+        """Counters of the same labels, one per (name, description), kept in one Tally of as many
+        columns (in that order) and added to together."""
+        tally = Tally(labels, len(named))
+        for column, (name, description) in enumerate(named):
+            self.meter.create_observable_counter(
+                name, [_callback(functools.partial(tally.readings, column), self.node_labels)],
+                description=description)
         return tally
 
     def counter_of(self, name: str, description: str, read: Callable[[], Readings]) -> None:
@@ -191,6 +216,12 @@ class ServiceMetrics:
     def enabled(self) -> bool:
         """True when ``/metrics`` is served."""
         return self.config.metrics_exporter_type is MetricsExporterType.PROM
+
+    @property
+    def recording(self) -> bool:
+        """True when histograms on hot paths are worth recording: they are exported. (Counters are
+        kept either way.)"""
+        return self.enabled
 
     @property
     def url(self) -> str:
@@ -252,7 +283,7 @@ def _callback(read: Callable[[], Readings], node_labels: dict[str, str]
 def observe_rpc_latency(metrics: ServiceMetrics, server: Any) -> LatencyHistogram:
     """Record rocketmq_rpc_latency (ms from request read to response, labelled protocol_type,
     request_code and response_code as RocketMQ's lower-case code names) for every response ``server``
-    (a RemotingServer) sends."""
+    (a RemotingServer) sends, when ``metrics`` is :attr:`~ServiceMetrics.recording`."""
     hist = metrics.histogram("rocketmq_rpc_latency", "Time from a request read to its response sent (ms)",
                              ("protocol_type", "request_code", "response_code"), RPC_LATENCY_BOUNDS_MS)
     keys: dict[tuple[int, int], tuple[str, str, str]] = {}
@@ -263,7 +294,8 @@ def observe_rpc_latency(metrics: ServiceMetrics, server: Any) -> LatencyHistogra
             key = keys[(request_code, response_code)] = (
                 "remoting", code_name(request_code, False).lower(), code_name(response_code, True).lower())
         hist.record(key, (time.monotonic() - enqueued_at) * 1000.0)
-    server.response_observer = observe
+    if metrics.recording:
+        server.response_observer = observe
     return hist
 
 

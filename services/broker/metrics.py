@@ -46,13 +46,15 @@ class BrokerMetrics:
                                       node_labels={"cluster": cfg.broker_cluster_name, "node_type": "broker",
                                                    "node_id": f"{cfg.broker_name}-{cfg.broker_id}"})
         m = self.metrics
-        self.messages_in = m.counter("rocketmq_messages_in_total", "Messages produced", ("topic", "message_type"))
-        self.throughput_in = m.counter("rocketmq_throughput_in_total", "Bytes produced (bodies)",
-                                       ("topic", "message_type"))
-        self.messages_out = m.counter("rocketmq_messages_out_total", "Messages pulled by consumers",
-                                      ("topic", "consumer_group"))
-        self.throughput_out = m.counter("rocketmq_throughput_out_total", "Bytes pulled by consumers",
-                                        ("topic", "consumer_group"))
+        #: Messages and body bytes produced; pulled (two columns each, added to together).
+        self.produced = m.counters(("topic", "message_type"),
+                                   ("rocketmq_messages_in_total", "Messages produced"),
+                                   ("rocketmq_throughput_in_total", "Bytes produced (bodies)"))
+        self.consumed = m.counters(("topic", "consumer_group"),
+                                   ("rocketmq_messages_out_total", "Messages pulled by consumers"),
+                                   ("rocketmq_throughput_out_total", "Bytes pulled by consumers"))
+        #: Histograms are recorded only when exported: metrics off cost a send the counters alone.
+        self.recording = m.recording
         self.flush_latency = m.histogram("rocketmq_storage_flush_latency", "Duration of a commitlog flush (ms)",
                                          (), FLUSH_LATENCY_BOUNDS_MS)
         self.message_size = m.histogram("rocketmq_message_size", "Size of the messages produced (body bytes)",
@@ -97,16 +99,13 @@ class BrokerMetrics:
     def sent(self, topic: str, message_type: str, count: int, body_bytes: int) -> None:
         """A send stored ``count`` messages of ``body_bytes``."""
         key = (topic, message_type)
-        self.messages_in.add(key, count)
-        self.throughput_in.add(key, body_bytes)
-        if count:  # a batch counts each message at the batch's mean size
+        self.produced.add(key, count, body_bytes)
+        if count and self.recording:  # a batch counts each message at the batch's mean size
             self.message_size.record(key, body_bytes / count, count)
 
     def pulled(self, group: str, topic: str, queue_id: int, next_offset: int, count: int, size: int) -> None:
         """A pull of ``group`` returned ``count`` messages (``size`` bytes); the next starts at ``next_offset``."""
-        key = (topic, group)
-        self.messages_out.add(key, count)
-        self.throughput_out.add(key, size)
+        self.consumed.add((topic, group), count, size)
         with self._lock:
             self._pulled_to[(group, topic, queue_id)] = next_offset
 

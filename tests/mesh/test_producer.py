@@ -39,7 +39,7 @@ def max_offsets(admin: Admin, topic: str) -> dict[MessageQueue, int]:
 
 def wait_max_offsets(admin: Admin, topic: str, expected: Callable[[dict[MessageQueue, int]], bool],
                      timeout_s: float = 10.0) -> dict[MessageQueue, int]:
-    """The queues' max offsets once ``expected`` holds (the broker builds consume queues asynchronously)."""
+    """The queues' max offsets once ``expected`` holds."""
     seen: dict[MessageQueue, int] = {}
 
     def check() -> bool:
@@ -88,7 +88,9 @@ def test_async_sends(start_broker: StartBroker, namesrv, admin: Admin, producer:
     results = [f.result(10) for f in futures]
     counts = assert_consecutive(results)
     assert sum(counts.values()) == 300
-    assert wait_max_offsets(admin, "AsyncT", lambda m: sum(m.values()) >= 300) == dict(counts)
+    stored = wait_max_offsets(admin, "AsyncT", lambda m: sum(m.values()) >= 300)
+    # Auto batching may leave a queue without any of them: it is then empty.
+    assert {q: n for q, n in stored.items() if n} == dict(counts)
     wait_for(lambda: len(callbacks) == 300, what="all callbacks")
     assert len({r.msg_id for r in results}) == 300
 

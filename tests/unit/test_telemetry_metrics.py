@@ -33,6 +33,32 @@ def test_counters_gauges_and_histograms_show_in_a_snapshot_with_node_labels():
     m.shutdown()
 
 
+def test_counters_of_one_tally_are_added_to_together_and_read_apart():
+    m = ServiceMetrics("broker", MetricsConfig(), node_labels={"node_type": "broker"})
+    produced = m.counters(("topic",), ("rocketmq_messages_in_total", "in"), ("rocketmq_throughput_in_total", "bytes"))
+    produced.add(("T",), 3, 300)
+    produced.add(("T",), 1, 50)
+    produced.add(("U",))  # no amounts: one more of the first column
+    assert sorted((r[0]["topic"], r[1]) for r in rows(m, "rocketmq_messages_in_total")) == [("T", 4), ("U", 1)]
+    assert sorted((r[0]["topic"], r[1]) for r in rows(m, "rocketmq_throughput_in_total")) == [("T", 350), ("U", 0)]
+    m.shutdown()
+
+
+@pytest.mark.parametrize("exporter", [MetricsExporterType.DISABLE, MetricsExporterType.PROM])
+def test_rpc_latency_is_recorded_only_where_it_is_exported(exporter):
+    # A service whose metrics are off spends nothing per response on the histogram; counters are kept
+    # either way (the test above), for ``admin stats``.
+    from rocketmesh.remoting import RemotingServer
+    from rocketmesh.server.metrics import observe_rpc_latency
+
+    m = ServiceMetrics("namesrv", MetricsConfig(metrics_exporter_type=exporter, metrics_prom_exporter_port="0"))
+    server = RemotingServer("127.0.0.1:0", "test")
+    observe_rpc_latency(m, server)
+    assert m.recording is (exporter is MetricsExporterType.PROM)
+    assert (server.response_observer is not None) is m.recording
+    m.shutdown()
+
+
 def test_a_failing_gauge_leaves_the_others_readable():
     m = ServiceMetrics("scheduler", MetricsConfig())
     m.gauge("rocketmq_bad", "raises", lambda: 1 / 0)
