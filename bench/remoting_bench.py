@@ -7,7 +7,7 @@ Run::
     python bench/remoting_bench.py --mode async --window 1000 -n 200000 --body 100
     python bench/remoting_bench.py --inproc           # server in this process (shares the GIL)
     python bench/remoting_bench.py --mode sync --handler-us 8   # the handler works 8 µs before it answers
-    python bench/remoting_bench.py --mode sync --busy-poll-us 0  # the server's I/O thread sleeps between requests
+    python bench/remoting_bench.py --mode sync --busy-poll-us 100  # the server's I/O thread spins between requests
     py-spy record --subprocesses -f raw -o prof.txt -- python bench/remoting_bench.py --mode async
 
 Prints requests/s and p50/p99 latency (µs) per mode. The server runs in a
@@ -15,7 +15,7 @@ separate process by default, as a broker would; ``--serve PORT`` is the
 child's entry point. ``--handler-us N`` has the handler keep its CPU busy for
 N µs before it answers, standing in for a real handler's work (a broker's
 send handling is 10-14 µs of Python: ``bench/send_path.py``). The server
-busy-polls as a broker does by default (``serverBusyPollUs``, 100 µs);
+polls as a broker does by default (``serverBusyPollUs``: 0, no spin);
 ``--busy-poll-us`` sets it.
 
 Figures on the 2-core dev VM (Python 3.11, pyzmq 27, 100-byte body,

@@ -58,6 +58,11 @@ class TopicConfig:
     topic_sys_flag: int = 0
     order: bool = False
 
+    def __post_init__(self) -> None:
+        # A plain int whatever it was built from (``Perm`` bits): every send tests it, and an IntFlag
+        # operand sends ``&`` through the enum machinery.
+        self.perm = int(self.perm)
+
     def to_json(self) -> dict[str, Any]:
         """The JSON form (topics.json, REGISTER_BROKER's topicConfigTable)."""
         return {"topicName": self.topic_name, "readQueueNums": self.read_queue_nums,

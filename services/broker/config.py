@@ -93,8 +93,10 @@ class BrokerConfig(MetricsConfig, AclServerConfig, ClientCredentialsConfig):
     #: After handling requests, the broker's remoting I/O thread keeps looking for the next one this long
     #: (yielding the CPU between looks) before it sleeps. A sync producer's next send then finds it awake
     #: instead of paying a thread wake-up. It spins only while requests come at most twice this far apart,
-    #: so an idle or lightly loaded broker does not. 0 turns it off.
-    server_busy_poll_us: int = 100
+    #: so an idle or lightly loaded broker does not. 0 (the default) turns it off: whether the spin pays
+    #: depends on what the host makes a wake-up cost, and the CPU it burns is taken from whatever shares
+    #: the machine (docs/operations.md).
+    server_busy_poll_us: int = 0
 
     def __post_init__(self) -> None:
         super().__post_init__()

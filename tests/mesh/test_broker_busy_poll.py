@@ -14,10 +14,10 @@ TOPIC = "BusyPollTopic"
 
 def test_a_broker_left_idle_after_a_sync_send_loop_stops_spinning(
         namesrv: NamesrvProcess, start_broker: Callable[..., BrokerProcess]) -> None:
-    """A sync loop keeps requests close together, so the broker spins between them (its default,
-    serverBusyPollUs=100); once the loop stops, a second of idleness costs it little CPU, where a
-    thread that kept spinning would use the whole second."""
-    broker = start_broker(namesrv.addr, name="broker-spin")
+    """A sync loop keeps requests close together, so a broker with serverBusyPollUs=100 spins between
+    them; once the loop stops, a second of idleness costs it little CPU, where a thread that kept
+    spinning would use the whole second."""
+    broker = start_broker(namesrv.addr, name="broker-spin", serverBusyPollUs=100)
     with Producer("busy-poll-test", namesrv.addr) as producer:
         for i in range(2000):
             assert producer.send(Message(TOPIC, f"m{i}".encode())).send_status is SendStatus.SEND_OK
