@@ -92,31 +92,27 @@ class MetricsConfig:
 class Tally:
     """Cumulative counts by label values, cheap to add to from any thread; read as observable counters.
 
-    A tally may keep several counts per label values (``columns``), each read as its own counter and
-    added to together under one lock: a send's messages and its bytes, say.
+    A tally keeps a count per label values and, with ``sized``, a size beside it (a send's messages
+    and their bytes, say), both added to under one lock and each read as its own counter.
     """
 
-    def __init__(self, labels: Sequence[str], columns: int = 1) -> None:
+    def __init__(self, labels: Sequence[str], sized: bool = False) -> None:
         self.labels = tuple(labels)
-        self.columns = columns
+        self.sized = sized
         self._counts: dict[tuple, list[float]] = {}
         self._lock = threading.Lock()
 
-    def add(self, key: tuple, *amounts: float) -> None:
-        """Add ``amounts`` (one per column, from the first; none: 1 to the first) to the counts of label
-        values ``key`` (in the order of ``labels``)."""
+    def add(self, key: tuple, count: float = 1, size: float = 0) -> None:
+        """Add ``count`` (and ``size``, when sized) to label values ``key`` (in the order of ``labels``)."""
         with self._lock:
             cell = self._counts.get(key)
             if cell is None:
-                cell = self._counts[key] = [0] * self.columns
-            if not amounts:
-                cell[0] += 1
-            else:
-                for i, amount in enumerate(amounts):
-                    cell[i] += amount
+                cell = self._counts[key] = [0, 0]
+            cell[0] += count
+            cell[1] += size
 
     def readings(self, column: int = 0) -> list[tuple[float, dict[str, Any]]]:
-        """Every count of ``column`` with its labels."""
+        """Every count (``column`` 0) or size (1) with its labels."""
         with self._lock:
             items = [(k, v[column]) for k, v in self._counts.items()]
         return [(v, dict(zip(self.labels, k, strict=False))) for k, v in items]
@@ -185,14 +181,16 @@ class ServiceMetrics:
         """A counter the caller adds to through the Tally it returns."""
         return self.counters(labels, (name, description))
 
-    def counters(self, labels: Sequence[str], *named: tuple[str, str]) -> Tally:
-        """Counters of the same labels, one per (name, description), kept in one Tally of as many
-        columns (in that order) and added to together."""
-        tally = Tally(labels, len(named))
-        for column, (name, description) in enumerate(named):
-            self.meter.create_observable_counter(
-                name, [_callback(functools.partial(tally.readings, column), self.node_labels)],
-                description=description)
+    def counters(self, labels: Sequence[str], count: tuple[str, str], size: tuple[str, str] | None = None
+                 ) -> Tally:
+        """A counter (name, description) and, with ``size``, a second one of the sizes of what it counts,
+        kept in one sized Tally and added to together."""
+        tally = Tally(labels, sized=size is not None)
+        for column, named in enumerate((count, size)):
+            if named is not None:
+                self.meter.create_observable_counter(
+                    named[0], [_callback(functools.partial(tally.readings, column), self.node_labels)],
+                    description=named[1])
         return tally
 
     def counter_of(self, name: str, description: str, read: Callable[[], Readings]) -> None:

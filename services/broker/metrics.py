@@ -46,7 +46,7 @@ class BrokerMetrics:
                                       node_labels={"cluster": cfg.broker_cluster_name, "node_type": "broker",
                                                    "node_id": f"{cfg.broker_name}-{cfg.broker_id}"})
         m = self.metrics
-        #: Messages and body bytes produced; pulled (two columns each, added to together).
+        #: Messages and their body bytes produced, and pulled (a count and a size each, added to together).
         self.produced = m.counters(("topic", "message_type"),
                                    ("rocketmq_messages_in_total", "Messages produced"),
                                    ("rocketmq_throughput_in_total", "Bytes produced (bodies)"))

@@ -38,7 +38,7 @@ def test_counters_of_one_tally_are_added_to_together_and_read_apart():
     produced = m.counters(("topic",), ("rocketmq_messages_in_total", "in"), ("rocketmq_throughput_in_total", "bytes"))
     produced.add(("T",), 3, 300)
     produced.add(("T",), 1, 50)
-    produced.add(("U",))  # no amounts: one more of the first column
+    produced.add(("U",))  # one more, of no size
     assert sorted((r[0]["topic"], r[1]) for r in rows(m, "rocketmq_messages_in_total")) == [("T", 4), ("U", 1)]
     assert sorted((r[0]["topic"], r[1]) for r in rows(m, "rocketmq_throughput_in_total")) == [("T", 350), ("U", 0)]
     m.shutdown()
