@@ -229,20 +229,23 @@ class AsyncProducer:
                         uniq: str, traceparent: str | None, accumulator: ProduceAccumulator | None = None,
                         topic: str = "") -> SendResult:
         """Make the attempts ``plan`` asks for, awaiting each answer on the loop. With an ``accumulator``, the
-        first attempt goes out after what auto batching holds of ``topic`` (a queue keeps the order of sends)."""
-        send = self._producer.instance.api.send_message_async
+        first attempt goes out after what auto batching holds of ``topic`` (a queue keeps the order of sends);
+        any other attempt goes out on the loop's own socket, so neither it nor its answer crosses a thread."""
+        api = self._producer.instance.api
+        send = api.send_message_async
         try:
             addr, mq, attempt_ms = next(plan)
             while True:
-                fut, done = inbox.future()
                 try:
                     if accumulator is not None:
+                        fut, done = inbox.future()
                         accumulator.add_alone(topic, partial(_send_or_report, send, done, addr, mq, header, body,
                                                              uniq, attempt_ms, traceparent))
                         accumulator = None  # a retry goes at once
+                        result: SendResult = await fut
                     else:
-                        send(addr, mq, header, body, uniq, attempt_ms, done, traceparent)
-                    result: SendResult = await fut
+                        result = await api.send_message_from_loop(addr, mq, header, body, uniq, attempt_ms,
+                                                                  traceparent)
                 except MQError as err:
                     addr, mq, attempt_ms = plan.throw(err)
                 else:

@@ -405,6 +405,18 @@ class ClientAPI:
             raise from_remoting(exc, addr) from exc
         return send_result(resp, mq, msg_id, addr)
 
+    async def send_message_from_loop(self, addr: str, mq: MessageQueue, header: SendMessageRequestHeader,
+                                     body: bytes, msg_id: str, timeout_ms: int,
+                                     traceparent: str | None = None) -> SendResult:
+        """:meth:`send_message` awaited on the running event loop, through the loop's own socket to ``addr``
+        (``RemotingClient.invoke_from_loop``): the same answer and errors, without blocking the loop."""
+        try:
+            resp = await self.remoting.invoke_from_loop(addr, self._send_command(header, body, traceparent),
+                                                        timeout_ms)
+        except RemotingError as exc:
+            raise from_remoting(exc, addr) from exc
+        return send_result(resp, mq, msg_id, addr)
+
     def send_message_async(self, addr: str, mq: MessageQueue, header: SendMessageRequestHeader, body: bytes,
                            msg_id: str, timeout_ms: int, done: SendDone, traceparent: str | None = None) -> None:
         """SEND_MESSAGE (or SEND_BATCH_MESSAGE) without waiting: ``done(result, error)`` is called on the remoting

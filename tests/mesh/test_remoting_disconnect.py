@@ -3,12 +3,14 @@ on_disconnect, the client's failing of requests in flight, and the connection bo
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import select
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
 
@@ -280,3 +282,23 @@ def test_an_answer_read_after_its_server_died_never_aborts_the_reader() -> None:
         assert server.wait(10) == 0, "the server process was to exit once it had answered 50 requests"
         assert reader.returncode == 0, f"the reader died ({reader.returncode}): {reader.stderr[-2000:]}"
         assert reader.stdout.split() == ["50", "{0}"], reader.stdout
+
+
+def test_an_awaited_call_to_a_killed_server_fails_at_once_not_at_its_timeout() -> None:
+    """invoke_from_loop waits on the loop's own socket: the client's connection closing fails it too."""
+
+    async def main(proc, addr: str, client: RemotingClient) -> None:
+        assert (await client.invoke_from_loop(addr, request(ECHO), 5000)).code == ResponseCode.SUCCESS
+        held = asyncio.create_task(client.invoke_from_loop(addr, request(HOLD), 60_000))
+        await asyncio.sleep(0.5)
+        assert not held.done()  # held, as a long-polling pull is
+        proc.kill()
+        await asyncio.to_thread(proc.wait, 5)
+        start = time.monotonic()
+        with pytest.raises(RemotingConnectError, match="closed before the response"):
+            await asyncio.wait_for(held, 10)
+        assert time.monotonic() - start < 5
+
+    with script_process(HOLDING_SERVER, "127.0.0.1:0", what="server") as (proc, addr), \
+            RemotingClient(name="held-loop") as client:
+        asyncio.run(main(proc, addr, client))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -580,3 +581,88 @@ def test_after_reads_answers_what_inline_handlers_put_off(server: RemotingServer
     assert client.invoke_sync(server.address, request(2001, body=b"sync"), 2000).body == b"sync"
     assert threads and threading.get_ident() not in threads and len(threads) == 1  # one thread: the I/O thread
     assert client.invoke_sync(server.address, request(ECHO), 2000).code == ResponseCode.SUCCESS
+
+
+# --- invoke_from_loop: requests awaited on an event loop, on the loop's own socket ---
+
+
+def test_awaited_calls_get_their_own_answers(server: RemotingServer, client: RemotingClient,
+                                            recorder: Recorder) -> None:
+    async def main() -> list[RemotingCommand]:
+        one = await client.invoke_from_loop(server.address, request(ECHO, {"n": -1}, b"first"), 2000)
+        assert one.body == b"first"
+        calls = [client.invoke_from_loop(server.address, request(ECHO, {"n": i}, f"b{i}".encode()), 5000)
+                 for i in range(200)]
+        await client.invoke_from_loop(server.address, request(REMEMBER), 2000)
+        return await asyncio.gather(*calls)
+
+    answers = asyncio.run(main())
+    assert [(a.ext["n"], a.body) for a in answers] == [(i, f"b{i}".encode()) for i in range(200)]
+    assert recorder.identities == [client.identity]  # the server knows the loop's socket as this client
+    assert client.pending_requests == 0
+
+
+def test_an_awaited_call_times_out_and_the_late_answer_is_dropped(server: RemotingServer,
+                                                                  client: RemotingClient) -> None:
+    async def main() -> None:
+        start = time.monotonic()
+        with pytest.raises(RemotingTimeoutError):
+            await client.invoke_from_loop(server.address, request(NEVER), 200)
+        assert time.monotonic() - start < 1.5
+        with pytest.raises(RemotingTimeoutError):
+            await client.invoke_from_loop(server.address, request(LATER, {"delay": 0.3}), 100)
+        await asyncio.sleep(0.4)  # its answer arrives now, for nobody
+        assert (await client.invoke_from_loop(server.address, request(ECHO, body=b"next"), 2000)).body == b"next"
+
+    asyncio.run(main())
+
+
+def test_an_awaited_call_to_nothing_fails_with_connect_error_and_the_loop_keeps_running(
+        client: RemotingClient) -> None:
+    from procs import free_port
+
+    async def main() -> int:
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        ticker = asyncio.create_task(tick())
+        start = time.monotonic()
+        with pytest.raises(RemotingConnectError):
+            await client.invoke_from_loop(f"127.0.0.1:{free_port()}", request(ECHO), 300)
+        assert time.monotonic() - start < 2
+        ticker.cancel()
+        return ticks
+
+    assert asyncio.run(main()) >= 10  # the loop ran other tasks while the call waited for a connection
+
+
+def test_a_cancelled_awaited_call_leaves_nothing_waiting(server: RemotingServer, client: RemotingClient) -> None:
+    async def main() -> None:
+        call = asyncio.create_task(client.invoke_from_loop(server.address, request(NEVER), 10_000))
+        await asyncio.sleep(0.1)
+        call.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await call
+        assert client.pending_requests == 0
+        assert (await client.invoke_from_loop(server.address, request(ECHO, body=b"after"), 2000)).body == b"after"
+
+    asyncio.run(main())
+
+
+def test_close_fails_awaited_calls(server: RemotingServer) -> None:
+    async def main() -> None:
+        c = RemotingClient(name="closing")
+        call = asyncio.create_task(c.invoke_from_loop(server.address, request(NEVER), 10_000))
+        await asyncio.sleep(0.1)
+        c.close()  # on the loop's thread: its sockets close at once
+        with pytest.raises(RemotingSendRequestError):
+            await call
+        with pytest.raises(RemotingSendRequestError):
+            await c.invoke_from_loop(server.address, request(ECHO), 1000)
+
+    asyncio.run(main())
