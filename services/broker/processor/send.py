@@ -25,6 +25,9 @@ import collections
 import random
 import threading
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from rocketmesh.broker.metrics import BrokerMetrics, message_type_of
@@ -79,6 +82,17 @@ _MAX_DRAIN = 1024
 _BATCH_CODE = RequestCode.SEND_BATCH_MESSAGE
 
 
+@dataclass(slots=True)
+class _Stored:
+    """A send in the store, not answered yet."""
+
+    ctx: RequestContext
+    queue_id: int
+    result: PutMessageResult
+    #: The commitlog offset just past its records (what must be durable before the answer).
+    end: int
+
+
 class SendError(Exception):
     """A send refused before it reached the store, with the response code to answer."""
 
@@ -122,7 +136,12 @@ class SendMessageProcessor:
         queue = self._queue
         if not queue and not self._busy and ctx.backlogged_ms() < self._inline_backlog_ms:
             # The broker keeps up: store and answer right here rather than pay two thread hand-offs.
-            self._handle([(cmd, ctx)], on_io_thread=True)
+            sent = self._store(cmd, ctx, on_io_thread=True)
+            if sent is not None:
+                if self._put_waits:
+                    self.store.when_durable(sent.end, partial(self._answer, (sent,)), flush_here=True)
+                else:
+                    self._answer_one(sent, PutMessageStatus.PUT_OK)
             return None
         if len(queue) >= self.config.send_thread_pool_queue_capacity:
             self.busy_rejections += 1
@@ -161,11 +180,12 @@ class SendMessageProcessor:
             finally:
                 self._busy = False
 
-    def _handle(self, batch: list[tuple[RemotingCommand, RequestContext]], on_io_thread: bool = False) -> None:
+    def _handle(self, batch: list[tuple[RemotingCommand, RequestContext]]) -> None:
+        """Store a drained run of queued sends (the worker's), then answer them: at once, or once the
+        store made them durable."""
         limit_ms = self.config.wait_time_mills_in_send_queue
         now = time.monotonic()
-        stored: list[tuple[RemotingCommand, RequestContext, SendMessageRequestHeader, PutMessageResult]] = []
-        max_end = 0
+        stored: list[_Stored] = []
         for cmd, ctx in batch:
             if (now - ctx.enqueued_at) * 1000 > limit_ms:
                 self.busy_rejections += 1
@@ -173,48 +193,66 @@ class SendMessageProcessor:
                     f"[TIMEOUT_CLEAN_QUEUE]broker busy, start flow control for a while, period in queue: "
                     f"{(now - ctx.enqueued_at) * 1000:.0f}ms, size of queue: {len(self._queue)}")))
                 continue
-            try:
-                header = send_header_of(cmd.ext)
-                if cmd.code == _BATCH_CODE:
-                    header.batch = True  # the Java client's batch: its code says it, whatever its header
-                msgs = self._build(cmd, header, ctx)
-            except SendError as exc:
-                ctx.respond(response_to(cmd, exc.code, exc.remark))
-                continue
-            except HeaderError as exc:
-                ctx.respond(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"bad send header: {exc}"))
-                continue
-            if isinstance(msgs, MessageExtBatch):
-                result = self.store.put_batch(msgs, wait_flush=False, finish_later=on_io_thread)
-            else:
-                result = self.store.put_messages(msgs, wait_flush=False, finish_later=on_io_thread)
-            if result.status.stored:
-                stored_topic = msgs.topic if isinstance(msgs, MessageExtBatch) else msgs[0].topic
-                self.metrics.sent(header.topic, message_type_of(header.topic, stored_topic),
-                                  len(result.appended), len(cmd.body))
-                last = result.appended[-1]
-                max_end = max(max_end, last.wrote_offset + last.wrote_bytes)
-                stored.append((cmd, ctx, header, result))
-            else:
-                code = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
-                ctx.respond(response_to(cmd, code, f"[{result.status.value}] {result.remark}".strip()))
+            sent = self._store(cmd, ctx, on_io_thread=False)
+            if sent is not None:
+                stored.append(sent)
         if not stored:
             return
-
-        def answer(durable: PutMessageStatus) -> None:
-            for _cmd, ctx, header, result in stored:
-                status = result.status if durable is PutMessageStatus.PUT_OK else durable
-                first = result.appended[0]
-                ext = SendMessageResponseHeader(first.msg_id, header.queue_id, first.queue_offset).to_ext()
-                ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
-
         if self._put_waits:
             # Answered once durable, from the thread that settles it; the storing thread goes on with
-            # the next sends meanwhile, so puts overlap the slave's round. On the I/O thread, the sends
-            # of one round of reading share the fdatasync it does when the round ends (flush_pending).
-            self.store.when_durable(max_end, answer, flush_here=on_io_thread)
+            # the next sends meanwhile, so puts overlap the slave's round.
+            self.store.when_durable(max(sent.end for sent in stored), partial(self._answer, stored))
         else:
-            answer(PutMessageStatus.PUT_OK)
+            for sent in stored:
+                self._answer_one(sent, PutMessageStatus.PUT_OK)
+
+    def _store(self, cmd: RemotingCommand, ctx: RequestContext, on_io_thread: bool) -> _Stored | None:
+        """Check one send and put it in the store: what to answer it with once durable, or None when it
+        was answered already (refused, or not stored).
+
+        ``on_io_thread``: the remoting I/O thread stores it, and finishes the put's work after the
+        round's answers went out (the store's ``flush_pending``); under SYNC_FLUSH the sends of one round
+        share the fdatasync it does then."""
+        try:
+            header = send_header_of(cmd.ext)
+            if cmd.code == _BATCH_CODE:
+                header.batch = True  # the Java client's batch: its code says it, whatever its header
+            msgs = self._build(cmd, header, ctx)
+        except SendError as exc:
+            ctx.respond(response_to(cmd, exc.code, exc.remark))
+            return None
+        except HeaderError as exc:
+            ctx.respond(response_to(cmd, ResponseCode.SYSTEM_ERROR, f"bad send header: {exc}"))
+            return None
+        if isinstance(msgs, MessageExtBatch):
+            result = self.store.put_batch(msgs, wait_flush=False, finish_later=on_io_thread)
+            stored_topic = msgs.topic
+        else:
+            result = self.store.put_messages(msgs, wait_flush=False, finish_later=on_io_thread)
+            stored_topic = msgs[0].topic
+        if not result.status.stored:
+            code = _FAILED_CODES.get(result.status, ResponseCode.SYSTEM_ERROR)
+            ctx.respond(response_to(cmd, code, f"[{result.status.value}] {result.remark}".strip()))
+            return None
+        self.metrics.sent(header.topic, message_type_of(header.topic, stored_topic), len(result.appended),
+                          len(cmd.body))
+        last = result.appended[-1]
+        return _Stored(ctx, header.queue_id, result, last.wrote_offset + last.wrote_bytes)
+
+    @staticmethod
+    def _answer_one(sent: _Stored, durable: PutMessageStatus) -> None:
+        """Answer a stored send: where it went, with the put's status unless ``durable`` says it did not
+        become durable in time."""
+        result = sent.result
+        status = result.status if durable is PutMessageStatus.PUT_OK else durable
+        first = result.appended[0]
+        ext = SendMessageResponseHeader(first.msg_id, sent.queue_id, first.queue_offset).to_ext()
+        sent.ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
+
+    @classmethod
+    def _answer(cls, stored: Sequence[_Stored], durable: PutMessageStatus) -> None:
+        for sent in stored:
+            cls._answer_one(sent, durable)
 
     # --- validation and building store messages ---
 
