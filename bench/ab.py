@@ -16,9 +16,9 @@ script needs what the older build lacks (a new option, a new name), ``--bench-of
 build's own copy of it instead. Failed runs are reported.
 
 A figure is a number followed by a unit (msg/s, MB/s, MiB/s, rows/s, transactions/s, round trips/s, ms,
-us/msg, us) on a printed line, named by the line's leading words, its percentile or place on the line, and
-its unit; benchkit's CPU lines give one figure a process. Where less is better (ms, us) the ratio is still
-B/A of the figure itself.
+us/msg, us) on a printed line, named by the line's leading words, its percentile, the words just before it
+or its place on the line, and its unit; benchkit's CPU lines give one figure a process. Where less is
+better (ms, us) the ratio is still B/A of the figure itself.
 """
 
 from __future__ import annotations
@@ -102,9 +102,17 @@ def figures_of(line: str) -> list[tuple[str, float]]:
         head = line[:line.index("cpu us/msg:")].split()
         return [(f"{' '.join(head)} cpu {who} us/msg", float(v)) for who, v in _CPU.findall(line)]
     out = []
+    end = 0
     for i, m in enumerate(_FIGURE.finditer(line)):
         before = line[:m.start()].split()
-        tag = before[-1] if before and _PERCENTILE.fullmatch(before[-1]) else f"[{i}]"
+        # After the first figure, the words since the previous one name a figure ("... us   outside the
+        # store 51.76 us"), unless it is a percentile.
+        words = [w for w in line[end:m.start()].split() if w.isalpha()] if i else []
+        if before and _PERCENTILE.fullmatch(before[-1]):
+            tag = before[-1]
+        else:
+            tag = " ".join(words) or f"[{i}]"
+        end = m.end()
         out.append((f"{label} {tag} {m[2]}", float(m[1].replace(",", ""))))
     return out
 
