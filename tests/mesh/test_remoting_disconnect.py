@@ -302,3 +302,31 @@ def test_an_awaited_call_to_a_killed_server_fails_at_once_not_at_its_timeout() -
     with script_process(HOLDING_SERVER, "127.0.0.1:0", what="server") as (proc, addr), \
             RemotingClient(name="held-loop") as client:
         asyncio.run(main(proc, addr, client))
+
+
+def test_an_awaited_call_made_while_its_server_restarts_is_answered_once_it_is_back() -> None:
+    """A request that could not leave while its server was down is sent when the server is back, and its
+    answer is awaited: the connection that closed before it left is not its business."""
+    port = free_port()
+    addr = f"127.0.0.1:{port}"
+
+    def serve() -> RemotingServer:
+        srv = RemotingServer(addr, "restarting")
+        srv.register(ECHO, lambda cmd, ctx: response_to(cmd, ResponseCode.SUCCESS, body=cmd.body))
+        return srv.start()
+
+    async def main(client: RemotingClient) -> None:
+        first = serve()
+        assert (await client.invoke_from_loop(addr, request(ECHO, body=b"before"), 3000)).body == b"before"
+        first.stop()
+        await asyncio.sleep(0.5)  # the client has seen its connection close
+        call = asyncio.create_task(client.invoke_from_loop(addr, request(ECHO, body=b"after"), 10_000))
+        await asyncio.sleep(0.5)
+        second = serve()
+        try:
+            assert (await asyncio.wait_for(call, 10)).body == b"after"
+        finally:
+            second.stop()
+
+    with RemotingClient(name="restart-loop") as client:
+        asyncio.run(main(client))

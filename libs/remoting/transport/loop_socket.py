@@ -123,6 +123,8 @@ class LoopSocket:
                 entry[0].set_exception(RemotingSendRequestError(f"send to {self.addr} failed: {exc}"))
                 continue
             outbox.popleft()
+            # From now on a closed connection means its answer cannot come (not one closed before it left).
+            waiting[opaque] = (entry[0], entry[1], entry[2], self._closes())
         if self._read_again is None and not self.closed and readable(sock):
             # A send may have taken the descriptor's edge for an answer already queued.
             self._read_again = self.loop.call_soon(self._read)
