@@ -91,7 +91,7 @@ def main() -> None:
         for _ in range(n):
             # What SendMessageProcessor.enqueue does on the I/O thread while the broker keeps up.
             cmd = decode(frames)
-            sends._answer_one(store_one(cmd, context(cmd), on_io_thread=True), PutMessageStatus.PUT_OK)
+            sends._answer((store_one(cmd, context(cmd), on_io_thread=True),), PutMessageStatus.PUT_OK)
             store.flush_pending()
         return (clock() - start) / n / 1000
 

@@ -11,8 +11,8 @@ a :class:`Tally` (a dict under a lock) or a :class:`LatencyHistogram`, and the e
 when it is scraped, through observable instruments and a collector of the same registry.
 
 Counters are kept whatever the exporter type (as RocketMQ's BrokerStatsManager keeps its statistics):
-``admin stats`` reads them. Histograms are recorded only where they are exported (``recording``): a
-service whose metrics are off spends nothing per request on them.
+``admin stats`` reads them. Histograms on hot paths are recorded only where they are exported
+(:attr:`ServiceMetrics.enabled`): a service whose metrics are off spends nothing per request on them.
 """
 
 from __future__ import annotations
@@ -92,18 +92,18 @@ class MetricsConfig:
 class Tally:
     """Cumulative counts by label values, cheap to add to from any thread; read as observable counters.
 
-    A tally keeps a count per label values and, with ``sized``, a size beside it (a send's messages
-    and their bytes, say), both added to under one lock and each read as its own counter.
+    A tally keeps a count per label values and a size beside it (a send's messages and their bytes,
+    say), both added to under one lock and each read as its own counter (the size only where one is
+    declared: ``ServiceMetrics.counters``).
     """
 
-    def __init__(self, labels: Sequence[str], sized: bool = False) -> None:
+    def __init__(self, labels: Sequence[str]) -> None:
         self.labels = tuple(labels)
-        self.sized = sized
         self._counts: dict[tuple, list[float]] = {}
         self._lock = threading.Lock()
 
     def add(self, key: tuple, count: float = 1, size: float = 0) -> None:
-        """Add ``count`` (and ``size``, when sized) to label values ``key`` (in the order of ``labels``)."""
+        """Add ``count`` and ``size`` to label values ``key`` (in the order of ``labels``)."""
         with self._lock:
             cell = self._counts.get(key)
             if cell is None:
@@ -184,8 +184,8 @@ class ServiceMetrics:
     def counters(self, labels: Sequence[str], count: tuple[str, str], size: tuple[str, str] | None = None
                  ) -> Tally:
         """A counter (name, description) and, with ``size``, a second one of the sizes of what it counts,
-        kept in one sized Tally and added to together."""
-        tally = Tally(labels, sized=size is not None)
+        kept in one Tally and added to together."""
+        tally = Tally(labels)
         for column, named in enumerate((count, size)):
             if named is not None:
                 self.meter.create_observable_counter(
@@ -214,12 +214,6 @@ class ServiceMetrics:
     def enabled(self) -> bool:
         """True when ``/metrics`` is served."""
         return self.config.metrics_exporter_type is MetricsExporterType.PROM
-
-    @property
-    def recording(self) -> bool:
-        """True when histograms on hot paths are worth recording: they are exported. (Counters are
-        kept either way.)"""
-        return self.enabled
 
     @property
     def url(self) -> str:
@@ -281,7 +275,7 @@ def _callback(read: Callable[[], Readings], node_labels: dict[str, str]
 def observe_rpc_latency(metrics: ServiceMetrics, server: Any) -> LatencyHistogram:
     """Record rocketmq_rpc_latency (ms from request read to response, labelled protocol_type,
     request_code and response_code as RocketMQ's lower-case code names) for every response ``server``
-    (a RemotingServer) sends, when ``metrics`` is :attr:`~ServiceMetrics.recording`."""
+    (a RemotingServer) sends, when ``metrics`` is :attr:`~ServiceMetrics.enabled`."""
     hist = metrics.histogram("rocketmq_rpc_latency", "Time from a request read to its response sent (ms)",
                              ("protocol_type", "request_code", "response_code"), RPC_LATENCY_BOUNDS_MS)
     keys: dict[tuple[int, int], tuple[str, str, str]] = {}
@@ -292,7 +286,7 @@ def observe_rpc_latency(metrics: ServiceMetrics, server: Any) -> LatencyHistogra
             key = keys[(request_code, response_code)] = (
                 "remoting", code_name(request_code, False).lower(), code_name(response_code, True).lower())
         hist.record(key, (time.monotonic() - enqueued_at) * 1000.0)
-    if metrics.recording:
+    if metrics.enabled:
         server.response_observer = observe
     return hist
 

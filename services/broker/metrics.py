@@ -54,7 +54,7 @@ class BrokerMetrics:
                                    ("rocketmq_messages_out_total", "Messages pulled by consumers"),
                                    ("rocketmq_throughput_out_total", "Bytes pulled by consumers"))
         #: Histograms are recorded only when exported: metrics off cost a send the counters alone.
-        self.recording = m.recording
+        self.recording = m.enabled
         self.flush_latency = m.histogram("rocketmq_storage_flush_latency", "Duration of a commitlog flush (ms)",
                                          (), FLUSH_LATENCY_BOUNDS_MS)
         self.message_size = m.histogram("rocketmq_message_size", "Size of the messages produced (body bytes)",

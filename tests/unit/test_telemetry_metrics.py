@@ -54,8 +54,8 @@ def test_rpc_latency_is_recorded_only_where_it_is_exported(exporter):
     m = ServiceMetrics("namesrv", MetricsConfig(metrics_exporter_type=exporter, metrics_prom_exporter_port="0"))
     server = RemotingServer("127.0.0.1:0", "test")
     observe_rpc_latency(m, server)
-    assert m.recording is (exporter is MetricsExporterType.PROM)
-    assert (server.response_observer is not None) is m.recording
+    assert m.enabled is (exporter is MetricsExporterType.PROM)
+    assert (server.response_observer is not None) is m.enabled
     m.shutdown()
 
 

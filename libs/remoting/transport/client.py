@@ -383,19 +383,24 @@ class RemotingClient:
             table = self._local.table = _DirectSockets()
         ds = table.by_addr.get(addr)
         if ds is None or ds.closed:
-            self._endpoint(addr)  # a bad address fails here, before any socket exists
-            sock = self._new_socket(addr, self.identity + b"\x00" + str(next(self._direct_seq)).encode())
+            sock = self._own_socket(addr)
             pollin = zmq.Poller()
             pollin.register(sock, zmq.POLLIN)
             pollout = zmq.Poller()
             pollout.register(sock, zmq.POLLOUT)
             ds = table.by_addr[addr] = _DirectSocket(addr, sock, pollin, pollout)
             self._direct.add(ds)
-            # The I/O thread's own connection to addr is where the server's
-            # pushes arrive; make sure there is one even if this client only
-            # ever calls invoke_sync.
-            self._mailbox.put((addr, None, None))
         return ds
+
+    def _own_socket(self, addr: str) -> zmq.Socket:
+        """A new socket to ``addr`` for one caller (a thread's, a loop's), named ``<identity> NUL <n>``.
+
+        The I/O thread connects to ``addr`` too, if it has not: its connection is where the server's pushes
+        arrive, and its close is what fails the caller's waiting requests (``_closes``)."""
+        self._endpoint(addr)  # a bad address fails here, before any socket exists
+        sock = self._new_socket(addr, self.identity + b"\x00" + str(next(self._direct_seq)).encode())
+        self._mailbox.put((addr, None, None))
+        return sock
 
     def _loop_socket(self, loop: asyncio.AbstractEventLoop, addr: str) -> LoopSocket:
         table = self._loop_sockets.get(loop)
@@ -403,13 +408,9 @@ class RemotingClient:
             table = self._loop_sockets[loop] = {}
         ls = table.get(addr)
         if ls is None or ls.closed:
-            self._endpoint(addr)  # a bad address fails here, before any socket exists
-            sock = self._new_socket(addr, self.identity + b"\x00" + str(next(self._direct_seq)).encode())
             closes = self._closes
-            ls = table[addr] = LoopSocket(loop, addr, sock, self.options.max_header_size,
+            ls = table[addr] = LoopSocket(loop, addr, self._own_socket(addr), self.options.max_header_size,
                                           lambda: closes.get(addr, 0), self._on_push, self._connect_hint())
-            # As for a thread's own socket: the I/O thread's connection watches for the server going away.
-            self._mailbox.put((addr, None, None))
         return ls
 
     def _close_loop_sockets(self) -> None:

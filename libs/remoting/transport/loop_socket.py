@@ -62,8 +62,8 @@ class LoopSocket:
         self._closes = closes
         self._on_push = on_push
         self._connect_hint = connect_hint
-        #: opaque -> (future, deadline, timeout ms, closes when sent)
-        self._waiting: dict[int, tuple[asyncio.Future[RemotingCommand], float, int, int]] = {}
+        #: opaque -> (future, deadline, timeout ms, closes when it left; None while in the outbox)
+        self._waiting: dict[int, tuple[asyncio.Future[RemotingCommand], float, int, int | None]] = {}
         #: (opaque, frames) of the requests not sent yet, in the order they were made
         self._outbox: collections.deque[tuple[int, list]] = collections.deque()
         self._flushing: asyncio.Handle | None = None
@@ -88,7 +88,7 @@ class LoopSocket:
             raise RemotingSendRequestError("client is closed")
         loop = self.loop
         fut: asyncio.Future[RemotingCommand] = loop.create_future()
-        self._waiting[opaque] = (fut, time.monotonic() + timeout_ms / 1000.0, timeout_ms, self._closes())
+        self._waiting[opaque] = (fut, time.monotonic() + timeout_ms / 1000.0, timeout_ms, None)
         self._outbox.append((opaque, frames))
         if self._flushing is None:
             self._flushing = loop.call_soon(self._flush)
@@ -164,18 +164,13 @@ class LoopSocket:
             return
         now = time.monotonic()
         closes = self._closes()
-        unsent: set[int] | None = None
         for opaque, (fut, deadline, timeout_ms, closes_then) in list(self._waiting.items()):
             if fut.done():
                 self._waiting.pop(opaque, None)
                 continue
-            if closes == closes_then and now < deadline:
-                continue
-            if unsent is None:
-                unsent = {o for o, _ in self._outbox}
-            if opaque in unsent:
-                if now < deadline:
-                    continue  # a connection that closed before it left is not its business
+            if now < deadline and closes_then in (None, closes):
+                continue  # not due; a connection that closed before it left is not its business
+            if closes_then is None:
                 error: Exception = RemotingConnectError(
                     f"no connection to {self.addr} within {timeout_ms} ms{self._connect_hint}")
             elif closes != closes_then:

@@ -138,10 +138,9 @@ class SendMessageProcessor:
             # The broker keeps up: store and answer right here rather than pay two thread hand-offs.
             sent = self._store(cmd, ctx, on_io_thread=True)
             if sent is not None:
-                if self._put_waits:
-                    self.store.when_durable(sent.end, partial(self._answer, (sent,)), flush_here=True)
-                else:
-                    self._answer_one(sent, PutMessageStatus.PUT_OK)
+                # Under SYNC_FLUSH the sends of one round of reading share the fdatasync this thread does
+                # when the round ends (the store's flush_pending).
+                self._answer_when_durable((sent,), flush_here=True)
             return None
         if len(queue) >= self.config.send_thread_pool_queue_capacity:
             self.busy_rejections += 1
@@ -196,15 +195,8 @@ class SendMessageProcessor:
             sent = self._store(cmd, ctx, on_io_thread=False)
             if sent is not None:
                 stored.append(sent)
-        if not stored:
-            return
-        if self._put_waits:
-            # Answered once durable, from the thread that settles it; the storing thread goes on with
-            # the next sends meanwhile, so puts overlap the slave's round.
-            self.store.when_durable(max(sent.end for sent in stored), partial(self._answer, stored))
-        else:
-            for sent in stored:
-                self._answer_one(sent, PutMessageStatus.PUT_OK)
+        if stored:
+            self._answer_when_durable(stored)
 
     def _store(self, cmd: RemotingCommand, ctx: RequestContext, on_io_thread: bool) -> _Stored | None:
         """Check one send and put it in the store: what to answer it with once durable, or None when it
@@ -239,20 +231,26 @@ class SendMessageProcessor:
         last = result.appended[-1]
         return _Stored(ctx, header.queue_id, result, last.wrote_offset + last.wrote_bytes)
 
-    @staticmethod
-    def _answer_one(sent: _Stored, durable: PutMessageStatus) -> None:
-        """Answer a stored send: where it went, with the put's status unless ``durable`` says it did not
-        become durable in time."""
-        result = sent.result
-        status = result.status if durable is PutMessageStatus.PUT_OK else durable
-        first = result.appended[0]
-        ext = SendMessageResponseHeader(first.msg_id, sent.queue_id, first.queue_offset).to_ext()
-        sent.ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
+    def _answer_when_durable(self, stored: Sequence[_Stored], flush_here: bool = False) -> None:
+        """Answer stored sends at once, or (SYNC_FLUSH, SYNC_MASTER) once the store made them durable, from
+        the thread that settles it: the storing thread goes on with the next sends meanwhile, so puts
+        overlap the slave's round. ``flush_here`` as ``MessageStore.when_durable`` takes it."""
+        if self._put_waits:
+            self.store.when_durable(max(sent.end for sent in stored), partial(self._answer, stored),
+                                    flush_here=flush_here)
+        else:
+            self._answer(stored, PutMessageStatus.PUT_OK)
 
-    @classmethod
-    def _answer(cls, stored: Sequence[_Stored], durable: PutMessageStatus) -> None:
+    @staticmethod
+    def _answer(stored: Sequence[_Stored], durable: PutMessageStatus) -> None:
+        """Answer stored sends: where each went, with its put's status unless ``durable`` says they did not
+        become durable in time."""
         for sent in stored:
-            cls._answer_one(sent, durable)
+            result = sent.result
+            status = result.status if durable is PutMessageStatus.PUT_OK else durable
+            first = result.appended[0]
+            ext = SendMessageResponseHeader(first.msg_id, sent.queue_id, first.queue_offset).to_ext()
+            sent.ctx.respond(RemotingCommand(_STORED_CODES[status], ext=ext))
 
     # --- validation and building store messages ---
 
