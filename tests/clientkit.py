@@ -172,6 +172,18 @@ def quietly(fn: Callable[[], object]) -> Callable[[], object]:
     return call
 
 
+def refused_with(fn: Callable[[], object], code: int) -> Callable[[], bool]:
+    """``fn`` for wait_for: done once it raises an SDK error with response code ``code`` (a group whose last
+    client left, say)."""
+    def call() -> bool:
+        try:
+            fn()
+        except MQError as exc:
+            return exc.response_code == code
+        return False
+    return call
+
+
 def read_back(namesrv: Any, topic: str, expected: int, timeout_s: float = 30.0) -> dict[tuple[int, int], MessageExt]:
     """Every stored message of ``topic`` by (queue id, queue offset), read from the first offset of each queue
     with a PullConsumer (each once: one read twice fails); ``namesrv`` is the name server process. Reads until

@@ -10,7 +10,9 @@ Which request needs what (RocketMQ's mapping, with rocketmesh's own codes added)
 - QUERY_MESSAGE: topic SUB; GET_ROUTEINFO_BY_TOPIC: topic ANY (PUB or SUB);
 - :data:`ADMIN_CODES` (topic and group administration, broker and name server configuration,
   registration of brokers, and the system services' requests): an admin account;
-- anything else: any account whose signature checks.
+- anything else, RocketMQ's read-only admin queries among them (GET_CONSUME_STATS, GET_BROKER_CONSUME_STATS,
+  GET_CONSUMER_CONNECTION_LIST, GET_PRODUCER_CONNECTION_LIST, QUERY_TOPIC_CONSUME_BY_WHO, ...): any account
+  whose signature checks.
 
 Order of the check, as RocketMQ's: a peer address in ``globalWhiteRemoteAddresses`` passes unsigned;
 then the request must name a known AccessKey; a peer in that account's ``whiteRemoteAddress`` passes

@@ -19,7 +19,13 @@ from collections.abc import Sequence
 
 from rocketmesh.client.admin.admin import Admin
 from rocketmesh.client.api import DEFAULT_TIMEOUT_MS
-from rocketmesh.client.results import ConsumerConnection, ConsumeStats, TopicOffset
+from rocketmesh.client.results import (
+    ConsumerConnection,
+    ConsumeStats,
+    ConsumeStatsList,
+    ProducerConnection,
+    TopicOffset,
+)
 from rocketmesh.model.message import MessageExt, MessageQueue
 from rocketmesh.model.route import Perm, TopicRouteData
 
@@ -131,6 +137,23 @@ class AsyncAdmin:
     async def consumer_connection(self, group: str) -> ConsumerConnection:
         """``group``'s running clients and subscriptions. MQClientError(CONSUMER_NOT_ONLINE) when none runs."""
         return await asyncio.to_thread(self._admin.consumer_connection, group)
+
+    async def topic_consumers(self, topic: str) -> list[str]:
+        """The consumer groups of ``topic``, sorted: subscribed by an online consumer or with an offset committed
+        in it, on any master of its route."""
+        return await asyncio.to_thread(self._admin.topic_consumers, topic)
+
+    async def broker_consume_stats(self, broker_addr: str, is_order: bool = False) -> ConsumeStatsList:
+        """The progress of every consumer group with offsets on the broker at ``broker_addr``, in one request:
+        per group the ConsumeStats of each of its topics, and the broker's total lag."""
+        return await asyncio.to_thread(self._admin.broker_consume_stats, broker_addr, is_order)
+
+    # -- producer groups -------------------------------------------------------
+
+    async def producer_connection(self, group: str) -> ProducerConnection:
+        """``group``'s online producer clients. MQBrokerError(SYSTEM_ERROR, "the producer group[...] not exist")
+        when none runs."""
+        return await asyncio.to_thread(self._admin.producer_connection, group)
 
     # -- messages --------------------------------------------------------------
 

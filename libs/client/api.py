@@ -34,7 +34,7 @@ from rocketmesh.client.errors import (
     RequestTimeoutError,
     from_remoting,
 )
-from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, SendResult
+from rocketmesh.client.results import DEFAULT_REGION, STORED_CODES, ConsumeStatsList, SendResult
 from rocketmesh.client.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
 from rocketmesh.model.message import MessageQueue
 from rocketmesh.model.route import TopicRouteData
@@ -61,6 +61,7 @@ from rocketmesh.remoting.protocol.headers import (
     EarliestMsgStoretimeResponseHeader,
     EndTransactionRequestHeader,
     GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     GetRouteInfoRequestHeader,
     HaAppendRequestHeader,
@@ -71,6 +72,7 @@ from rocketmesh.remoting.protocol.headers import (
     Header,
     HeaderError,
     PendingHalfMessagesRequestHeader,
+    ProducerGroupRequestHeader,
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryConsumeQueueRequestHeader,
@@ -516,6 +518,33 @@ class ClientAPI:
         """GET_CONSUME_STATS at every address: RocketMQ's ConsumeStats as JSON."""
         return self._map(addrs, self._each(addrs, RequestCode.GET_CONSUME_STATS, header, timeout_ms=timeout_ms),
                          _json_object)
+
+    def get_producer_connection_list(self, addrs: Sequence[str], group: str, timeout_ms: int | None = None
+                                     ) -> list[dict[str, Any] | MQError]:
+        """GET_PRODUCER_CONNECTION_LIST at every address: RocketMQ's ProducerConnection as JSON (a broker with
+        no client of the group answers SYSTEM_ERROR: an MQBrokerError here)."""
+        outcomes = self._each(addrs, RequestCode.GET_PRODUCER_CONNECTION_LIST, ProducerGroupRequestHeader(group),
+                              timeout_ms=timeout_ms)
+        return self._map(addrs, outcomes, _json_object)
+
+    def query_topic_consume_by_who(self, addrs: Sequence[str], topic: str, timeout_ms: int | None = None
+                                   ) -> list[list[str] | MQError]:
+        """QUERY_TOPIC_CONSUME_BY_WHO at every address: the groups each broker knows to consume ``topic``
+        (subscribed by an online consumer, or with an offset committed there)."""
+        outcomes = self._each(addrs, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, TopicRequestHeader(topic),
+                              timeout_ms=timeout_ms)
+        return self._map(addrs, outcomes, lambda r, a: [str(g) for g in _json_object(r, a).get("groupList") or []])
+
+    def get_broker_consume_stats(self, addr: str, is_order: bool = False, timeout_ms: int | None = None
+                                 ) -> ConsumeStatsList:
+        """GET_BROKER_CONSUME_STATS: the progress of every group with offsets on the broker at ``addr``
+        (``is_order``: in ordered topics only)."""
+        resp = self.invoke(addr, RequestCode.GET_BROKER_CONSUME_STATS, GetConsumeStatsInBrokerHeader(is_order),
+                           timeout_ms=timeout_ms)
+        try:
+            return ConsumeStatsList.from_json(_json(resp, addr))
+        except ValueError as exc:
+            raise MQClientError(f"the consume stats of {addr} are malformed: {exc}") from None
 
     def lock_batch_mq(self, addr: str, group: str, client_id: str, mqs: Iterable[MessageQueue],
                       timeout_ms: int | None = None) -> set[MessageQueue]:

@@ -92,6 +92,19 @@ class OffsetWrapper:
         return self.broker_offset - self.consumer_offset
 
 
+def _object(data: Any, what: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise ValueError(f"{what} must be a JSON object, not {type(data).__name__}")  # noqa: TRY004 - bad data
+    return data
+
+
+def _list(data: dict[str, Any], key: str) -> list[Any]:
+    value = data.get(key) or []
+    if not isinstance(value, list):
+        raise ValueError(f"{key} must be a JSON list, not {type(value).__name__}")  # noqa: TRY004 - bad data
+    return value
+
+
 @dataclass(slots=True)
 class ConsumeStats:
     """A consumer group's progress over its queues (RocketMQ's ConsumeStats), queues in order."""
@@ -103,15 +116,92 @@ class ConsumeStats:
         """The lag summed over every queue."""
         return sum(w.diff for w in self.offset_table.values())
 
+    @classmethod
+    def from_json(cls, data: Any) -> ConsumeStats:
+        """Read a broker's ConsumeStats JSON (``offsetTable`` a list of queue entries, each with its ``topic``,
+        ``brokerName`` and ``queueId``); ValueError when malformed."""
+        data = _object(data, "a consume stats")
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        try:
+            for e in _list(data, "offsetTable"):
+                mq = MessageQueue(str(e["topic"]), str(e["brokerName"]), int(e["queueId"]))
+                table[mq] = OffsetWrapper(int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0)),
+                                          int(e.get("lastTimestamp", 0)))
+            tps = float(data.get("consumeTps") or 0.0)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"bad offset table entry: {exc!r}") from None
+        return cls(dict(sorted(table.items())), tps)
+
+
+@dataclass(slots=True)
+class ConsumeStatsList:
+    """One broker's progress of every consumer group with offsets there, in one answer (RocketMQ's
+    ConsumeStatsList).
+
+    ``consume_stats`` maps each group (in name order) to the ConsumeStats of each topic it has progress in
+    (RocketMQ's consumeStatsList); ``total_diff`` is the lag of them all.
+    """
+
+    broker_addr: str
+    total_diff: int
+    consume_stats: dict[str, list[ConsumeStats]]
+
+    def group_stats(self, group: str) -> ConsumeStats:
+        """``group``'s progress over all its topics on this broker, as one ConsumeStats (queues in order,
+        TPS summed); an empty one when the broker listed no such group."""
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for stats in self.consume_stats.get(group, []):
+            table.update(stats.offset_table)
+            tps += stats.consume_tps
+        return ConsumeStats(dict(sorted(table.items())), tps)
+
+    @classmethod
+    def from_json(cls, data: Any) -> ConsumeStatsList:
+        """Read RocketMQ's ConsumeStatsList JSON (``consumeStatsList`` a list of ``{group: [ConsumeStats]}``
+        objects); ValueError when malformed."""
+        data = _object(data, "a consume stats list")
+        groups: dict[str, list[ConsumeStats]] = {}
+        for entry in _list(data, "consumeStatsList"):
+            for group, stats in _object(entry, "a consumeStatsList entry").items():
+                if not isinstance(stats, list):
+                    raise ValueError(f"the consume stats of group {group} must be a JSON list")
+                groups[str(group)] = [ConsumeStats.from_json(s) for s in stats]
+        try:
+            total_diff = int(data.get("totalDiff") or 0)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"bad totalDiff: {exc}") from None
+        return cls(str(data.get("brokerAddr") or ""), total_diff, groups)
+
 
 @dataclass(frozen=True, slots=True)
 class Connection:
-    """One client of a consumer group as a broker sees it (RocketMQ's Connection)."""
+    """One client of a producer or consumer group as a broker sees it (RocketMQ's Connection): its id,
+    address, language and ``version`` (RocketMQ's MQVersion ordinal: 401 is V4_9_4), and when the broker
+    last heard its heartbeat (epoch ms)."""
 
     client_id: str
     client_addr: str
     language: str
     last_update_timestamp: int
+    version: int = 0
+
+    @classmethod
+    def from_json(cls, data: Any) -> Connection:
+        """Read a broker's Connection JSON; ValueError when malformed."""
+        data = _object(data, "a connection")
+        try:
+            return cls(str(data["clientId"]), str(data.get("clientAddr", "")), str(data.get("language", "")),
+                       int(data.get("lastUpdateTimestamp", 0)), int(data.get("version", 0)))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"bad connection: {exc!r}") from None
+
+
+@dataclass(slots=True)
+class ProducerConnection:
+    """A producer group's online clients (RocketMQ's ProducerConnection), by client id."""
+
+    connections: list[Connection]
 
 
 @dataclass(slots=True)

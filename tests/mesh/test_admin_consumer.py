@@ -11,9 +11,9 @@ import time
 
 import pytest
 
-from clientkit import FAST_CLIENT, make_topic, quietly
+from clientkit import FAST_CLIENT, make_topic, quietly, refused_with
 from procs import run_cli, wait_for
-from rocketmesh import Admin, Message, MQClientError, Producer
+from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer
 from rocketmesh.client import ResponseCode
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PullConsumer, PushConsumer
 from rocketmesh.model.message import MessageExt, MessageQueue
@@ -234,14 +234,89 @@ def test_consumer_connection_lists_the_running_consumer(rocketmesh_namesrv: str,
     finally:
         consumer.shutdown()
 
-    def gone() -> bool:
-        try:
-            mesh_admin.consumer_connection("conn-group")
-        except MQClientError as exc:
-            return exc.response_code == ResponseCode.CONSUMER_NOT_ONLINE
-        return False
+    wait_for(refused_with(lambda: mesh_admin.consumer_connection("conn-group"), ResponseCode.CONSUMER_NOT_ONLINE),
+             what="the consumer to leave the group")
 
-    wait_for(gone, what="the consumer to leave the group")
+
+def test_producer_connection_lists_the_online_producer(rocketmesh_namesrv: str, mesh_admin: Admin) -> None:
+    make_topic(mesh_admin, "ProducerConnT", 1)
+    producer = Producer("conn-producer", rocketmesh_namesrv, instance_name="conn-producer", **FAST_CLIENT)
+    producer.start()
+    try:
+        producer.send(Message("ProducerConnT", "hello"))  # learns the broker's route, then heartbeats it
+        pc = wait_for(quietly(lambda: mesh_admin.producer_connection("conn-producer")),
+                      what="the producer's heartbeat")
+        assert [c.client_id for c in pc.connections] == [producer.client_id]
+        conn = pc.connections[0]
+        assert conn.language == "PYTHON" and conn.version > 0 and conn.client_addr
+        assert conn.last_update_timestamp > 0
+    finally:
+        producer.shutdown()
+
+    wait_for(refused_with(lambda: mesh_admin.producer_connection("conn-producer"), ResponseCode.SYSTEM_ERROR),
+             what="the producer to leave its group")
+
+
+def test_producer_connection_of_a_group_without_producer_is_the_brokers_error(mesh_admin: Admin) -> None:
+    with pytest.raises(MQBrokerError) as ei:
+        mesh_admin.producer_connection("nobody-produces")
+    assert ei.value.response_code == ResponseCode.SYSTEM_ERROR
+    assert ei.value.remark == "the producer group[nobody-produces] not exist"
+
+
+def test_topic_consumers_lists_subscribed_and_committed_groups(rocketmesh_namesrv: str, mesh_admin: Admin,
+        rocketmesh_mesh: LocalMesh, remoting_client: RemotingClient) -> None:
+    make_topic(mesh_admin, "WhoT", 2)
+    make_topic(mesh_admin, "WhoNobodyT", 1)
+    assert mesh_admin.topic_consumers("WhoNobodyT") == []
+    commit_raw(remoting_client, rocketmesh_mesh.broker_addr, "who-committed", "WhoT", 1, 0)
+    assert mesh_admin.topic_consumers("WhoT") == ["who-committed"]
+    consumer = PushConsumer("who-push", rocketmesh_namesrv, instance_name="who-push", **FAST_CLIENT)
+    consumer.subscribe("WhoT")
+    consumer.register_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    consumer.start()
+    try:
+        wait_for(lambda: mesh_admin.topic_consumers("WhoT") == ["who-committed", "who-push"],
+                 what="the subscribed consumer's group")
+        assert mesh_admin.topic_consumers("WhoNobodyT") == []
+    finally:
+        consumer.shutdown()
+    with pytest.raises(MQBrokerError) as ei:
+        mesh_admin.topic_consumers("NoSuchWhoT")
+    assert ei.value.response_code == ResponseCode.TOPIC_NOT_EXIST
+
+
+def test_broker_consume_stats_is_each_groups_consume_stats_in_one_answer(mesh_admin: Admin,
+        mesh_producer: Producer, rocketmesh_mesh: LocalMesh, remoting_client: RemotingClient) -> None:
+    make_topic(mesh_admin, "BcsT", 2)
+    make_topic(mesh_admin, "BcsU", 2)
+    make_topic(mesh_admin, "BcsOrderT", 1, order=True)
+    send_to(mesh_producer, mesh_admin, "BcsT", {0: 5, 1: 3})
+    send_to(mesh_producer, mesh_admin, "BcsU", {0: 2, 1: 4})
+    send_to(mesh_producer, mesh_admin, "BcsOrderT", {0: 6})
+    addr = rocketmesh_mesh.broker_addr
+    commits = {"bcs-a": [("BcsT", 0, 5), ("BcsT", 1, 1)],  # lag 0 + 2
+               "bcs-b": [("BcsT", 0, 2), ("BcsU", 0, 2), ("BcsU", 1, 0)],  # lag 3 + 3 (never committed) + 0 + 4
+               "bcs-c": [("BcsOrderT", 0, 4)]}  # lag 2
+    for group, offsets in commits.items():
+        for topic, qid, offset in offsets:
+            commit_raw(remoting_client, addr, group, topic, qid, offset)
+
+    bcs = mesh_admin.broker_consume_stats(addr)
+    assert bcs.broker_addr == addr
+    for group in commits:
+        one = mesh_admin.consume_stats(group)
+        assert bcs.group_stats(group) == one
+        assert {mq: (w.broker_offset, w.consumer_offset) for mq, w in bcs.group_stats(group).offset_table.items()} \
+            == {mq: (w.broker_offset, w.consumer_offset) for mq, w in one.offset_table.items()}
+    assert [sorted({mq.topic for mq in s.offset_table}) for s in bcs.consume_stats["bcs-b"]] == [["BcsT"], ["BcsU"]]
+    assert [bcs.group_stats(g).total_diff() for g in commits] == [2, 10, 2]
+    # The broker's total is the lag of every group it lists (the session's other groups too).
+    assert bcs.total_diff == sum(s.total_diff() for per_topic in bcs.consume_stats.values() for s in per_topic)
+
+    ordered = mesh_admin.broker_consume_stats(addr, is_order=True)
+    assert ordered.consume_stats["bcs-a"] == [] and ordered.consume_stats["bcs-b"] == []
+    assert ordered.group_stats("bcs-c") == bcs.group_stats("bcs-c")
 
 
 def test_reset_offset_reaches_a_running_push_consumer(rocketmesh_namesrv: str, mesh_admin: Admin,

@@ -78,6 +78,12 @@ def test_async_admin_creates_a_topic_finds_messages_and_reports_consumer_progres
                 conn = await admin.consumer_connection(group)
                 assert [c.client_id.endswith("@aio-admin") for c in conn.connections] == [True]
                 assert list(conn.subscriptions) == [topic]
+                assert await admin.topic_consumers(topic) == [group]
+                in_broker = await admin.broker_consume_stats(broker.addr)
+                assert in_broker.group_stats(group) == await admin.consume_stats(group)
+
+            producers = await admin.producer_connection("aio-admin-producer")
+            assert [c.language for c in producers.connections] == ["PYTHON"]
 
     asyncio.run(main())
 

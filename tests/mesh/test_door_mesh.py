@@ -245,6 +245,46 @@ def test_the_offset_index_and_config_requests_of_rocketmq_tools_at_the_door(mesh
         client.close()
 
 
+def test_the_connection_and_progress_queries_of_mqadmin_at_the_door(mesh: Mesh) -> None:
+    """GET_PRODUCER_CONNECTION_LIST, QUERY_TOPIC_CONSUME_BY_WHO and GET_BROKER_CONSUME_STATS as mqadmin asks
+    them (string ext fields), answered with RocketMQ's body field names."""
+    heartbeat = {"clientID": "127.0.0.1@4343#java", "producerDataSet": [{"groupName": "door-pg"}],
+                 "consumerDataSet": [{"groupName": "door-who", "consumeType": "CONSUME_PASSIVELY",
+                                      "messageModel": "CLUSTERING", "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                                      "subscriptionDataSet": [{"topic": TOPIC, "subString": "*"}]}]}
+    client = RawClient(mesh.broker_door)
+    try:
+        resp, _ = client.call(cmd(RequestCode.HEART_BEAT, 1, {}, orjson.dumps(heartbeat)))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        resp, _ = client.call(cmd(RequestCode.GET_PRODUCER_CONNECTION_LIST, 2, {"producerGroup": "door-pg"}))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        [conn] = orjson.loads(resp.body)["connectionSet"]
+        assert {"clientId", "clientAddr", "language", "version"} <= set(conn)
+        assert conn["clientId"] == "127.0.0.1@4343#java" and isinstance(conn["version"], int)
+        resp, _ = client.call(cmd(RequestCode.GET_PRODUCER_CONNECTION_LIST, 3, {"producerGroup": "door-nobody"}))
+        assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[door-nobody] not exist")
+
+        commit = {"consumerGroup": "door-committed", "topic": TOPIC, "queueId": "0", "commitOffset": "0"}
+        resp, _ = client.call(cmd(RequestCode.UPDATE_CONSUMER_OFFSET, 4, commit))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        resp, _ = client.call(cmd(RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, 5, {"topic": TOPIC}))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        assert {"door-committed", "door-who"} <= set(orjson.loads(resp.body)["groupList"])
+
+        resp, _ = client.call(cmd(RequestCode.GET_BROKER_CONSUME_STATS, 6, {"isOrder": "false"}))
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        body = orjson.loads(resp.body)
+        assert set(body) == {"brokerAddr", "totalDiff", "consumeStatsList"} and isinstance(body["totalDiff"], int)
+        per_group = {g: stats for entry in body["consumeStatsList"] for g, stats in entry.items()}
+        [stats] = per_group["door-committed"]
+        assert set(stats) == {"offsetTable", "consumeTps"}
+        assert {"brokerOffset", "consumerOffset", "lastTimestamp"} <= set(stats["offsetTable"][0])
+        resp, _ = client.call(cmd(RequestCode.GET_BROKER_CONSUME_STATS, 7, {}))
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "isOrder" in (resp.remark or "")
+    finally:
+        client.close()
+
+
 def wait_query(client: RawClient, query: dict[str, str], count: int) -> Any:
     """QUERY_MESSAGE until the index has ``count`` messages of the key (it is built behind the commitlog)."""
     found: list = []

@@ -67,6 +67,17 @@ def test_heartbeat_and_retry_topics_map_to_group_sub() -> None:
     assert required_access(request(RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"})).admin
 
 
+@pytest.mark.parametrize("code, ext", [
+    (RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": "pg"}),
+    (RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, {"topic": "T"}),
+    (RequestCode.GET_BROKER_CONSUME_STATS, {"isOrder": "false"}),
+])
+def test_read_only_admin_queries_need_a_signed_account_only(code, ext) -> None:
+    # As RocketMQ: not among Permission.ADMIN_CODE, and no topic or group resource parsed from them.
+    need = required_access(request(code, ext))
+    assert not need.admin and need.topics == {} and need.groups == {}
+
+
 def test_signing_round_trip_and_what_it_refuses(tmp_path) -> None:
     path = tmp_path / "acl.yml"
     path.write_text("accounts: [{accessKey: abcdef, secretKey: 123456, defaultTopicPerm: PUB}]")

@@ -14,7 +14,7 @@ the server's ``response_code`` and ``remark``, :class:`RequestTimeoutError`,
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
@@ -27,8 +27,10 @@ from rocketmesh.client.results import (
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    ConsumeStatsList,
     OffsetWrapper,
     PendingHalfMessage,
+    ProducerConnection,
     TopicOffset,
 )
 from rocketmesh.client.running_info import ConsumeMessageDirectlyResult, ConsumerRunningInfo
@@ -208,6 +210,15 @@ class Admin:
         metricsExporterType=DISABLE; samples ``{"name", "labels", "value"}``)."""
         return self.api.get_broker_metrics(broker_addr, self.timeout_ms)
 
+    def broker_consume_stats(self, broker_addr: str, is_order: bool = False) -> ConsumeStatsList:
+        """The progress of every consumer group with offsets on the broker at ``broker_addr``, in one request
+        (RocketMQ's fetchConsumeStatsInBroker; ``is_order``: in ordered topics only): per group the
+        ConsumeStats of each of its topics, as :meth:`consume_stats` reads them, and the broker's total lag.
+        ``group_stats(group)`` gives a group's progress on that broker as one ConsumeStats."""
+        if not isinstance(broker_addr, str) or not broker_addr:
+            raise MQClientError("give the address of the broker to ask", ResponseCode.MESSAGE_ILLEGAL)
+        return self.api.get_broker_consume_stats(broker_addr, bool(is_order), self.timeout_ms)
+
     # -- offsets ---------------------------------------------------------------
 
     def max_offset(self, mq: MessageQueue) -> int:
@@ -245,14 +256,12 @@ class Admin:
         tps = 0.0
         for data in _online(self.api.get_consume_stats(addrs, GetConsumeStatsRequestHeader(group, topic),
                                                        self.timeout_ms)):
-            tps += float(data.get("consumeTps") or 0.0)
             try:
-                for e in data.get("offsetTable") or []:
-                    mq = MessageQueue(str(e["topic"]), str(e["brokerName"]), int(e["queueId"]))
-                    table[mq] = OffsetWrapper(int(e.get("brokerOffset", 0)), int(e.get("consumerOffset", 0)),
-                                              int(e.get("lastTimestamp", 0)))
-            except (KeyError, TypeError, ValueError) as exc:
+                stats = ConsumeStats.from_json(data)
+            except ValueError as exc:
                 raise MQClientError(f"malformed consume stats of group {group!r}: {exc}") from exc
+            table.update(stats.offset_table)
+            tps += stats.consume_tps
         if not table:
             raise MQClientError(f"the consumer group {group} has no progress on any broker: "
                                 "not online, or never consumed", ResponseCode.CONSUMER_NOT_ONLINE)
@@ -267,29 +276,59 @@ class Admin:
         client of the group.
         """
         check_group(group)
-        conns: dict[str, Connection] = {}
         out = ConsumerConnection([], {})
-        for data in _online(self.api.get_consumer_connection_list(self._master_addrs(None), group, self.timeout_ms)):
+        answers = _online(self.api.get_consumer_connection_list(self._master_addrs(None), group, self.timeout_ms))
+        for data in answers:
             try:
-                for c in data.get("connectionSet") or []:
-                    conn = Connection(str(c["clientId"]), str(c.get("clientAddr", "")), str(c.get("language", "")),
-                                      int(c.get("lastUpdateTimestamp", 0)))
-                    seen = conns.get(conn.client_id)
-                    if seen is None or seen.last_update_timestamp < conn.last_update_timestamp:
-                        conns[conn.client_id] = conn
                 for t, sub in dict(data.get("subscriptionTable") or {}).items():
                     out.subscriptions.setdefault(str(t), dict(sub))
-            except (KeyError, TypeError, ValueError) as exc:
+            except (TypeError, ValueError) as exc:
                 raise MQClientError(f"malformed connection list of group {group!r}: {exc}") from exc
             out.consume_type = out.consume_type or data.get("consumeType")
             out.message_model = out.message_model or data.get("messageModel")
             out.consume_from_where = out.consume_from_where or data.get("consumeFromWhere")
-        if not conns:
+        out.connections = _merge_connections(answers, group)
+        if not out.connections:
             raise MQClientError(f"the consumer group {group} is not online: no broker has a client of it",
                                 ResponseCode.CONSUMER_NOT_ONLINE)
-        out.connections = sorted(conns.values(), key=lambda c: c.client_id)
         out.subscriptions = dict(sorted(out.subscriptions.items()))
         return out
+
+    def producer_connection(self, group: str) -> ProducerConnection:
+        """``group``'s online producer clients (id, address, language, version, last heartbeat), merged over
+        every master: a producer heartbeats to each master it knows a route to (RocketMQ's
+        examineProducerConnectionInfo, which asks one broker of a topic's route).
+
+        A client seen by several brokers is listed once, with its latest heartbeat. When no broker has a
+        client of the group, the brokers' answer: MQBrokerError(SYSTEM_ERROR, "the producer group[<group>] not
+        exist"), as RocketMQ's.
+        """
+        check_group(group)
+        answers: list[dict[str, Any]] = []
+        absent: MQBrokerError | None = None
+        for res in self.api.get_producer_connection_list(self._master_addrs(None), group, self.timeout_ms):
+            if isinstance(res, MQBrokerError) and _no_producer(res):
+                absent = absent or res
+            elif isinstance(res, MQError):
+                raise res
+            else:
+                answers.append(res)
+        connections = _merge_connections(answers, group)
+        if not connections:
+            # A broker answers a group it has no client of with SYSTEM_ERROR; an empty list is another broker's.
+            raise absent or MQClientError(f"Not found the producer group connection: {group}")
+        return ProducerConnection(connections)
+
+    def topic_consumers(self, topic: str) -> list[str]:
+        """The consumer groups of ``topic``, sorted: those with an online consumer subscribed to it and those
+        with an offset committed in it, on any master of its route (RocketMQ's queryTopicConsumeByWho, asked of
+        every master and merged). MQBrokerError(TOPIC_NOT_EXIST) when the topic has no route."""
+        if not isinstance(topic, str) or not topic:
+            raise MQClientError("give the topic whose consumer groups to list", ResponseCode.MESSAGE_ILLEGAL)
+        addrs = [addr for _, addr in self._route_masters(topic)]
+        results = self.api.query_topic_consume_by_who(addrs, topic, self.timeout_ms)
+        raise_first(results)
+        return sorted({g for groups in results if isinstance(groups, list) for g in groups})
 
     def consumer_ids(self, group: str) -> list[str]:
         """The client ids of ``group``'s running clients, over every master, sorted ([] when none)."""
@@ -679,6 +718,27 @@ def _online(results: list[T | MQError]) -> list[T]:
             raise res
         out.append(res)
     return out
+
+
+def _merge_connections(answers: Iterable[dict[str, Any]], group: str) -> list[Connection]:
+    """The clients of brokers' connection lists (their ``connectionSet``), by client id; a client several
+    brokers list comes once, with its latest heartbeat."""
+    conns: dict[str, Connection] = {}
+    try:
+        for data in answers:
+            for c in data.get("connectionSet") or []:
+                conn = Connection.from_json(c)
+                seen = conns.get(conn.client_id)
+                if seen is None or seen.last_update_timestamp < conn.last_update_timestamp:
+                    conns[conn.client_id] = conn
+    except (TypeError, ValueError) as exc:
+        raise MQClientError(f"malformed connection list of group {group!r}: {exc}") from exc
+    return sorted(conns.values(), key=lambda c: c.client_id)
+
+
+def _no_producer(exc: MQBrokerError) -> bool:
+    """The broker's answer that it has no client of the producer group (RocketMQ's remark)."""
+    return exc.response_code == ResponseCode.SYSTEM_ERROR and "not exist" in (exc.remark or "")
 
 
 def _not_online(exc: MQBrokerError) -> bool:

@@ -274,7 +274,7 @@ class CreateTopicRequestHeader(Header):
 
 @dataclass(slots=True)
 class TopicRequestHeader(Header):
-    """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO: one topic."""
+    """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO: one topic."""
 
     topic: str
 
@@ -286,6 +286,13 @@ class UnregisterClientRequestHeader(Header):
     client_id: str = field(metadata={"key": "clientID"})
     producer_group: str | None = None
     consumer_group: str | None = None
+
+
+@dataclass(slots=True)
+class ProducerGroupRequestHeader(Header):
+    """GET_PRODUCER_CONNECTION_LIST: one producer group (RocketMQ's GetProducerConnectionListRequestHeader)."""
+
+    producer_group: str
 
 
 # --- consumers ---
@@ -413,6 +420,14 @@ class GetConsumeStatsRequestHeader(Header):
 
     consumer_group: str
     topic: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS: the progress of every group with offsets on the broker, in one answer;
+    ``is_order``: of ordered topics only (RocketMQ's field, which its clients always send)."""
+
+    is_order: bool
 
 
 @dataclass(slots=True)

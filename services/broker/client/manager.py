@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketmesh.remoting.protocol.rocketmq_wire import SERVER_VERSION, LanguageCode
 from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="client_manager")
@@ -25,6 +26,10 @@ _MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 _CONSUME_FROM = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",
                  "CONSUME_FROM_MIN_OFFSET", "CONSUME_FROM_MAX_OFFSET", "CONSUME_FROM_FIRST_OFFSET",
                  "CONSUME_FROM_TIMESTAMP")
+
+
+#: The language a Connection names (see ClientChannel.connection).
+_LANGUAGE = LanguageCode.PYTHON.name
 
 
 def _enum_name(value: Any, names: tuple[str, ...], current: str) -> str:
@@ -46,6 +51,13 @@ class ClientChannel:
     last_update: float = field(default_factory=time.monotonic)
     #: Wall-clock time of the last heartbeat, in ms (what admin tools show).
     last_update_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+
+    def connection(self) -> dict[str, Any]:
+        """RocketMQ's Connection JSON of this client, as GET_PRODUCER_CONNECTION_LIST and
+        GET_CONSUMER_CONNECTION_LIST list it. The language and version are the mesh SDK's (Python, speaking
+        RocketMQ 4.9.4's protocol): the tables do not keep what a client at the TCP door said of itself."""
+        return {"clientId": self.client_id, "clientAddr": self.remote, "language": _LANGUAGE,
+                "version": SERVER_VERSION, "lastUpdateTimestamp": self.last_update_ms}
 
 
 @dataclass
@@ -156,6 +168,11 @@ class ClientManager:
     def producer_channels(self, group: str) -> list[ClientChannel]:
         with self._lock:
             return list(self.producers.get(group, {}).values())
+
+    def groups_subscribing(self, topic: str) -> set[str]:
+        """The groups with an online consumer subscribed to ``topic`` (RocketMQ's queryTopicConsumeByWho)."""
+        with self._lock:
+            return {g for g, info in self.consumers.items() if info.channels and topic in info.subscriptions}
 
     def subscription(self, group: str, topic: str) -> dict[str, Any] | None:
         """``group``'s subscription of ``topic`` as its heartbeats gave it (RocketMQ's SubscriptionData JSON),

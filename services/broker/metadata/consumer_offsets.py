@@ -196,6 +196,18 @@ class ConsumerOffsetManager:
             pairs = [_split(k) for k in self._table]
         return {p[0] for p in pairs if p is not None and p[1] == group}
 
+    def by_group(self) -> dict[str, dict[str, dict[int, int]]]:
+        """A copy of the whole table by group, ``{group: {topic: {queue_id: offset}}}``: one pass for a
+        question about every group (a per-group :meth:`topics_of_group` reads the whole table each time)."""
+        with self._lock:
+            table = {k: dict(v) for k, v in self._table.items()}
+        out: dict[str, dict[str, dict[int, int]]] = {}
+        for key, queues in table.items():
+            pair = _split(key)
+            if pair is not None:
+                out.setdefault(pair[1], {})[pair[0]] = queues
+        return out
+
     def table_snapshot(self) -> dict[str, dict[int, int]]:
         """A copy of the whole table, ``{"topic@group": {queue_id: offset}}``."""
         with self._lock:

@@ -23,6 +23,7 @@ from rocketmesh.remoting import (
 from rocketmesh.remoting.protocol.headers import (
     CreateTopicRequestHeader,
     EarliestMsgStoretimeResponseHeader,
+    ProducerGroupRequestHeader,
     QueryConsumeQueueRequestHeader,
     QueryMessageRequestHeader,
     QueryMessageResponseHeader,
@@ -76,6 +77,7 @@ class AdminProcessor:
             RequestCode.GET_BROKER_METRICS: (self.get_broker_metrics, executor),
             RequestCode.HEARTBEAT: (self.heartbeat, None),
             RequestCode.UNREGISTER_CLIENT: (self.unregister_client, None),
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: (self.get_producer_connection_list, None),
         }
         register_all(server, handlers)
 
@@ -222,3 +224,11 @@ class AdminProcessor:
         self.broker.clients.unregister(h.client_id, h.producer_group, h.consumer_group)
         return ok(req)
 
+    def get_producer_connection_list(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """RocketMQ's ProducerConnection of a group: each of its online clients' Connection. As RocketMQ's
+        broker, which keeps no empty group: SYSTEM_ERROR "the producer group[...] not exist" without one."""
+        h = ProducerGroupRequestHeader.from_ext(req.ext)
+        channels = self.broker.clients.producer_channels(h.producer_group)
+        if not channels:
+            return response_to(req, ResponseCode.SYSTEM_ERROR, f"the producer group[{h.producer_group}] not exist")
+        return ok(req, body=orjson.dumps({"connectionSet": [ch.connection() for ch in channels]}))

@@ -3,6 +3,7 @@ subscription groups (RocketMQ's ConsumerManageProcessor and the consumer part of
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -15,11 +16,13 @@ from rocketmesh.model.message import MessageQueue
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, request, response_to
 from rocketmesh.remoting.protocol.headers import (
     ConsumerGroupRequestHeader,
+    GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueueOffsetResponseHeader,
     ResetOffsetRequestHeader,
     SubscriptionGroupRequestHeader,
+    TopicRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
 from rocketmesh.runtime.log import get_logger
@@ -65,6 +68,8 @@ class ConsumerManageProcessor:
             RequestCode.LOCK_BATCH_MQ: (self.lock_batch_mq, None),
             RequestCode.UNLOCK_BATCH_MQ: (self.unlock_batch_mq, None),
             RequestCode.GET_CONSUME_STATS: (self.get_consume_stats, executor),
+            RequestCode.GET_BROKER_CONSUME_STATS: (self.get_broker_consume_stats, executor),
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: (self.query_topic_consume_by_who, None),
             RequestCode.GET_CONSUMER_CONNECTION_LIST: (self.get_consumer_connection_list, None),
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: (self.reset_offset, executor),
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: (self.update_subscription_group, executor),
@@ -98,14 +103,20 @@ class ConsumerManageProcessor:
             return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE,
                                f"the consumer group[{h.consumer_group}] not online")
         body = {
-            "connectionSet": [{"clientId": ch.client_id, "clientAddr": ch.remote, "language": "PYTHON",
-                               "lastUpdateTimestamp": ch.last_update_ms} for ch in info.channels.values()],
+            "connectionSet": [ch.connection() for ch in info.channels.values()],
             "subscriptionTable": info.subscriptions,
             "consumeType": info.consume_type,
             "messageModel": info.message_model,
             "consumeFromWhere": info.consume_from_where,
         }
         return ok(req, body=orjson.dumps(body))
+
+    def query_topic_consume_by_who(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """RocketMQ's GroupList of a topic: the groups with an online consumer subscribed to it and the groups
+        with an offset committed in it."""
+        h = TopicRequestHeader.from_ext(req.ext)
+        groups = self.clients.groups_subscribing(h.topic) | self.offsets.groups_of_topic(h.topic)
+        return ok(req, body=orjson.dumps({"groupList": sorted(groups)}))
 
     def check_client_config(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Can this broker serve a subscription? (SQL92 needs enablePropertyFilter and a valid expression.)"""
@@ -176,36 +187,70 @@ class ConsumerManageProcessor:
 
     # --- progress and reset ---
 
-    def _group_topics(self, group: str, topic: str | None) -> list[str]:
+    def _group_topics(self, group: str, topic: str | None, offset_topics: Iterable[str] | None = None) -> list[str]:
+        """The topics ``group``'s progress covers: ``topic`` alone when given, else those it has offsets in
+        (``offset_topics`` when the caller read them already) and those its online consumers subscribe."""
         if topic:
             return [topic]
-        topics = set(self.offsets.topics_of_group(group))
+        topics = set(self.offsets.topics_of_group(group) if offset_topics is None else offset_topics)
         info = self.clients.consumer_group(group)
         if info is not None:
             topics.update(info.subscriptions)
         return sorted(t for t in topics if self.broker.topics.get(t) is not None)
 
-    def get_consume_stats(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
-        """Per queue: the broker's max offset, the group's offset, the store time of the last consumed message."""
-        h = GetConsumeStatsRequestHeader.from_ext(req.ext)
-        table = []
+    def _consume_stats(self, group: str, topic: str, committed: dict[int, int],
+                       order_only: bool = False) -> dict[str, Any] | None:
+        """RocketMQ's ConsumeStats of ``group`` in ``topic`` on this broker, from the group's committed offsets
+        there (queue id -> offset): per queue the broker's max offset, the group's offset and the store time of
+        the last message it consumed. None when the broker has no such topic (or, ``order_only``, it is not an
+        ordered one). ``consumeTps`` is 0: the broker keeps no get rate per group."""
+        cfg = self.broker.topics.get(topic)
+        if cfg is None or (order_only and not cfg.order):
+            return None
+        store = self.store
         broker_name = self.broker.config.broker_name
-        for topic in self._group_topics(h.consumer_group, h.topic):
-            cfg = self.broker.topics.get(topic)
-            if cfg is None:
-                continue
-            for qid in range(cfg.read_queue_nums):
-                broker_offset = self.store.get_max_offset_in_queue(topic, qid)
-                consumer_offset = max(0, self.offsets.query_offset(h.consumer_group, topic, qid))
-                last = (self.store.get_message_store_timestamp(topic, qid, consumer_offset - 1)
-                        if consumer_offset > 0 else 0)
-                table.append({"topic": topic, "brokerName": broker_name, "queueId": qid,
-                              "brokerOffset": broker_offset, "consumerOffset": consumer_offset,
-                              "lastTimestamp": max(last, 0)})
+        table = []
+        for qid in range(cfg.read_queue_nums):
+            consumer_offset = max(0, committed.get(qid, 0))
+            last = store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset > 0 else 0
+            table.append({"topic": topic, "brokerName": broker_name, "queueId": qid,
+                          "brokerOffset": store.get_max_offset_in_queue(topic, qid),
+                          "consumerOffset": consumer_offset, "lastTimestamp": max(last, 0)})
+        return {"offsetTable": table, "consumeTps": 0.0}
+
+    def get_consume_stats(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """One group's ConsumeStats, over every topic it consumes or the header's one."""
+        h = GetConsumeStatsRequestHeader.from_ext(req.ext)
+        group = h.consumer_group
+        table: list[dict[str, Any]] = []
+        tps = 0.0
+        for topic in self._group_topics(group, h.topic):
+            stats = self._consume_stats(group, topic, self.offsets.offsets(group, topic))
+            if stats is not None:
+                table.extend(stats["offsetTable"])
+                tps += stats["consumeTps"]
         if not table:
             return response_to(req, ResponseCode.CONSUMER_NOT_ONLINE,
-                               f"the consumer group[{h.consumer_group}] has no progress on this broker")
-        return ok(req, body=orjson.dumps({"offsetTable": table, "consumeTps": 0.0}))
+                               f"the consumer group[{group}] has no progress on this broker")
+        return ok(req, body=orjson.dumps({"offsetTable": table, "consumeTps": tps}))
+
+    def get_broker_consume_stats(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """RocketMQ's ConsumeStatsList: for every group with offsets on this broker, the ConsumeStats of each
+        of its topics (as GET_CONSUME_STATS gives them), and the lag of them all. One read of the offset table
+        serves every group, so a thousand groups cost one request, not a thousand."""
+        h = GetConsumeStatsInBrokerHeader.from_ext(req.ext)
+        total_diff = 0
+        stats_list = []
+        for group, committed in sorted(self.offsets.by_group().items()):
+            group_stats = []
+            for topic in self._group_topics(group, None, committed):
+                stats = self._consume_stats(group, topic, committed.get(topic, {}), h.is_order)
+                if stats is not None:
+                    total_diff += sum(e["brokerOffset"] - e["consumerOffset"] for e in stats["offsetTable"])
+                    group_stats.append(stats)
+            stats_list.append({group: group_stats})
+        return ok(req, body=orjson.dumps({"brokerAddr": self.broker.broker_addr, "totalDiff": total_diff,
+                                          "consumeStatsList": stats_list}))
 
     def reset_offset(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """Move ``group``'s offsets in ``topic`` to ``timestamp`` (-1: the end), here and in its running clients."""
