@@ -44,7 +44,8 @@ from rocketmesh.testing.commands import (
 from rocketmesh.testing.ports import free_port
 from rocketmesh.testing.probes import answers, broker_registered, probe_client
 
-__all__ = ["FAST_BROKER", "FAST_CHECKER", "FAST_SCHEDULER", "TEST_STORE_CONFIG", "BrokerProcess", "HaProcess",
+__all__ = ["FAST_BROKER", "FAST_CHECKER", "FAST_SCHEDULER", "TEST_STORE_CONFIG", "BrokerProcess", "DashboardProcess",
+           "HaProcess",
            "NamesrvProcess", "SchedulerProcess", "ServiceProcess", "SystemServiceProcess", "TxnCheckerProcess",
            "child_pids", "cli_command", "cpu_seconds", "free_port", "freeze", "probe_client", "read_until_up",
            "remoting_probe", "run_cli", "stdout_line", "stop_process", "thaw", "wait_for"]
@@ -297,3 +298,17 @@ class HaProcess(SystemServiceProcess):
     """The ha service of one slave (replication from its master); ``status()`` says where it stands."""
 
     module = "ha"
+
+
+class DashboardProcess(ServiceProcess):
+    """The web console on a free loopback port, a client of ``namesrv``; ``url`` is where it serves."""
+
+    def __init__(self, data_dir: Path, namesrv: str, port: int | None = None, name: str = "dashboard",
+                 env: dict[str, str] | None = None, credentials: SessionCredentials | None = None,
+                 **config: object) -> None:
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        args = ["-n", namesrv, "--listen-port", str(self.port),
+                *(a for k, v in config.items() for a in ("--set", f"{k}={v}"))]
+        super().__init__("dashboard", args, data_dir, ready=stdout_line(r"dashboard listening on"), env=env,
+                         name=name, credentials=credentials)

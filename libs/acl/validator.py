@@ -257,6 +257,21 @@ class PlainAccessValidator:
                 raise AclDenied(f"[{self.service}] ACL refused {what}: accessKey={access_key} has no "
                                 f"{_needed(perm)} permission on group {group} (it has {owned.text}, from {source})")
 
+    def account_rights(self, access_key: str | None) -> dict[str, Any]:
+        """What ``access_key``'s account may do, as GET_ACL_ACCOUNT answers it (RocketMQ's PlainAccessConfig
+        fields, no secret). No account (a request let in by globalWhiteRemoteAddresses): every right."""
+        self.maybe_reload()
+        account = self.config.accounts.get(access_key) if access_key else None
+        if account is None:
+            return {"aclEnable": True, "accessKey": access_key or "", "admin": True,
+                    "defaultTopicPerm": "PUB|SUB", "defaultGroupPerm": "PUB|SUB",
+                    "topicPerms": [], "groupPerms": []}
+        return {"aclEnable": True, "accessKey": account.access_key, "admin": account.admin,
+                "defaultTopicPerm": account.default_topic_perm.text,
+                "defaultGroupPerm": account.default_group_perm.text,
+                "topicPerms": [f"{t}={p.text}" for t, p in sorted(account.topic_perms.items())],
+                "groupPerms": [f"{g}={p.text}" for g, p in sorted(account.group_perms.items())]}
+
     def server_hook(self) -> Callable[[RemotingCommand, Any], None]:
         """A RemotingServer ``request_hook``: a refused request is answered NO_PERMISSION with the reason."""
         log = self._log

@@ -8,6 +8,7 @@
     rocketmesh scheduler ...          (runs python -m rocketmesh.scheduler ...)
     rocketmesh txn-checker ...        (runs python -m rocketmesh.txn_checker ...)
     rocketmesh ha ...                 (runs python -m rocketmesh.ha ...)
+    rocketmesh dashboard ...          (runs python -m rocketmesh.dashboard ..., the web console)
     rocketmesh admin <command> ...    (mqadmin's commands, kebab-case)
     rocketmesh health SERVICE [ADDR]  (is it up? asked over its own protocol; exit 0 or 1)
     rocketmesh keys DIR [--force]     (the CurveZMQ keys for `up --curve-keys DIR`, compose and clients)
@@ -35,7 +36,7 @@ from rocketmesh.runtime.python_process import python_module_argv
 from rocketmesh.server.extra import require_server_extra
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
-            "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha"}
+            "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha", "dashboard": "rocketmesh.dashboard"}
 
 SERVICE_HELP = {
     "namesrv": "run a name server in the foreground (the options of python -m rocketmesh.namesrv)",
@@ -43,6 +44,7 @@ SERVICE_HELP = {
     "scheduler": "run a scheduler replica in the foreground (the options of python -m rocketmesh.scheduler)",
     "txn-checker": "run a txn-checker replica in the foreground (the options of python -m rocketmesh.txn_checker)",
     "ha": "replicate a slave broker from its master in the foreground (the options of python -m rocketmesh.ha)",
+    "dashboard": "run the operators' web console in the foreground (the options of python -m rocketmesh.dashboard)",
 }
 
 

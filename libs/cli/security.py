@@ -5,7 +5,6 @@ without ACL). The key files and the variables that name them are remoting.curve'
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import shutil
 import sys
@@ -16,6 +15,7 @@ import zmq.auth
 
 from rocketmesh.acl.config import ClientCredentialsConfig
 from rocketmesh.acl.model import PlainAccessConfig
+from rocketmesh.remoting.addr import is_loopback_host
 from rocketmesh.remoting.transport.curve import (
     AUTHORIZED_CLIENTS_ENV,
     AUTHORIZED_DIR,
@@ -126,15 +126,6 @@ def up_curve_env(key_dir: str | None) -> dict[str, str]:
     return env
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
 def _up_setting(name: str, sets: Sequence[str], broker_config: str | None) -> str:
     """The broker setting ``name`` (snake_case) as ``up``'s brokers get it: from the config file, the
     environment, then --set (the keys and order of runtime.config); empty when none gives it."""
@@ -191,7 +182,7 @@ def up_account(sets: Sequence[str], broker_config: str | None) -> ClientCredenti
 def exposure_warning(host: str, ports: dict[str, int], sets: Sequence[str], broker_config: str | None,
                      curve: bool) -> str | None:
     """What ``up`` warns about when it listens beyond loopback without ACL (None: nothing to say)."""
-    if _is_loopback(host) or _acl_enabled(sets, broker_config):
+    if is_loopback_host(host) or _acl_enabled(sets, broker_config):
         return None
     listed = ", ".join(f"{name} {port}" for name, port in ports.items())
     lines = [f"warning: --host {host} serves {listed} to every host that can reach this one, and ACL is off: "

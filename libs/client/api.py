@@ -673,6 +673,10 @@ class ClientAPI:
         body = _json_object(self.invoke(addr, RequestCode.GET_BROKER_METRICS, timeout_ms=timeout_ms), addr)
         return str(body.get("url") or ""), list(body.get("metrics") or [])
 
+    def get_acl_account(self, addr: str, timeout_ms: int | None = None) -> dict[str, Any]:
+        """GET_ACL_ACCOUNT: what the account this client signs as may do on the broker ``addr`` (JSON)."""
+        return _json_object(self.invoke(addr, RequestCode.GET_ACL_ACCOUNT, timeout_ms=timeout_ms), addr)
+
     def get_broker_config(self, addr: str, timeout_ms: int | None = None) -> dict[str, str]:
         """GET_BROKER_CONFIG: the broker's settings (RocketMQ's ``key=value`` lines)."""
         resp = self.invoke(addr, RequestCode.GET_BROKER_CONFIG, timeout_ms=timeout_ms)

@@ -197,6 +197,39 @@ class Connection:
             raise ValueError(f"bad connection: {exc!r}") from None
 
 
+@dataclass(frozen=True, slots=True)
+class AclAccount:
+    """What the account an admin signs as may do, as a broker says (GET_ACL_ACCOUNT): its admin flag, its
+    default permissions on topics and groups and the ones it lists (RocketMQ's ``DENY``, ``PUB``, ``SUB``,
+    ``PUB|SUB``). ``acl_enable`` False: the broker checks no ACL, and anyone may do anything."""
+
+    acl_enable: bool
+    access_key: str
+    admin: bool
+    default_topic_perm: str
+    default_group_perm: str
+    topic_perms: dict[str, str]
+    group_perms: dict[str, str]
+
+    @classmethod
+    def from_json(cls, data: Any) -> AclAccount:
+        """Read a GET_ACL_ACCOUNT answer (``topicPerms`` / ``groupPerms`` as ``name=PERM`` strings);
+        ValueError when malformed."""
+        data = _object(data, "an ACL account")
+
+        def perms(key: str) -> dict[str, str]:
+            out = {}
+            for item in _list(data, key):
+                name, sep, perm = str(item).rpartition("=")
+                if not sep:
+                    raise ValueError(f"{key} entry {item!r} is not name=PERM")
+                out[name] = perm
+            return out
+        return cls(bool(data.get("aclEnable")), str(data.get("accessKey") or ""), bool(data.get("admin")),
+                   str(data.get("defaultTopicPerm") or "DENY"), str(data.get("defaultGroupPerm") or "DENY"),
+                   perms("topicPerms"), perms("groupPerms"))
+
+
 @dataclass(slots=True)
 class ProducerConnection:
     """A producer group's online clients (RocketMQ's ProducerConnection), by client id."""

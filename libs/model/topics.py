@@ -31,12 +31,38 @@ SYSTEM_TOPICS = frozenset({
     TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC, TIMER_TOPIC,
 })
 
+# RocketMQ's MixAll group names.
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
+FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
+SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
+ONS_HTTP_PROXY_GROUP = "CID_ONS-HTTP-PROXY"
+CID_ONSAPI_PULL_GROUP = "CID_ONSAPI_PULL"
+CID_ONSAPI_PERMISSION_GROUP = "CID_ONSAPI_PERMISSION"
+CID_ONSAPI_OWNER_GROUP = "CID_ONSAPI_OWNER"
+CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
+
+#: The groups RocketMQ 4.x's SubscriptionGroupManager creates at start-up.
+SYSTEM_GROUPS = (
+    TOOLS_CONSUMER_GROUP,
+    FILTERSRV_CONSUMER_GROUP,
+    SELF_TEST_CONSUMER_GROUP,
+    ONS_HTTP_PROXY_GROUP,
+    CID_ONSAPI_PULL_GROUP,
+    CID_ONSAPI_PERMISSION_GROUP,
+    CID_ONSAPI_OWNER_GROUP,
+)
+
 TOPIC_NAME_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
 
 
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+
+
+def is_sys_consumer_group(group: str) -> bool:
+    """RocketMQ's MixAll.isSysConsumerGroup: groups the broker's own services consume with."""
+    return group.startswith(CID_RMQ_SYS_PREFIX)
 
 
 def retry_topic(group: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 from rocketmesh.remoting.errors import RemotingConnectError
 
 
@@ -35,6 +37,16 @@ def join_addr(host: str, port: int) -> str:
 
 #: Listen addresses that mean "every interface": a client on this host reaches them on loopback.
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "*", ""})
+
+
+def is_loopback_host(host: str) -> bool:
+    """True when ``host`` (a name or an address, IPv6 in brackets or not) serves this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def reachable_host(host: str) -> str:

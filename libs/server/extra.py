@@ -26,14 +26,20 @@ SERVER_MODULES = (
     "structlog",
 )
 
+#: One importable module of each distribution the ``dashboard`` extra adds to the server's.
+DASHBOARD_MODULES = ("starlette", "jinja2", "uvicorn")
+
+#: The modules each extra brings.
+EXTRA_MODULES = {"server": SERVER_MODULES, "dashboard": SERVER_MODULES + DASHBOARD_MODULES}
+
 #: The exit status of a service started without the extra (as for a config it cannot use).
 EXIT_MISSING = 2
 
 
-def missing_server_modules() -> list[str]:
-    """The modules of :data:`SERVER_MODULES` that cannot be imported here."""
+def missing_server_modules(extra: str = "server") -> list[str]:
+    """The modules of ``extra`` (:data:`EXTRA_MODULES`) that cannot be imported here."""
     missing = []
-    for name in SERVER_MODULES:
+    for name in EXTRA_MODULES[extra]:
         try:
             found = importlib.util.find_spec(name) is not None
         except ImportError:  # a parent package is missing too
@@ -43,11 +49,13 @@ def missing_server_modules() -> list[str]:
     return missing
 
 
-def require_server_extra(what: str) -> None:
+def require_server_extra(what: str, extra: str = "server") -> None:
     """Exit with one line on stderr naming the extra to install when ``what`` (``broker``, ``rocketmesh up``
-    ...) cannot run here for want of the server's dependencies; return otherwise."""
-    missing = missing_server_modules()
+    ...) cannot run here for want of that extra's dependencies (the server's, or the ``dashboard``'s);
+    return otherwise."""
+    missing = missing_server_modules(extra)
     if missing:
-        print(f"{what} needs the server's dependencies (missing: {', '.join(missing)}): {INSTALL_HINT}",
+        hint = INSTALL_HINT if extra == "server" else f"pip install 'rocketmesh[{extra}]'"
+        print(f"{what} needs the {extra} extra's dependencies (missing: {', '.join(missing)}): {hint}",
               file=sys.stderr, flush=True)
         raise SystemExit(EXIT_MISSING)

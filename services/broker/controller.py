@@ -172,8 +172,8 @@ class BrokerController:
         self.server.register(RequestCode.PULL_MESSAGE, traced(RequestCode.PULL_MESSAGE, guarded(pull.handle)))
         self.sampler = RateSampler(functools.partial(self._counters, store))
         send_back = self.send_back = SendBackProcessor(parts)
-        AdminProcessor(parts, send_back, metrics.metrics,
-                       functools.partial(self._runtime_info, parts, self.sampler)).register(self.server, self.executor)
+        AdminProcessor(parts, send_back, metrics.metrics, functools.partial(self._runtime_info, parts, self.sampler),
+                       self.acl).register(self.server, self.executor)
         ConsumerManageProcessor(parts).register(self.server, self.executor)
         ClientCallProcessor(parts).register(self.server, self.executor)
         send_back.register(self.server, self.executor)

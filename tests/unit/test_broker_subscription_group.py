@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from rocketmesh.broker.metadata.subscription_group import (
-    SYSTEM_GROUPS,
     SubscriptionGroupConfig,
     SubscriptionGroupManager,
     validate_group_name,
 )
+from rocketmesh.model.topics import SYSTEM_GROUPS
 
 
 @pytest.fixture

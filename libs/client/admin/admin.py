@@ -18,12 +18,14 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
 from rocketmesh.client.admin.dead_letters import DeadLetter, DeadLetters, ResendResult
+from rocketmesh.client.admin.queue_reader import read_queue
 from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI, raise_first
 from rocketmesh.client.cluster import BrokerInfo, ClusterInfo
 from rocketmesh.client.errors import ClientErrorCode, MQBrokerError, MQClientError, MQError
 from rocketmesh.client.instance import ClientInstance, Credentials, namesrv_addrs_from
 from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.results import (
+    AclAccount,
     Connection,
     ConsumerConnection,
     ConsumeStats,
@@ -205,6 +207,19 @@ class Admin:
         """A broker's runtime figures (RocketMQ's KVTable): name -> value."""
         return self.api.get_broker_runtime_info(broker_addr, self.timeout_ms)
 
+    def broker_config(self, broker_addr: str) -> dict[str, str]:
+        """A broker's settings (RocketMQ's getBrokerConfig): key -> value, as its config would write them."""
+        return self.api.get_broker_config(broker_addr, self.timeout_ms)
+
+    def acl_account(self, broker_addr: str | None = None) -> AclAccount:
+        """What the account this admin signs as may do, as ``broker_addr`` (default: a master) says: a wrong
+        secret is refused here with MQBrokerError(NO_PERMISSION), as every signed request would be."""
+        addr = broker_addr or self._master_addrs(None)[0]
+        try:
+            return AclAccount.from_json(self.api.get_acl_account(addr, self.timeout_ms))
+        except ValueError as exc:
+            raise MQClientError(f"malformed ACL account answer from {addr}: {exc}") from exc
+
     def broker_metrics(self, broker_addr: str) -> tuple[str, list[dict[str, Any]]]:
         """A broker's metrics as its Prometheus endpoint serves them: (that endpoint's URL, empty when
         metricsExporterType=DISABLE; samples ``{"name", "labels", "value"}``)."""
@@ -232,6 +247,14 @@ class Admin:
     def earliest_msg_store_time(self, mq: MessageQueue) -> int:
         """The store time (epoch ms) of the first message of ``mq`` still stored."""
         return self.api.get_earliest_msg_storetime(self.instance.find_master_addr(mq), mq, self.timeout_ms)
+
+    def queue_messages(self, mq: MessageQueue, offset: int, max_num: int) -> list[MessageExt]:
+        """Up to ``max_num`` messages of ``mq`` from queue offset ``offset`` on, read from its master with admin
+        requests: whatever the topic's permission, and no group's offset moves (a console's browsing)."""
+        if max_num < 1:
+            raise MQClientError(f"max_num must be at least 1, got {max_num}", ResponseCode.MESSAGE_ILLEGAL)
+        return list(read_queue(self.api, self.instance.find_master_addr(mq), mq.topic, mq.queue_id, self.timeout_ms,
+                               offset, max_num))
 
     def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset of ``mq`` stored at or after ``timestamp_ms``."""

@@ -2,10 +2,7 @@
 and ``%RETRY%<group>``.
 
 A dead-letter topic is write-only for users (consumers cannot pull it), so
-the admin reads it straight from each broker with two admin requests the
-broker serves whatever a topic's permission: QUERY_CONSUME_QUEUE lists a
-queue's entries (commitlog offset and size), VIEW_MESSAGE_BY_ID reads each
-message by its commitlog offset.
+the admin reads it straight from each broker (:mod:`.queue_reader`).
 
 A resend is a new message to the original topic (RETRY_TOPIC of the
 dead-lettered copy) with the copy's body, flag, tags, keys and user
@@ -27,11 +24,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from rocketmesh.client.admin.queue_reader import read_queue
 from rocketmesh.client.errors import MQBrokerError, MQClientError, MQError
 from rocketmesh.client.results import SendResult
 from rocketmesh.client.unique_id import looks_like_message_id
 from rocketmesh.client.validators import check_group
-from rocketmesh.model.codec import CorruptRecord, decode_record
 from rocketmesh.model.message import Message, MessageConst, MessageExt
 from rocketmesh.model.topics import (
     DLQ_GROUP_TOPIC_PREFIX,
@@ -41,7 +38,6 @@ from rocketmesh.model.topics import (
     retry_topic,
 )
 from rocketmesh.remoting import ResponseCode
-from rocketmesh.remoting.protocol.headers import QueryConsumeQueueRequestHeader
 
 if TYPE_CHECKING:
     from rocketmesh.client.instance import ClientInstance
@@ -50,8 +46,6 @@ if TYPE_CHECKING:
 
 #: The producer group resends go out with (RocketMQ's MixAll.CLIENT_INNER_PRODUCER_GROUP).
 RESEND_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
-#: Consume-queue entries asked for per QUERY_CONSUME_QUEUE.
-_PAGE = 256
 #: Characters of a body shown in a listing.
 BODY_PREVIEW_CHARS = 64
 #: Properties of a stored copy that describe its storage, retries or delay, not the message: not resent.
@@ -296,33 +290,7 @@ class DeadLetters:
     # --- reading a queue whatever its permission ---
 
     def _read_queue(self, addr: str, topic: str, queue_id: int) -> Iterator[MessageExt]:
-        instance = self.admin.instance
-        timeout = self.admin.timeout_ms
-        index = 0
-        while True:
-            data = instance.api.query_consume_queue(
-                addr, QueryConsumeQueueRequestHeader(topic, queue_id, index, _PAGE), timeout)
-            try:
-                entries = [(int(e["queueOffset"]), int(e["physicOffset"])) for e in data.get("queueData") or []]
-                max_index = int(data.get("maxQueueIndex", 0))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise MQClientError(f"malformed consume queue answer from {addr}: {exc}") from exc
-            if not entries:
-                return
-            views = instance.api.view_messages(addr, [phys for _, phys in entries], timeout)
-            for (_queue_offset, _), record in zip(entries, views, strict=False):
-                if isinstance(record, MQBrokerError):
-                    continue  # the message's commitlog file expired: nothing left to show
-                if isinstance(record, MQError):
-                    raise record
-                try:
-                    msg = decode_record(record)
-                except CorruptRecord as exc:
-                    raise MQClientError(f"the broker at {addr} sent an unreadable record: {exc}") from exc
-                yield msg
-            index = entries[-1][0] + 1
-            if index >= max_index:
-                return
+        return read_queue(self.admin.instance.api, addr, topic, queue_id, self.admin.timeout_ms)
 
     def _route_or_none(self, topic: str) -> TopicRouteData | None:
         try:

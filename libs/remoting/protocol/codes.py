@@ -129,6 +129,9 @@ class RequestCode(IntEnum):
     #: Admin: the broker's metrics, the samples its Prometheus endpoint serves, as JSON (whatever
     #: metricsExporterType says); RocketMQ 5 has them only in its exporters.
     GET_BROKER_METRICS = 930
+    #: Admin: what the account that signed the request may do (its admin flag and permissions, never its
+    #: secret), so that a console shows each operator only what the brokers would let them do.
+    GET_ACL_ACCOUNT = 940
 
 
 class ResponseCode(IntEnum):

@@ -15,31 +15,11 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from rocketmesh.broker.metadata.topic_config import DataVersion
+from rocketmesh.model.topics import SYSTEM_GROUPS, is_sys_consumer_group
 from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
 from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="subscription_group")
-
-# RocketMQ's MixAll group names.
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"
-FILTERSRV_CONSUMER_GROUP = "FILTERSRV_CONSUMER"
-SELF_TEST_CONSUMER_GROUP = "SELF_TEST_C_GROUP"
-ONS_HTTP_PROXY_GROUP = "CID_ONS-HTTP-PROXY"
-CID_ONSAPI_PULL_GROUP = "CID_ONSAPI_PULL"
-CID_ONSAPI_PERMISSION_GROUP = "CID_ONSAPI_PERMISSION"
-CID_ONSAPI_OWNER_GROUP = "CID_ONSAPI_OWNER"
-CID_RMQ_SYS_PREFIX = "CID_RMQ_SYS_"
-
-#: The groups RocketMQ 4.x's SubscriptionGroupManager creates at start-up.
-SYSTEM_GROUPS = (
-    TOOLS_CONSUMER_GROUP,
-    FILTERSRV_CONSUMER_GROUP,
-    SELF_TEST_CONSUMER_GROUP,
-    ONS_HTTP_PROXY_GROUP,
-    CID_ONSAPI_PULL_GROUP,
-    CID_ONSAPI_PERMISSION_GROUP,
-    CID_ONSAPI_OWNER_GROUP,
-)
 
 #: RocketMQ's MixAll.MASTER_ID.
 MASTER_ID = 0
@@ -58,11 +38,6 @@ def validate_group_name(group: str) -> str | None:
     if not GROUP_NAME_PATTERN.match(group):
         return f"the group name {group!r} contains characters outside {GROUP_NAME_PATTERN.pattern}"
     return None
-
-
-def is_sys_consumer_group(group: str) -> bool:
-    """RocketMQ's MixAll.isSysConsumerGroup: groups the broker's own services consume with."""
-    return group.startswith(CID_RMQ_SYS_PREFIX)
 
 
 # Python field -> (JSON key, type). Booleans are checked before ints, since bool is an int.

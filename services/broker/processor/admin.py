@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from rocketmesh.acl.signer import ACCESS_KEY
 from rocketmesh.broker.processor.handlers import Handler, ok, register_all
 from rocketmesh.broker.store.index.consume_queue import BLANK_SIZE
 from rocketmesh.model.route import TopicConfig
@@ -38,6 +39,7 @@ from rocketmesh.runtime.config import to_properties
 from rocketmesh.runtime.log import get_logger
 
 if TYPE_CHECKING:
+    from rocketmesh.acl.validator import PlainAccessValidator
     from rocketmesh.broker.parts import BrokerParts
     from rocketmesh.broker.processor.send_back import SendBackProcessor
     from rocketmesh.server.metrics import ServiceMetrics
@@ -50,7 +52,7 @@ class AdminProcessor:
     mesh core needs; each handler is registered for its request code by :meth:`register`."""
 
     def __init__(self, broker: BrokerParts, send_back: SendBackProcessor, metrics: ServiceMetrics,
-                 runtime_info: Callable[[], dict[str, Any]]) -> None:
+                 runtime_info: Callable[[], dict[str, Any]], acl: PlainAccessValidator | None = None) -> None:
         self.broker = broker
         self.store = broker.store
         self.topics = broker.topics
@@ -58,6 +60,8 @@ class AdminProcessor:
         self.metrics = metrics
         #: GET_BROKER_RUNTIME_INFO's table, from the whole broker.
         self.runtime_info = runtime_info
+        #: The ACL check (None: ACL is off), which GET_ACL_ACCOUNT reads the signing account from.
+        self.acl = acl
 
     def register(self, server: RemotingServer, executor: Executor) -> None:
         handlers: dict[int, tuple[Handler, Executor | None]] = {
@@ -78,8 +82,22 @@ class AdminProcessor:
             RequestCode.HEARTBEAT: (self.heartbeat, None),
             RequestCode.UNREGISTER_CLIENT: (self.unregister_client, None),
             RequestCode.GET_PRODUCER_CONNECTION_LIST: (self.get_producer_connection_list, None),
+            RequestCode.GET_ACL_ACCOUNT: (self.get_acl_account, None),
         }
         register_all(server, handlers)
+
+    # --- the signing account ---
+
+    def get_acl_account(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
+        """What the account that signed ``req`` may do; with ACL off, anything (``aclEnable`` false)."""
+        if self.acl is None:
+            rights: dict[str, Any] = {"aclEnable": False, "accessKey": "", "admin": True,
+                                      "defaultTopicPerm": "PUB|SUB", "defaultGroupPerm": "PUB|SUB",
+                                      "topicPerms": [], "groupPerms": []}
+        else:
+            access_key = req.ext.get(ACCESS_KEY)
+            rights = self.acl.account_rights(access_key if isinstance(access_key, str) else None)
+        return ok(req, body=orjson.dumps(rights))
 
     # --- topics ---
 

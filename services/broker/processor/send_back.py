@@ -28,14 +28,13 @@ from __future__ import annotations
 import random
 from typing import TYPE_CHECKING
 
-from rocketmesh.broker.metadata.subscription_group import is_sys_consumer_group
 from rocketmesh.broker.processor.handlers import BAD_REQUEST_ERRORS, ok, register_all
 from rocketmesh.broker.schedule import PARKING_PROPERTIES, park_at_level
 from rocketmesh.broker.store import MessageExtBrokerInner, PutMessageStatus
 from rocketmesh.model.codec import encode_host_text, encode_properties
 from rocketmesh.model.message import MessageConst, MessageExt
 from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
-from rocketmesh.model.topics import dlq_topic, is_system_topic, retry_topic
+from rocketmesh.model.topics import dlq_topic, is_sys_consumer_group, is_system_topic, retry_topic
 from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode, response_to
 from rocketmesh.remoting.protocol.headers import ConsumerSendMsgBackRequestHeader
 from rocketmesh.runtime.log import get_logger

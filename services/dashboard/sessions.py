@@ -1,0 +1,107 @@
+"""Sign-in, sessions and CSRF tokens.
+
+A session lives in this process only: the browser holds a random id in an HttpOnly, SameSite=Strict
+cookie, never the account's secret (nor does any URL). Each session has its own CSRF token, which every
+form carries in a hidden field and a script in the ``X-CSRF-Token`` header; a request that changes
+anything without it is refused.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+
+from .accounts import NOBODY, Account
+
+#: The session cookie's name.
+COOKIE = "rocketmesh_session"
+#: The form field and the header that carry the CSRF token.
+CSRF_FIELD = "csrf_token"
+CSRF_HEADER = "x-csrf-token"
+
+
+@dataclass(frozen=True)
+class Rights:
+    """What the signed-in account may do, as the broker told it (everything when ACL is off)."""
+
+    admin: bool = True
+    #: The account's default permission on topics and groups and the ones it lists (RocketMQ's
+    #: ``DENY``, ``PUB``, ``SUB``, ``PUB|SUB``).
+    default_topic_perm: str = "PUB|SUB"
+    default_group_perm: str = "PUB|SUB"
+    topic_perms: dict[str, str] = field(default_factory=dict)
+    group_perms: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Session:
+    """One browser's session."""
+
+    sid: str
+    csrf: str
+    account: Account = NOBODY
+    rights: Rights = field(default_factory=Rights)
+    signed_in: bool = False
+    #: A message for the next page shown (what the last change did).
+    flash: str = ""
+    last_used: float = field(default_factory=time.monotonic)
+
+    def csrf_ok(self, token: str | None) -> bool:
+        """True when ``token`` is this session's CSRF token (compared in constant time)."""
+        return bool(token) and hmac.compare_digest(str(token), self.csrf)
+
+
+class Sessions:
+    """The live sessions, by id; one unused for ``timeout_s`` is gone."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._sessions: dict[str, Session] = {}
+
+    def get(self, sid: str | None) -> Session | None:
+        """The live session ``sid`` (its use recorded), or None."""
+        if not sid:
+            return None
+        now = time.monotonic()
+        with self._lock:
+            s = self._sessions.get(sid)
+            if s is None:
+                return None
+            if now - s.last_used > self.timeout_s:
+                del self._sessions[sid]
+                return None
+            s.last_used = now
+            return s
+
+    def new(self, account: Account = NOBODY, rights: Rights | None = None, signed_in: bool = False) -> Session:
+        """A new session with fresh id and CSRF token."""
+        s = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), account, rights or Rights(), signed_in)
+        with self._lock:
+            self._expire(time.monotonic())
+            self._sessions[s.sid] = s
+        return s
+
+    def drop(self, sid: str) -> None:
+        """End the session ``sid`` (signing out)."""
+        with self._lock:
+            self._sessions.pop(sid, None)
+
+    def accounts(self) -> set[Account]:
+        """The accounts of the live sessions."""
+        with self._lock:
+            self._expire(time.monotonic())
+            return {s.account for s in self._sessions.values()}
+
+    def latest_account(self) -> Account | None:
+        """The account of the most recently used signed-in session, or None."""
+        with self._lock:
+            live = [s for s in self._sessions.values() if s.signed_in]
+        return max(live, key=lambda s: s.last_used).account if live else None
+
+    def _expire(self, now: float) -> None:
+        for sid in [sid for sid, s in self._sessions.items() if now - s.last_used > self.timeout_s]:
+            del self._sessions[sid]
