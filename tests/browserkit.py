@@ -16,11 +16,17 @@ from pathlib import Path
 from typing import Any
 
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException, NoSuchElementException
+from selenium.common.exceptions import (
+    NoAlertPresentException,
+    NoSuchElementException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.expected_conditions import staleness_of
+from selenium.webdriver.support.wait import WebDriverWait
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -95,18 +101,37 @@ class Browser:
             el.clear()
             el.send_keys(value)
 
-    def submit(self, css: str, accept: bool = True) -> None:
-        """Click the button ``css``, answering a confirmation dialog with ``accept``."""
+    def submit(self, css: str, accept: bool = True, timeout_s: float = 30) -> None:
+        """Click the button ``css``, answering a confirmation dialog with ``accept``, and (when it was sent) wait
+        until the page it leads to has replaced this one."""
+        page = self.find("html")
         self.find(css).click()
+        asked = False
         deadline = time.monotonic() + 2
         while time.monotonic() < deadline:
             try:
                 alert = self.driver.switch_to.alert
             except NoAlertPresentException:
-                time.sleep(0.05)
-                continue
+                if not self._is_stale(page):
+                    time.sleep(0.05)
+                    continue
+                break
+            asked = True
             alert.accept() if accept else alert.dismiss()
             break
+        if asked and not accept:
+            return
+        WebDriverWait(self.driver, timeout_s).until(staleness_of(page))
+        WebDriverWait(self.driver, timeout_s).until(
+            lambda d: d.execute_script("return document.readyState") == "complete")
+
+    @staticmethod
+    def _is_stale(element: WebElement) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        return False
 
     def table(self, css: str) -> list[list[str]]:
         """The body rows of the table ``css`` as cell texts."""

@@ -18,11 +18,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketmesh.client import Admin, MQError
+from rocketmesh.client.results import ConsumeStats, OffsetWrapper
 from rocketmesh.runtime.log import get_logger
 
 from .kinds import TopicKind, topic_kind
 
 log = get_logger("dashboard.collector")
+
+
+def queue_lag(w: OffsetWrapper) -> int:
+    """Messages of a queue the group has not consumed: never negative, and a queue with no committed offset
+    (-1) counts from 0 (rocketmq-dashboard shows such queues as -1 or a negative lag)."""
+    return max(0, w.broker_offset - max(0, w.consumer_offset))
+
+
+def group_lag(stats: ConsumeStats) -> int:
+    """A group's lag over the queues of ``stats`` (see :func:`queue_lag`)."""
+    return sum(queue_lag(w) for w in stats.offset_table.values())
 
 
 def first_rate(text: Any) -> float:
@@ -233,7 +245,7 @@ class Collector:
         for name in listing.consume_stats:
             stats = listing.group_stats(name)
             seen = groups.get(name)
-            lag, tps, topics = stats.total_diff(), stats.consume_tps, {mq.topic for mq in stats.offset_table}
+            lag, tps, topics = group_lag(stats), stats.consume_tps, {mq.topic for mq in stats.offset_table}
             config: dict[str, Any] = {}
             if seen is not None:
                 lag, tps, topics, config = lag + seen.lag, tps + seen.tps, topics | set(seen.topics), seen.config

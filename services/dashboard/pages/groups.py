@@ -7,8 +7,10 @@ import urllib.parse
 from typing import Any
 
 from rocketmesh.client import MQClientError, MQError
+from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX
 from rocketmesh.remoting import ResponseCode
 
+from ..collector import group_lag, queue_lag
 from ..kinds import is_system_group
 from ..web import Action, Ctx, Done, PageError, View
 from .paging import page_of
@@ -42,19 +44,23 @@ def load_list(ctx: Ctx) -> dict[str, Any]:
             "groups": [{"group": g.group, "lag": g.lag, "tps": g.tps, "topics": g.topics} for g in items]}
 
 
-def _holders(ctx: Ctx, group: str, client_ids: list[str]) -> tuple[dict[tuple[str, str, int], str], list[str]]:
-    """Which client holds each queue, from each client's running info; and the clients that did not say."""
+def _holders(ctx: Ctx, group: str, client_ids: list[str]
+             ) -> tuple[dict[tuple[str, str, int], str], list[str], bool | None]:
+    """Which client holds each queue, from each client's running info; the clients that did not say; and
+    whether the group consumes orderly (None: no client said)."""
     held: dict[tuple[str, str, int], str] = {}
     silent: list[str] = []
+    orderly: bool | None = None
     for cid in client_ids:
         try:
             info = ctx.admin.consumer_running_info(group, cid)
         except MQError as exc:
             silent.append(f"{cid}: {exc}")
             continue
+        orderly = bool(orderly) or info.orderly
         for mq in info.mq_table:
             held[(mq.topic, mq.broker_name, mq.queue_id)] = cid
-    return held, silent
+    return held, silent, orderly
 
 
 def load_group(ctx: Ctx) -> dict[str, Any]:
@@ -75,22 +81,25 @@ def load_group(ctx: Ctx) -> dict[str, Any]:
             raise
         conn = None
     clients = [c.client_id for c in conn.connections] if conn else []
-    held, silent = _holders(ctx, group, clients)
+    held, silent, orderly = _holders(ctx, group, clients)
     queues = []
     if stats is not None:
         for mq, w in stats.offset_table.items():
             queues.append({"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
-                           "brokerOffset": w.broker_offset, "consumerOffset": w.consumer_offset, "lag": w.diff,
+                           "brokerOffset": w.broker_offset, "consumerOffset": w.consumer_offset, "lag": queue_lag(w),
                            "lastTimestamp": w.last_timestamp,
                            "client": held.get((mq.topic, mq.broker_name, mq.queue_id), "")})
     sample = ctx.dash.collector.snapshot.groups.get(group)
     times, lags = ctx.dash.collector.history.lag(group)
-    topics = sorted({str(q["topic"]) for q in queues} | set(conn.subscriptions if conn else ()))
+    # The group's own topics first, its retry topic last: the reset form picks the first.
+    topics = sorted({str(q["topic"]) for q in queues} | set(conn.subscriptions if conn else ()),
+                    key=lambda t: (t.startswith(RETRY_GROUP_TOPIC_PREFIX), t))
     return {
-        "group": group, "lag": stats.total_diff() if stats else 0, "tps": stats.consume_tps if stats else 0.0,
+        "group": group, "lag": group_lag(stats) if stats else 0, "tps": stats.consume_tps if stats else 0.0,
+        "orderly": orderly,
         "queues": queues, "topics": topics,
         "connections": [{"clientId": c.client_id, "clientAddr": c.client_addr, "language": c.language,
-                         "version": getattr(c, "version", ""), "lastUpdateTimestamp": c.last_update_timestamp}
+                         "version": c.version, "lastUpdateTimestamp": c.last_update_timestamp}
                         for c in (conn.connections if conn else [])],
         "subscriptions": conn.subscriptions if conn else {},
         "consumeType": conn.consume_type if conn else None, "messageModel": conn.message_model if conn else None,
