@@ -32,6 +32,8 @@ from rocketmesh import (
 )
 from rocketmesh.model.message import MessageExt
 
+PAGE_SIZE = 5
+
 
 class Mesh:
     """The module's processes, an Admin, and a browser on the dashboard."""
@@ -41,7 +43,9 @@ class Mesh:
         self.broker = BrokerProcess(root / "broker", self.namesrv.addr, channelExpiredTimeout=3000,
                                     clientScanInterval=500).start(timeout_s=30)
         self.broker.wait_registered()
-        self.dashboard = DashboardProcess(root / "dashboard", self.namesrv.addr, collectIntervalMs=500).start(30)
+        # Small pages, so that paging is exercised with a handful of messages.
+        self.dashboard = DashboardProcess(root / "dashboard", self.namesrv.addr, collectIntervalMs=500,
+                                          pageSize=PAGE_SIZE).start(30)
         self.admin = Admin(self.namesrv.addr)
         self.shots = root / "screenshots"
 
@@ -225,6 +229,13 @@ def test_a_running_group_shows_its_clients_and_the_queue_each_holds(mesh: Mesh, 
         printed = mesh.cli("consumer-connection", "-g", "dash-online-g")
         assert client_id in printed and "TagA || TagB" in printed
         browser.shot("group-online")
+        # The topic page names the group; a message of it is run through the group's client on demand.
+        browser.open("/topic?topic=DashOnline")
+        assert "dash-online-g" in [li.text for li in browser.all("#consumers li")]
+        browser.open("/messages?topic=DashOnline")
+        browser.find("a.msg").click()
+        browser.submit("#resend-direct-form button")
+        assert f"{client_id} of dash-online-g consumed it: CR_SUCCESS" in browser.text("#flash")
     finally:
         consumer.shutdown()
 
@@ -262,8 +273,37 @@ def test_a_dead_letter_resent_from_the_page_is_consumed(mesh: Mesh, browser: Bro
         browser.submit("#resend-selected")
         assert "resent 1 of 1 dead letters of dash-dlq-g" in browser.text("#flash")
         wait_for(lambda: [m.body for m in got] == [b"poison pill"], 30, what="the resent message consumed")
+        # The message's history: the original, then its dead-lettered copy.
+        browser.open(f"/message?topic=DashDlq&msgId={row[1]}")  # row[0]: the checkbox
+        topics = [r[1] for r in browser.table("#retry-history")]
+        assert topics and topics[0] == "DashDlq" and "%DLQ%dash-dlq-g" in topics, browser.text("main")
     finally:
         consumer.shutdown()
+
+
+def test_messages_of_a_time_range_are_paged_to_the_last_one(mesh: Mesh, browser: Browser) -> None:
+    make_topic(mesh.admin, "DashPaged", queues=3)
+    begin = int(time.time() * 1000) - 1000
+    with Producer("dash-paged-p", mesh.namesrv.addr) as p:
+        sent = {p.send(Message("DashPaged", f"paged {i}".encode())).msg_id for i in range(12)}
+    browser.open(f"/messages?topic=DashPaged&begin={begin}")
+    seen: list[str] = []
+    pages = 0
+    while True:
+        pages += 1
+        seen += [row[0] for row in browser.table("#messages")]
+        if not browser.has(".pager a[rel=next]"):
+            break
+        browser.find(".pager a[rel=next]").click()
+    assert pages == 3 and sorted(seen) == sorted(sent)
+    assert "page 3 of 3 (12 in all)" in browser.text(".pager")
+    # By id: the one message.
+    one = seen[0]
+    browser.open(f"/messages?topic=DashPaged&msgId={one}")
+    assert [row[0] for row in browser.table("#messages")] == [one]
+    # A range that ends before they were sent holds none of them.
+    browser.open(f"/messages?topic=DashPaged&begin={begin - 60_000}&end={begin - 30_000}")
+    assert browser.table("#messages") == [["no message"]]
 
 
 def test_the_producers_page_lists_an_online_producer(mesh: Mesh, browser: Browser) -> None:
@@ -311,6 +351,15 @@ def test_a_form_posted_without_its_csrf_token_is_refused(mesh: Mesh) -> None:
                                                      "writeQueueNums": "1"}, jar=jar, headers={"X-CSRF-Token": token})
     assert status == 200 and json.loads(body)["ok"], body
     assert "DashWithCsrf" in topic_list(mesh)
+
+
+def test_served_beyond_loopback_without_acl_it_warns(mesh: Mesh, tmp_path: Path) -> None:
+    exposed = DashboardProcess(tmp_path, mesh.namesrv.addr, listenAddress="0.0.0.0").start(30)
+    try:
+        assert "warning: the dashboard listens on 0.0.0.0" in exposed.output() and "ACL is off" in exposed.output()
+    finally:
+        exposed.stop()
+    assert "warning" not in mesh.dashboard.output()  # loopback: nothing to say
 
 
 def test_bad_input_gets_a_page_saying_what_was_wrong(mesh: Mesh, browser: Browser) -> None:
