@@ -111,6 +111,11 @@ class Tally:
             cell[0] += count
             cell[1] += size
 
+    def totals(self, column: int = 0) -> dict[tuple, float]:
+        """Every count (``column`` 0) or size (1) by label values."""
+        with self._lock:
+            return {k: v[column] for k, v in self._counts.items()}
+
     def readings(self, column: int = 0) -> list[tuple[float, dict[str, Any]]]:
         """Every count (``column`` 0) or size (1) with its labels."""
         with self._lock:

@@ -35,7 +35,7 @@ from rocketmesh.broker.processor.send_back import SendBackProcessor
 from rocketmesh.broker.processor.transaction import TransactionProcessor
 from rocketmesh.broker.registration import NamesrvRegistration
 from rocketmesh.broker.slave_sync import SlaveSynchronize
-from rocketmesh.broker.stats import RateSampler
+from rocketmesh.broker.stats import GroupGetRates, RateSampler
 from rocketmesh.broker.store import MessageStore, MessageStoreConfig
 from rocketmesh.broker.tracing import traced
 from rocketmesh.remoting import (
@@ -96,6 +96,7 @@ class BrokerController:
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time)
         self.registration: NamesrvRegistration | None = None
         self.sampler: RateSampler | None = None
+        self.group_get_rates: GroupGetRates | None = None
         self.scanner = _ClientScanner(self.clients, config.client_scan_interval)
         self.started_at = time.time()
         self._stopped = threading.Event()
@@ -174,7 +175,8 @@ class BrokerController:
         send_back = self.send_back = SendBackProcessor(parts)
         AdminProcessor(parts, send_back, metrics.metrics, functools.partial(self._runtime_info, parts, self.sampler),
                        self.acl).register(self.server, self.executor)
-        ConsumerManageProcessor(parts).register(self.server, self.executor)
+        rates = self.group_get_rates = GroupGetRates(metrics.consumed.totals)
+        ConsumerManageProcessor(parts, rates.tps).register(self.server, self.executor)
         ClientCallProcessor(parts).register(self.server, self.executor)
         send_back.register(self.server, self.executor)
         delivery = self.delivery = DeliveryProcessor(parts, os.path.join(config_dir, "scheduleDelivered.json"))
@@ -191,6 +193,7 @@ class BrokerController:
         self.offset_persister.start()
         self.server.register_default(self._not_supported)
         self.sampler.start()
+        rates.start()
         self.scanner.start()
         metrics_url = metrics.metrics.start()
         registration = self.registration = NamesrvRegistration(
@@ -311,7 +314,7 @@ class BrokerController:
         self.server.stop(grace_s=2.0)
         if self.transactions is not None:
             self.transactions.shutdown()
-        for svc in (self.sampler, self.scanner, self.offset_persister, self.slave_sync):
+        for svc in (self.sampler, self.group_get_rates, self.scanner, self.offset_persister, self.slave_sync):
             if svc is not None:
                 svc.stop(2)
         self.executor.shutdown(wait=True, cancel_futures=True)

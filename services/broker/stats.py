@@ -1,4 +1,5 @@
-"""Put/get rates for runtime info, sampled once a second (RocketMQ's BrokerStats snapshots)."""
+"""Put/get rates for runtime info, sampled once a second, and each group's get rate per topic over the last
+minute (RocketMQ's BrokerStats snapshots and its GROUP_GET_NUMS statistics)."""
 
 from __future__ import annotations
 
@@ -32,3 +33,29 @@ class RateSampler(ServiceThread):
                 break
         t0, c0 = first
         return (last.get(name, 0) - c0.get(name, 0)) / (t1 - t0) if t1 > t0 else 0.0
+
+
+class GroupGetRates(ServiceThread):
+    """Messages each group pulled from each topic a second, over the last minute (RocketMQ's GROUP_GET_NUMS
+    per-minute TPS, which ConsumeStats.consumeTps reports). ``counts`` returns the cumulative pulled count
+    by (topic, group); a snapshot is kept every ``interval_s``, enough to span a minute."""
+
+    WINDOW_S = 60.0
+
+    def __init__(self, counts: Callable[[], dict[tuple[str, str], float]], interval_s: float = 10.0) -> None:
+        super().__init__("GroupGetRates", interval_s)
+        self.counts = counts
+        self.samples: collections.deque[tuple[float, dict[tuple[str, str], float]]] = collections.deque(
+            maxlen=int(self.WINDOW_S / interval_s) + 1)
+
+    def run_once(self) -> None:
+        self.samples.append((time.monotonic(), self.counts()))
+
+    def tps(self, topic: str, group: str) -> float:
+        """``group``'s messages a second from ``topic`` between the oldest and newest snapshot kept (0 until
+        two are)."""
+        if len(self.samples) < 2:
+            return 0.0
+        (t0, first), (t1, last) = self.samples[0], self.samples[-1]
+        key = (topic, group)
+        return (last.get(key, 0.0) - first.get(key, 0.0)) / (t1 - t0) if t1 > t0 else 0.0

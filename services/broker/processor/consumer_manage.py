@@ -3,7 +3,7 @@ subscription groups (RocketMQ's ConsumerManageProcessor and the consumer part of
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -52,8 +52,11 @@ def mq_from_json(d: Any) -> MessageQueue:
 class ConsumerManageProcessor:
     """Handlers for consumer-side requests other than PULL_MESSAGE; see :meth:`register`."""
 
-    def __init__(self, broker: BrokerParts) -> None:
+    def __init__(self, broker: BrokerParts, consume_tps: Callable[[str, str], float] = lambda topic, group: 0.0
+                 ) -> None:
         self.broker = broker
+        #: (topic, group) -> the group's pulled messages a second from the topic over the last minute.
+        self.consume_tps = consume_tps
         self.store = broker.store
         self.offsets = broker.offsets
         self.locks = broker.locks
@@ -202,8 +205,8 @@ class ConsumerManageProcessor:
                        order_only: bool = False) -> dict[str, Any] | None:
         """RocketMQ's ConsumeStats of ``group`` in ``topic`` on this broker, from the group's committed offsets
         there (queue id -> offset): per queue the broker's max offset, the group's offset and the store time of
-        the last message it consumed. None when the broker has no such topic (or, ``order_only``, it is not an
-        ordered one). ``consumeTps`` is 0: the broker keeps no get rate per group."""
+        the last message it consumed, and the messages it pulled a second over the last minute. None when the
+        broker has no such topic (or, ``order_only``, it is not an ordered one)."""
         cfg = self.broker.topics.get(topic)
         if cfg is None or (order_only and not cfg.order):
             return None
@@ -216,7 +219,7 @@ class ConsumerManageProcessor:
             table.append({"topic": topic, "brokerName": broker_name, "queueId": qid,
                           "brokerOffset": store.get_max_offset_in_queue(topic, qid),
                           "consumerOffset": consumer_offset, "lastTimestamp": max(last, 0)})
-        return {"offsetTable": table, "consumeTps": 0.0}
+        return {"offsetTable": table, "consumeTps": round(self.consume_tps(topic, group), 2)}
 
     def get_consume_stats(self, req: RemotingCommand, ctx: RequestContext) -> RemotingCommand:
         """One group's ConsumeStats, over every topic it consumes or the header's one."""
