@@ -17,7 +17,7 @@ import datetime
 import json
 import os
 import urllib.parse
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,10 @@ from .rights import account_rights
 from .sessions import COOKIE, CSRF_FIELD, CSRF_HEADER, Session, Sessions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class SignInFirst(Exception):
+    """The request needs a signed-in session (ACL on): a page redirects to the sign-in, the API answers 401."""
 
 
 class PageError(Exception):
@@ -293,9 +297,6 @@ class App:
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response
 
-    def _needs_sign_in(self, session: Session) -> bool:
-        return self.dash.config.acl_enable and not session.signed_in
-
     def render(self, request: Request, session: Session, template: str, data: dict[str, Any],
                status: int = 200) -> Response:
         flash, session.flash = session.flash, ""
@@ -312,42 +313,48 @@ class App:
 
     # -- pages and actions -------------------------------------------------------
 
+    async def _serve(self, request: Request, api: bool,
+                     work: Callable[[Session], Awaitable[Response]]) -> Response:
+        """``work`` for the request's session, its failures answered as an error page (or JSON), the session
+        cookie set when the session is new."""
+        session, new = self._session(request)
+        try:
+            resp = await work(session)
+        except SignInFirst:
+            resp = (self._fail(request, session, True, 401, "sign in first: POST /api/login with accessKey and "
+                               "secretKey (and the csrfToken of GET /api/session)") if api
+                    else RedirectResponse("/login?" + _query({}, next=str(request.url.path)), 303))
+        except PageError as exc:
+            resp = self._fail(request, session, api, exc.status, exc.message)
+        except MQError as exc:
+            resp = self._fail(request, session, api, *error_text(exc))
+        return self._finish(request, resp, session, new)
+
+    def _signed_in(self, session: Session) -> None:
+        """SignInFirst unless the session may see pages (ACL off, or signed in)."""
+        if self.dash.config.acl_enable and not session.signed_in:
+            raise SignInFirst
+
+    def _ctx(self, request: Request, session: Session, form: Mapping[str, list[str]] | None = None) -> Ctx:
+        return Ctx(self.dash, session, dict(request.query_params), dict(request.path_params), form or {})
+
     def _page(self, view: View, api: bool) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
-            session, new = self._session(request)
-            if self._needs_sign_in(session):
-                if api:
-                    resp = self._fail(request, session, True, 401, "sign in first: POST /api/login with "
-                                      "accessKey and secretKey (and the csrfToken of GET /api/session)")
-                else:
-                    resp = RedirectResponse("/login?" + _query({}, next=str(request.url.path)), 303)
-                return self._finish(request, resp, session, new)
-            ctx = Ctx(self.dash, session, dict(request.query_params), dict(request.path_params))
-            try:
-                data = await run_in_threadpool(view.load, ctx)
-            except PageError as exc:
-                resp = self._fail(request, session, api, exc.status, exc.message)
-            except MQError as exc:
-                resp = self._fail(request, session, api, *error_text(exc))
-            else:
-                resp = json_response(data) if api else self.render(request, session, view.template, data)
-            return self._finish(request, resp, session, new)
+            async def work(session: Session) -> Response:
+                self._signed_in(session)
+                data = await run_in_threadpool(view.load, self._ctx(request, session))
+                return json_response(data) if api else self.render(request, session, view.template, data)
+            return await self._serve(request, api, work)
         return handle
 
     def _download(self, make: Callable[[Ctx], Download]) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
-            session, new = self._session(request)
-            if self._needs_sign_in(session):
-                return self._finish(request, self._fail(request, session, True, 401, "sign in first"), session, new)
-            ctx = Ctx(self.dash, session, dict(request.query_params), dict(request.path_params))
-            try:
-                made = await run_in_threadpool(make, ctx)
-            except PageError as exc:
-                return self._finish(request, self._fail(request, session, True, exc.status, exc.message),
-                                    session, new)
-            resp = StreamingResponse(made.chunks, media_type=made.media_type,
-                                     headers={"Content-Disposition": f'attachment; filename="{made.filename}"'})
-            return self._finish(request, resp, session, new)
+            async def work(session: Session) -> Response:
+                self._signed_in(session)
+                made = await run_in_threadpool(make, self._ctx(request, session))
+                return StreamingResponse(made.chunks, media_type=made.media_type,
+                                         headers={"Content-Disposition": f'attachment; filename="{made.filename}"'})
+            return await self._serve(request, True, work)
         return handle
 
     async def _form(self, request: Request) -> dict[str, list[str]]:
@@ -377,28 +384,19 @@ class App:
 
     def _action(self, action: Action, api: bool) -> Callable[[Request], Any]:
         async def handle(request: Request) -> Response:
-            session, new = self._session(request)
-            try:
+            async def work(session: Session) -> Response:
                 form = await self._checked_form(request, session)
-                if self._needs_sign_in(session):
-                    raise PageError("sign in first", 401)
+                self._signed_in(session)
                 if action.admin and not session.rights.admin:
                     raise PageError(f"refused: the account {session.account.access_key} has no admin flag, which "
                                     "this change needs; sign in with an admin account", 403)
-                ctx = Ctx(self.dash, session, dict(request.query_params), dict(request.path_params), form)
-                done = await run_in_threadpool(action.run, ctx)
-            except PageError as exc:
-                resp = self._fail(request, session, api, exc.status, exc.message)
-            except MQError as exc:
-                resp = self._fail(request, session, api, *error_text(exc))
-            else:
+                done = await run_in_threadpool(action.run, self._ctx(request, session, form))
                 self.dash.collector.refresh()
                 if api:
-                    resp = json_response({"ok": True, "message": done.message, "data": done.data})
-                else:
-                    session.flash = done.message
-                    resp = RedirectResponse(done.location, 303)
-            return self._finish(request, resp, session, new)
+                    return json_response({"ok": True, "message": done.message, "data": done.data})
+                session.flash = done.message
+                return RedirectResponse(done.location, 303)
+            return await self._serve(request, api, work)
         return handle
 
     # -- sign-in -----------------------------------------------------------------

@@ -4,7 +4,8 @@ reset by time."""
 from __future__ import annotations
 
 import urllib.parse
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from rocketmesh.client import MQClientError, MQError
 from rocketmesh.model.topics import RETRY_GROUP_TOPIC_PREFIX
@@ -16,6 +17,7 @@ from ..web import Action, Ctx, Done, PageError, View
 from .paging import page_of
 
 SORTS = ("lag", "tps", "group")
+T = TypeVar("T")
 
 
 def group_url(group: str) -> str:
@@ -63,23 +65,22 @@ def _holders(ctx: Ctx, group: str, client_ids: list[str]
     return held, silent, orderly
 
 
+def _unless_offline(ask: Callable[[], T]) -> T | None:
+    """What ``ask`` returns, or None when the group has no client online nor progress stored."""
+    try:
+        return ask()
+    except MQClientError as exc:
+        if exc.response_code != ResponseCode.CONSUMER_NOT_ONLINE:
+            raise
+        return None
+
+
 def load_group(ctx: Ctx) -> dict[str, Any]:
     """One group, asked live: per queue broker offset, consumer offset, lag and the client holding it; its
     clients and subscriptions; its config; its lag over the last minutes."""
     group = ctx.required("group", "the consumer group")
-    admin = ctx.admin
-    try:
-        stats = admin.consume_stats(group)
-    except MQClientError as exc:
-        if exc.response_code != ResponseCode.CONSUMER_NOT_ONLINE:
-            raise
-        stats = None
-    try:
-        conn = admin.consumer_connection(group)
-    except MQClientError as exc:
-        if exc.response_code != ResponseCode.CONSUMER_NOT_ONLINE:
-            raise
-        conn = None
+    stats = _unless_offline(lambda: ctx.admin.consume_stats(group))
+    conn = _unless_offline(lambda: ctx.admin.consumer_connection(group))
     clients = [c.client_id for c in conn.connections] if conn else []
     held, silent, orderly = _holders(ctx, group, clients)
     queues = []
