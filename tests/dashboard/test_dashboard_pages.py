@@ -24,6 +24,7 @@ from procs import BrokerProcess, DashboardProcess, NamesrvProcess, run_cli, wait
 from rocketmesh import (
     Admin,
     ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
     LocalTransactionState,
     Message,
     Producer,
@@ -211,7 +212,7 @@ def test_a_running_group_shows_its_clients_and_the_queue_each_holds(mesh: Mesh, 
     consumer = PushConsumer("dash-online-g", mesh.namesrv.addr, consume_from="CONSUME_FROM_FIRST_OFFSET",
                             **FAST_CLIENT)
     consumer.subscribe("DashOnline", "TagA || TagB")
-    consumer.register_listener(lambda msgs: ConsumeConcurrentlyStatus.CONSUME_SUCCESS, orderly=True)
+    consumer.register_listener(lambda msgs: ConsumeOrderlyStatus.SUCCESS, orderly=True)
     consumer.start()
     try:
         with Producer("dash-online-p", mesh.namesrv.addr) as p:
@@ -370,3 +371,15 @@ def test_bad_input_gets_a_page_saying_what_was_wrong(mesh: Mesh, browser: Browse
     status, body = http(mesh, "/api/groups?sort=size")
     assert status == 400 and "sort must be one of" in json.loads(body)["error"]
     assert browser.driver.find_elements(By.CSS_SELECTOR, "header nav a")  # the page still has its frame
+
+
+def test_the_overview_ranks_the_groups_furthest_behind(mesh: Mesh, browser: Browser) -> None:
+    """Last of the module: after its traffic, the overview's chart has filled in and the group whose offsets
+    were reset leads the lag table with what consumer-progress prints."""
+    diff = int(mesh.cli("consumer-progress", "-g", "dash-reset-g").rsplit("Diff Total:", 1)[1].split()[0])
+    assert diff == 10
+    browser.open("/")
+    top = browser.until(lambda: browser.table("#top-lag"), what="the lag table")
+    assert top[0][:2] == ["dash-reset-g", str(diff)]
+    assert browser.all("svg.chart polyline")  # the rates chart has its lines
+    browser.shot("overview-after")
