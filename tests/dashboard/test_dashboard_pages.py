@@ -286,7 +286,8 @@ def test_messages_of_a_time_range_are_paged_to_the_last_one(mesh: Mesh, browser:
     make_topic(mesh.admin, "DashPaged", queues=3)
     begin = int(time.time() * 1000) - 1000
     with Producer("dash-paged-p", mesh.namesrv.addr) as p:
-        sent = {p.send(Message("DashPaged", f"paged {i}".encode())).msg_id for i in range(12)}
+        sent = {p.send(Message("DashPaged", f"paged {i}".encode(), keys="same-key" if i < 7 else None)).msg_id
+                for i in range(12)}
     browser.open(f"/messages?topic=DashPaged&begin={begin}")
     seen: list[str] = []
     pages = 0
@@ -298,6 +299,13 @@ def test_messages_of_a_time_range_are_paged_to_the_last_one(mesh: Mesh, browser:
         browser.find(".pager a[rel=next]").click()
     assert pages == 3 and sorted(seen) == sorted(sent)
     assert "page 3 of 3 (12 in all)" in browser.text(".pager")
+    # By key, paged too: 7 share one.
+    browser.open("/messages?topic=DashPaged&key=same-key")
+    first = [row[0] for row in browser.table("#messages")]
+    browser.find(".pager a[rel=next]").click()
+    second = [row[0] for row in browser.table("#messages")]
+    assert len(first) == 5 and len(second) == 2 and not set(first) & set(second)
+    assert not browser.has(".pager a[rel=next]")
     # By id: the one message.
     one = seen[0]
     browser.open(f"/messages?topic=DashPaged&msgId={one}")

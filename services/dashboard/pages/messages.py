@@ -18,8 +18,6 @@ from .paging import paging
 
 #: Characters of a body shown in a list.
 PREVIEW_CHARS = 120
-#: Most messages one key look-up asks each broker for.
-KEY_QUERY_MAX = 1000
 
 
 def message_url(topic: str, msg_id: str) -> str:
@@ -111,12 +109,15 @@ def load_list(ctx: Ctx) -> dict[str, Any]:
     page = ctx.int_arg("page", 1, 1)
     size = ctx.dash.config.page_size
     if key:
-        found = ctx.admin.query_msg_by_key(topic, key, KEY_QUERY_MAX)
-        total = len(found)
-        pages = max(1, -(-total // size))
+        # Asked for one more than this page needs: any page is reachable, and whether one follows is known.
+        # The index answers the newest it holds, so pages run newest first: page n is the same whatever
+        # was asked for the pages after it.
+        found = ctx.admin.query_msg_by_key(topic, key, page * size + 1)[::-1]
+        more = len(found) > page * size
+        pages = page + 1 if more else max(1, -(-len(found) // size))
         page = min(page, pages)
         out["messages"] = [message_row(m) for m in found[(page - 1) * size: page * size]]
-        out["paging"] = paging(page, pages, total, size)
+        out["paging"] = paging(page, pages, -1 if more else len(found), size)
         return out
     now = int(time.time() * 1000)
     begin = ctx.time_arg("begin")

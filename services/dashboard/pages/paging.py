@@ -17,5 +17,5 @@ def page_of(items: Sequence[T], page: int, size: int) -> tuple[list[T], dict[str
 
 
 def paging(page: int, pages: int, total: int, size: int) -> dict[str, Any]:
-    """The paging figures a template and a script read."""
+    """The paging figures a template and a script read (``total`` -1: more than these pages, not counted)."""
     return {"page": page, "pages": pages, "total": total, "size": size}
