@@ -3,6 +3,7 @@
     rocketmesh up [--data-dir DIR] [--namesrv-port 9876] [--broker-port 10911] [--scheduler-port 10950]
                   [--txn-checker-port 10960] [--ha [--slave-port 10921] [--ha-port 10970]] [--set KEY=VALUE ...]
                   [--namesrv-remoting-port 9866] [--broker-remoting-port 10915] [--no-remoting]
+                  [--dashboard-port 8082] [--no-dashboard]
     rocketmesh namesrv ...            (runs python -m rocketmesh.namesrv ..., the same options)
     rocketmesh broker ...             (runs python -m rocketmesh.broker ...)
     rocketmesh scheduler ...          (runs python -m rocketmesh.scheduler ...)
@@ -27,13 +28,13 @@ import signal
 import sys
 
 from rocketmesh.cli.mesh_spec import MeshSpec, ServiceCommand, metrics_port_in, namesrv_commands, service_commands
-from rocketmesh.cli.security import exposure_warning, key_paths, up_account, up_curve_env
+from rocketmesh.cli.security import acl_enabled, exposure_warning, key_paths, up_account, up_curve_env
 from rocketmesh.cli.supervisor import Child, ChildSpec, ServiceStartError, Supervisor
 from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
 from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.python_process import python_module_argv
-from rocketmesh.server.extra import require_server_extra
+from rocketmesh.server.extra import missing_server_modules, require_server_extra
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha", "dashboard": "rocketmesh.dashboard"}
@@ -85,6 +86,14 @@ def cmd_up(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"rocketmesh up: {exc}", file=sys.stderr)
         return 2
+    dashboard_port = None if args.no_dashboard else args.dashboard_port
+    missing = missing_server_modules("dashboard") if dashboard_port is not None else []
+    if missing:
+        # The mesh runs without it: `pip install '.[server]' && rocketmesh up` is the README's first command.
+        print(f"rocketmesh up: no dashboard: it needs the dashboard extra's dependencies (missing: "
+              f"{', '.join(missing)}): pip install 'rocketmesh[dashboard]' (--no-dashboard: none wanted)",
+              file=sys.stderr, flush=True)
+        dashboard_port = None
     spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
                     scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,
                     slave_port=args.slave_port, ha_port=args.ha_port,
@@ -93,13 +102,15 @@ def cmd_up(args: argparse.Namespace) -> int:
                     slave_remoting_port=None if args.no_remoting else args.slave_remoting_port,
                     metrics_port=metrics_port,
                     broker_config=os.path.abspath(args.broker_config) if args.broker_config else None,
-                    sets=tuple(args.set), account=account)
+                    sets=tuple(args.set), account=account, dashboard_port=dashboard_port,
+                    acl_enable=acl_enabled(args.set, args.broker_config))
 
     ports = {"namesrv": args.namesrv_port, "broker": args.broker_port, "scheduler": args.scheduler_port,
              "txn-checker": args.txn_checker_port,
              **({"slave": args.slave_port, "ha": args.ha_port} if args.ha else {}),
              **({} if args.no_remoting else {"namesrv (RocketMQ clients)": args.namesrv_remoting_port,
-                                              "broker (RocketMQ clients)": args.broker_remoting_port})}
+                                              "broker (RocketMQ clients)": args.broker_remoting_port}),
+             **({} if dashboard_port is None else {"dashboard": dashboard_port})}
     warning = exposure_warning(host, ports, args.set, args.broker_config, curve)
     if warning:
         print(warning, file=sys.stderr, flush=True)
@@ -124,7 +135,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         sup.stop()
         return 1
     br, sched, checker = started["broker-a"], started["scheduler"], started["txn-checker"]
-    slave, ha = started.get("broker-a-s"), started.get("ha")
+    slave, ha, dashboard = started.get("broker-a-s"), started.get("ha"), started.get("dashboard")
     shown = reachable_host(host)
 
     def door(port: int | None) -> str:
@@ -137,9 +148,11 @@ def cmd_up(args: argparse.Namespace) -> int:
               + door(spec.slave_remoting_port))
     print(f"  scheduler {sched.address}")
     print(f"  txn-checker {checker.address}")
+    if dashboard is not None:  # its ready line names a URL: http://host:port
+        print(f"  dashboard http://{reachable_addr(dashboard.address.removeprefix('http://'))}")
     if not args.no_metrics:
         print("Prometheus metrics (rocketmesh admin stats shows the broker's without it):")
-        for name in ["namesrv", *started]:
+        for name in [n for n in ("namesrv", *started) if n != "dashboard"]:
             port = spec.metrics_port_of(name)  # a range for a replica on a free port: it takes the first free
             low, _, high = port.partition("-")
             print(f"  {name:<11} http://{shown}:{low}/metrics" + (f"  (or up to {high} when taken)" if high else ""))
@@ -159,10 +172,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 UP_DESCRIPTION = """\
 Run a local mesh until Ctrl-C: a name server, broker broker-a, the scheduler (delayed and timer
-messages) and the txn-checker (undecided transactions), each its own process, restarted when it
-crashes. With --ha, broker-a gets a slave (its own store under the data dir) and the ha service
-that replicates it; --set keys reach master and slave alike, but brokerRole and brokerId. It prints
-"mesh is up" once every service serves and the broker's topics are routable.
+messages), the txn-checker (undecided transactions) and the dashboard (the web console, with the
+dashboard extra), each its own process, restarted when it crashes. With --ha, broker-a gets a slave
+(its own store under the data dir) and the ha service that replicates it; --set keys reach master
+and slave alike, but brokerRole and brokerId. With aclEnable on, the dashboard asks operators to
+sign in. It prints "mesh is up" once every service serves and the broker's topics are routable.
 
 examples:
   rocketmesh up
@@ -180,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "mqadmin's commands and the quickstart producer and consumer.")
     sub = ap.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    up = sub.add_parser("up", help="run a local mesh (namesrv, broker, scheduler, txn-checker) until Ctrl-C",
+    up = sub.add_parser("up", help="run a local mesh (namesrv, broker, scheduler, txn-checker, dashboard) until Ctrl-C",
                         description=UP_DESCRIPTION, formatter_class=HelpFormatter)
     up.add_argument("--data-dir", default=os.environ.get("ROCKETMESH_DATA_DIR", "rocketmesh-data"),
                     help="where stores, configs and logs go, under the working directory unless absolute "
@@ -206,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="the broker's Prometheus port (metricsPromExporterPort); the name server serves on the "
                          "port below it, the scheduler, txn-checker, ha and slave on the ports above")
     up.add_argument("--no-metrics", action="store_true", help="serve no Prometheus endpoints")
+    up.add_argument("--dashboard-port", type=int, default=8082,
+                    help="the dashboard's HTTP port (the web console, on --host like the other services)")
+    up.add_argument("--no-dashboard", action="store_true", help="run no dashboard")
     up.add_argument("--broker-config", help="a broker.conf for the broker (RocketMQ key=value properties)")
     up.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker or store config key, RocketMQ's names (repeatable)")

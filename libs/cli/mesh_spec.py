@@ -105,9 +105,14 @@ class MeshSpec:
     #: ``--set KEY=VALUE`` items for the brokers (the slave takes all but its role keys; accessKey and
     #: secretKey are left to ``account``).
     sets: tuple[str, ...] = ()
-    #: The account the brokers (REGISTER_BROKER) and the system services sign with, given in their
-    #: environment; None: they send unsigned requests.
+    #: The account the brokers (REGISTER_BROKER), the system services and the dashboard sign with, given in
+    #: their environment; None: they send unsigned requests.
     account: ClientCredentialsConfig | None = field(default=None, repr=False)
+    #: The dashboard's HTTP port (0: a free one); None: no dashboard.
+    dashboard_port: int | None = 8082
+    #: The brokers check ACL (aclEnable, from --set, the broker config or the environment): the dashboard
+    #: then asks every operator to sign in with an account.
+    acl_enable: bool = False
 
     def metrics_ports(self) -> dict[str, int]:
         base = self.metrics_port if self.metrics_port is not None else 0
@@ -188,4 +193,15 @@ def service_commands(spec: MeshSpec, namesrv: str) -> list[ServiceCommand]:
         out.append(_system(spec, "ha", namesrv, spec.ha_port, "--set", "brokerName=broker-a"))
     out.append(_system(spec, "scheduler", namesrv, spec.scheduler_port))
     out.append(_system(spec, "txn-checker", namesrv, spec.txn_checker_port))
+    if spec.dashboard_port is not None:
+        out.append(dashboard_command(spec, namesrv))
     return out
+
+
+def dashboard_command(spec: MeshSpec, namesrv: str) -> ServiceCommand:
+    """The web console, a client of the mesh started last: it serves on ``spec.host`` like the others; with ACL
+    on it asks operators to sign in, and it samples the mesh as ``spec.account`` (its own account)."""
+    acl = ("--set", "aclEnable=true") if spec.acl_enable else ()
+    return ServiceCommand("dashboard", "dashboard", (
+        "-n", namesrv, "--listen-address", spec.host, "--listen-port", str(spec.dashboard_port), *acl),
+        _account_env(spec.account))

@@ -146,7 +146,7 @@ def _up_setting(name: str, sets: Sequence[str], broker_config: str | None) -> st
     return value.strip()
 
 
-def _acl_enabled(sets: Sequence[str], broker_config: str | None) -> bool:
+def acl_enabled(sets: Sequence[str], broker_config: str | None) -> bool:
     """Whether the brokers ``up`` starts get aclEnable=true."""
     return _up_setting("acl_enable", sets, broker_config).lower() in ("true", "1", "yes", "on")
 
@@ -165,7 +165,7 @@ def up_account(sets: Sequence[str], broker_config: str | None) -> ClientCredenti
     secret_key = _up_setting("secret_key", sets, broker_config)
     if access_key or secret_key:
         return ClientCredentialsConfig(access_key, secret_key)  # ConfigError when given by half
-    if not _acl_enabled(sets, broker_config):
+    if not acl_enabled(sets, broker_config):
         return None
     acl_file = _up_setting("acl_file", sets, broker_config)
     if not acl_file:
@@ -182,7 +182,7 @@ def up_account(sets: Sequence[str], broker_config: str | None) -> ClientCredenti
 def exposure_warning(host: str, ports: dict[str, int], sets: Sequence[str], broker_config: str | None,
                      curve: bool) -> str | None:
     """What ``up`` warns about when it listens beyond loopback without ACL (None: nothing to say)."""
-    if is_loopback_host(host) or _acl_enabled(sets, broker_config):
+    if is_loopback_host(host) or acl_enabled(sets, broker_config):
         return None
     listed = ", ".join(f"{name} {port}" for name, port in ports.items())
     lines = [f"warning: --host {host} serves {listed} to every host that can reach this one, and ACL is off: "

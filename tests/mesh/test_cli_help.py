@@ -9,9 +9,9 @@ from rocketmesh.cli.admin import COMMANDS
 
 #: command line -> texts its help must show (what it does, the defaults a user looks for).
 HELP: dict[tuple[str, ...], tuple[str, ...]] = {
-    (): ("up", "namesrv", "broker", "scheduler", "txn-checker", "admin", "produce", "consume"),
+    (): ("up", "namesrv", "broker", "scheduler", "txn-checker", "dashboard", "admin", "produce", "consume"),
     ("up",): ("Run a local mesh", "default: 9876", "default: 10911", "default: 10950", "default: 10960",
-              "default: rocketmesh-data", "default: 127.0.0.1"),
+              "default: 8082", "--no-dashboard", "default: rocketmesh-data", "default: 127.0.0.1"),
     ("namesrv",): ("Run a name server", "default 9876", "default 127.0.0.1", "kvConfig.json"),
     ("broker",): ("Run a broker", "default 10911", "default 127.0.0.1", "storePathRootDir (default",
                   "brokerName (default broker-a)"),

@@ -91,7 +91,7 @@ def test_up_runs_from_a_folder_holding_a_folder_named_rocketmesh(tmp_path: Path)
     ports = [str(free_port()) for _ in range(4)]
     up = subprocess.Popen([*cli_command(), "up", "--no-remoting", "--data-dir", "data", "--namesrv-port", ports[0],
                            "--broker-port", ports[1], "--scheduler-port", ports[2], "--txn-checker-port", ports[3],
-                           "--no-metrics",
+                           "--no-metrics", "--no-dashboard",
                            "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000",
                            "--set", "maxIndexNum=40000"],
                           cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -190,8 +190,8 @@ def test_up_with_ha_runs_a_synchronous_group_the_admin_commands_show(tmp_path: P
         [*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", namesrv.rsplit(":", 1)[1],
          "--no-remoting", "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
          "--txn-checker-port", str(free_port()), "--ha", "--slave-port", str(slave_port), "--ha-port", str(free_port()),
-         "--no-metrics", "--set", "brokerRole=SYNC_MASTER", "--set", "mappedFileSizeCommitLog=4194304",
-         "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
+         "--no-metrics", "--no-dashboard", "--set", "brokerRole=SYNC_MASTER",
+         "--set", "mappedFileSizeCommitLog=4194304", "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     try:

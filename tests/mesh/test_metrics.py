@@ -184,7 +184,7 @@ def test_up_serves_the_broker_s_metrics_and_prints_the_urls(tmp_path):
     up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
                            "--no-remoting", "--broker-port", str(broker_port), "--scheduler-port", str(free_port()),
                            "--txn-checker-port", str(free_port()), "--metrics-port", str(metrics_port),
-                           "--set", "mappedFileSizeCommitLog=4194304"],
+                           "--no-dashboard", "--set", "mappedFileSizeCommitLog=4194304"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         url = f"http://127.0.0.1:{metrics_port}/metrics"

@@ -74,7 +74,8 @@ class Mesh:
         self.proc = subprocess.Popen(
             [*cli_command(), "up", "--data-dir", str(data), "--namesrv-port", self.namesrv.rsplit(":", 1)[1],
              "--no-remoting", "--broker-port", str(free_port()), "--scheduler-port", str(free_port()),
-             "--txn-checker-port", str(free_port()), "--no-metrics", "--set", "mappedFileSizeCommitLog=4194304",
+             "--txn-checker-port", str(free_port()), "--no-metrics", "--no-dashboard",
+             "--set", "mappedFileSizeCommitLog=4194304",
              "--set", "maxHashSlotNum=10000", "--set", "maxIndexNum=40000", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.lines: list[str] = []

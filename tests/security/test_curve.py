@@ -262,6 +262,7 @@ def test_up_on_a_wildcard_without_acl_warns(tmp_path: Path, reliability) -> None
     wide = up("--host", "0.0.0.0")
     assert "warning: --host 0.0.0.0" in wide.stderr and "aclEnable=true" in wide.stderr, wide.stderr
     assert "--curve-keys" in wide.stderr
+    assert "dashboard 8082" in wide.stderr, wide.stderr  # the web console's port is as open as the rest
     assert "warning" not in up().stderr
     assert "warning" not in up("--host", "0.0.0.0", "--set", "aclEnable=true").stderr
     reliability.security("rocketmesh up --host 0.0.0.0 without aclEnable", refused="warned on stderr: "
