@@ -1,7 +1,7 @@
 # One image for every rocketmesh service: `rocketmesh` is the entrypoint, the compose file's command
-# picks the service (`namesrv ...`, `broker ...`, `scheduler ...`, `health ...`). It installs
-# `rocketmesh[server]`, the SDK and the services' dependencies; the spark image installs
-# `rocketmesh[spark]`, the SDK and pyspark: a Spark job is a client of the mesh.
+# picks the service (`namesrv ...`, `broker ...`, `scheduler ...`, `dashboard ...`, `health ...`). It
+# installs `rocketmesh[server,dashboard]`: the SDK, the services' dependencies and the web console's; the
+# spark image installs `rocketmesh[spark]`, the SDK and pyspark: a Spark job is a client of the mesh.
 #
 #   docker build -t rocketmesh:latest .            # with a registry and PyPI in reach
 #   docker/build-image.sh                          # without: base image from debootstrap, wheels from the host
@@ -15,7 +15,7 @@ LABEL rocketmesh.image=1
 # Prebuilt wheels (docker/build-image.sh: --build-arg WHEELS=.cache/wheels); the default is empty, and
 # then the wheels are built here from PyPI.
 ARG WHEELS=docker/wheels
-ARG EXTRAS="[server]"
+ARG EXTRAS="[server,dashboard]"
 COPY ${WHEELS}/ /wheels/
 COPY pyproject.toml README.md LICENSE /src/
 COPY libs /src/libs

@@ -6,9 +6,9 @@
 #   1. the base image python:3.11-slim: when it is not in the engine already, it is made from Debian's
 #      packages with debootstrap (bookworm: python3 3.11 at /usr/bin/python3) and tagged python:3.11-slim,
 #      so the Dockerfile keeps its standard FROM. The rootfs tarball is cached in .cache/docker/.
-#   2. the wheels of rocketmesh and the services' dependencies (its server extra), built on the host
-#      (`pip wheel`) into .cache/wheels/ (and, with --spark, those of the spark extra); the Dockerfile installs them with
-#      --no-index --find-links.
+#   2. the wheels of rocketmesh and the services' dependencies (its server and dashboard extras), built on
+#      the host (`pip wheel`) into .cache/wheels/ (and, with --spark, those of the spark extra); the
+#      Dockerfile installs them with --no-index --find-links.
 #   3. docker build (the runtime image rocketmesh:latest, and with --spark the spark target too).
 #
 # usage: docker/build-image.sh [--spark] [--image NAME]     (run from anywhere; needs a running engine)
@@ -65,7 +65,7 @@ fi
 # --- 2. wheels ----------------------------------------------------------------------------------------
 mkdir -p "$WHEELS"
 rm -f "$WHEELS"/rocketmesh-*.whl   # always this tree's code; the dependencies' wheels stay cached
-target="$ROOT[server]"; [ "$SPARK" = 1 ] && target="$ROOT[server,spark]"
+target="$ROOT[server,dashboard]"; [ "$SPARK" = 1 ] && target="$ROOT[server,dashboard,spark]"
 log "building wheels into $WHEELS"
 # One fixed date for the files in the wheel (SOURCE_DATE_EPOCH) and for the wheel itself (docker build's cache
 # looks at its mtime): unchanged code gives the same wheel, docker build reuses its layers and the image keeps

@@ -1,7 +1,8 @@
-"""docker-compose.yml for real, against a Docker engine: build the image, `up -d`, wait for health, add
-the second broker group of docker-compose.broker-b.yml to the running mesh (nothing else recreated, both
-groups in cluster-list, a topic on broker-b taking sends and consumed), send and consume from the host
-(127.0.0.1 published ports) and from a client container, a delayed and a transactional message arrive,
+"""docker-compose.yml for real, against a Docker engine: build the image, `up -d`, wait for health, the
+dashboard's overview on the host's published port listing the brokers, add the second broker group of
+docker-compose.broker-b.yml to the running mesh (nothing else recreated, both groups in cluster-list, a
+topic on broker-b taking sends and consumed), send and consume from the host (127.0.0.1 published ports)
+and from a client container, a delayed and a transactional message arrive,
 `--scale scheduler=3` still delivers every delayed message (at least once, duplicates reported; each
 replica serving its own metrics port), the master stopped and a consumer finishes from the slave,
 `down -v` (every volume of the project gone, broker-b's too).
@@ -182,7 +183,8 @@ class Compose:
         return True
 
 
-MESH = {"namesrv": 1, "namesrv-2": 1, "broker-a": 1, "broker-a-s": 1, "ha": 1, "scheduler": 1, "txn-checker": 1}
+MESH = {"namesrv": 1, "namesrv-2": 1, "broker-a": 1, "broker-a-s": 1, "ha": 1, "scheduler": 1, "txn-checker": 1,
+        "dashboard": 1}
 #: docker-compose.broker-b.yml's services.
 BROKER_B = {"broker-b": 1, "broker-b-s": 1, "ha-b": 1}
 
@@ -195,7 +197,7 @@ def _project_volumes() -> list[str]:
 
 @pytest.fixture(scope="module")
 def mesh(engine) -> Iterator[Compose]:
-    busy = [p for p in (9876, 9877, 10911, 10921, 10931, 10941, *range(5556, 5566), *range(5570, 5590))
+    busy = [p for p in (8082, 9876, 9877, 10911, 10921, 10931, 10941, *range(5556, 5566), *range(5570, 5590))
             if not _port_free(p)]
     if busy:
         pytest.fail(f"ports the compose file publishes on 127.0.0.1 are taken: {busy}")
@@ -361,6 +363,25 @@ def test_the_spark_profile(mesh: Compose) -> None:
                 row["orders"], row["amount"], row["window_end"]), (alert, row)
     print(f"spark job: {len(totals)} rows in {len(windows)} closed windows, orders per window {per_window}; "
           f"{len(alerts.bodies)} alerts")
+
+
+def test_the_dashboard(mesh: Compose) -> None:
+    """The dashboard container is healthy (its /healthz, asked from inside: the fixture waited for it) and, on the
+    port mesh publishes on the host's loopback, its overview lists broker-a's master and slave."""
+    assert mesh.all_healthy({"dashboard": 1})
+    with urllib.request.urlopen("http://127.0.0.1:8082/healthz", timeout=5) as resp:
+        assert resp.read().startswith(b"ok rocketmesh-dashboard")
+    brokers: list[dict] = []
+
+    def overview_lists_both() -> bool:
+        nonlocal brokers
+        with urllib.request.urlopen("http://127.0.0.1:8082/api/overview", timeout=10) as resp:
+            brokers = orjson.loads(resp.read())["brokers"]
+        return {(b["brokerName"], b["brokerId"], b["addr"]) for b in brokers} >= {
+            ("broker-a", 0, "127.0.0.1:10911"), ("broker-a", 1, "127.0.0.1:10921")}
+
+    wait_for(overview_lists_both, 30, interval_s=1, what="the dashboard's overview listing broker-a's master and slave")
+    assert not any(b["error"] for b in brokers), brokers
 
 
 def test_a_second_broker_group(mesh: Compose) -> None:

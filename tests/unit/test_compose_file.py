@@ -12,7 +12,7 @@ from rocketmesh.server.metrics import PortRange
 ROOT = Path(__file__).resolve().parents[2]
 #: The spec the compose file is written for: `rocketmesh up --host 0.0.0.0 --data-dir /data --ha
 #: --broker-config /etc/rocketmesh/broker.conf`, with a second name server and the scheduler and
-#: txn-checker on free ports (replicas).
+#: txn-checker on free ports (replicas); the dashboard on its default port, 8082.
 SPEC = MeshSpec(data_dir="/data", host="0.0.0.0", namesrv_ports=(9876, 9877), scheduler_port=0, txn_checker_port=0,
                 ha=True, broker_config="/etc/rocketmesh/broker.conf")
 NAMESRV = "127.0.0.1:9876;127.0.0.1:9877"
@@ -45,7 +45,12 @@ def test_health_checks_ask_each_service_over_its_protocol_and_dependencies_wait_
         if name in NOT_MESH:
             continue
         kind = svc["command"][0]
-        assert svc["healthcheck"]["test"] == ["CMD", "rocketmesh", "health", kind], name
+        if kind == "dashboard":  # HTTP: its /healthz, asked with the image's Python (no curl there)
+            test = svc["healthcheck"]["test"]
+            assert test[:3] == ["CMD", "python3", "-c"] and "urllib.request.urlopen(" in test[3], test
+            assert f"http://127.0.0.1:{SPEC.dashboard_port}/healthz" in test[3], test
+        else:
+            assert svc["healthcheck"]["test"] == ["CMD", "rocketmesh", "health", kind], name
         assert svc["init"] is True and svc["restart"] == "unless-stopped", name
         deps = svc["depends_on"]
         if isinstance(deps, dict):
@@ -70,8 +75,9 @@ def test_ports_are_published_on_loopback_only_and_match_the_commands():
         lo, _, hi = hport.partition("-")
         published.update(range(int(lo), int(hi or lo) + 1))
     assert all("ports" not in svc for name, svc in services.items() if name != "mesh")
-    served = set(SPEC.namesrv_ports) | {SPEC.broker_port, SPEC.slave_port}
-    metrics = {name: metrics_ports(svc["command"]) for name, svc in services.items() if name not in NOT_MESH}
+    served = set(SPEC.namesrv_ports) | {SPEC.broker_port, SPEC.slave_port, SPEC.dashboard_port}
+    metrics = {name: metrics_ports(svc["command"]) for name, svc in services.items()
+               if name not in NOT_MESH and svc["command"][0] != "dashboard"}  # the dashboard serves no /metrics
     for ports in metrics.values():
         served.update(ports)
     assert served <= published
