@@ -1,6 +1,7 @@
 """``pip install rocketmesh`` without extras is the SDK and the CLI: in a fresh virtualenv with nothing else, an
 application's producer and push consumer work against a mesh, the CLI's admin commands work, none of the
-services' dependencies is installed, and a service started there says in one line which extra to install."""
+services' dependencies is installed, and a service started there says in one line which extra to install (the
+dashboard: its own extra)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,16 @@ SOURCES = ("pyproject.toml", "README.md", "LICENSE", "libs", "services", "spark"
 #: Distributions only the services need: the server extra's, and what the SDK no longer uses.
 SERVER_ONLY = ("opentelemetry-sdk", "opentelemetry-exporter-otlp-proto-http", "opentelemetry-exporter-prometheus",
                "prometheus-client", "pyyaml", "zlib-ng", "structlog", "grpcio")
-EXTRA_HINT = "pip install 'rocketmesh[server]'"
+
+
+def extra_hint(extra: str) -> str:
+    """What a command started without ``extra`` says, less the modules it lists as missing."""
+    return f"needs the {extra} extra's dependencies (missing: "
+
+
+def install_hint(extra: str) -> str:
+    """The command that line ends with."""
+    return f"pip install 'rocketmesh[{extra}]'"
 
 
 @pytest.fixture(scope="session")
@@ -65,18 +75,25 @@ def test_the_sdk_installs_without_the_services_dependencies(light_venv: Path) ->
     assert not set(SERVER_ONLY) & set(found["dists"]), found["dists"]
 
 
-@pytest.mark.parametrize("command", [
-    ("rocketmesh", "broker"),
-    ("rocketmesh", "namesrv", "-p", "0"),
-    ("rocketmesh", "up", "--no-metrics"),
-    ("python", "-m", "rocketmesh.broker"),
-    ("python", "-m", "rocketmesh.scheduler"),
-], ids=" ".join)
-def test_a_service_without_the_server_extra_names_it_and_exits(light_venv: Path, command: tuple[str, ...]) -> None:
+#: Commands that need an extra, and which.
+NEEDS_EXTRA = [
+    (("rocketmesh", "broker"), "server"),
+    (("rocketmesh", "namesrv", "-p", "0"), "server"),
+    (("rocketmesh", "up", "--no-metrics"), "server"),
+    (("python", "-m", "rocketmesh.broker"), "server"),
+    (("python", "-m", "rocketmesh.scheduler"), "server"),
+    (("rocketmesh", "dashboard"), "dashboard"),
+    (("python", "-m", "rocketmesh.dashboard"), "dashboard"),
+]
+
+
+@pytest.mark.parametrize(("command", "extra"), [pytest.param(c, e, id=" ".join(c)) for c, e in NEEDS_EXTRA])
+def test_a_service_without_its_extra_names_it_and_exits(light_venv: Path, command: tuple[str, ...],
+                                                         extra: str) -> None:
     done = run_in(light_venv, *command)
     assert done.returncode != 0
     lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and EXTRA_HINT in lines[0], done.stderr
+    assert len(lines) == 1 and extra_hint(extra) in lines[0] and lines[0].endswith(install_hint(extra)), done.stderr
     assert "Traceback" not in done.stderr + done.stdout
 
 
