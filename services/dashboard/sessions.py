@@ -55,10 +55,12 @@ class Session:
 
 
 class Sessions:
-    """The live sessions, by id; one unused for ``timeout_s`` is gone."""
+    """The live sessions, by id; one unused for ``timeout_s`` is gone, and past ``max_sessions`` the least
+    recently used go first (a client that never keeps its cookie cannot grow the table without bound)."""
 
-    def __init__(self, timeout_s: float) -> None:
+    def __init__(self, timeout_s: float, max_sessions: int = 10_000) -> None:
         self.timeout_s = timeout_s
+        self.max_sessions = max_sessions
         self._lock = threading.Lock()
         self._sessions: dict[str, Session] = {}
 
@@ -77,12 +79,17 @@ class Sessions:
             s.last_used = now
             return s
 
-    def new(self, account: Account = NOBODY, rights: Rights | None = None, signed_in: bool = False) -> Session:
-        """A new session with fresh id and CSRF token."""
+    def new(self, account: Account = NOBODY, rights: Rights | None = None, signed_in: bool = False,
+            keep: bool = True) -> Session:
+        """A new session with fresh id and CSRF token; ``keep`` False: one for this request only (a script's
+        read without a cookie), never stored."""
         s = Session(secrets.token_urlsafe(32), secrets.token_urlsafe(32), account, rights or Rights(), signed_in)
-        with self._lock:
-            self._expire(time.monotonic())
-            self._sessions[s.sid] = s
+        if keep:
+            with self._lock:
+                self._expire(time.monotonic())
+                while len(self._sessions) >= self.max_sessions:
+                    del self._sessions[min(self._sessions, key=lambda sid: self._sessions[sid].last_used)]
+                self._sessions[s.sid] = s
         return s
 
     def drop(self, sid: str) -> None:

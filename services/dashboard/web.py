@@ -281,12 +281,13 @@ class App:
 
     # -- sessions ----------------------------------------------------------------
 
-    def _session(self, request: Request) -> tuple[Session, bool]:
-        """The request's session, and whether it is new (its cookie must be set)."""
+    def _session(self, request: Request, keep: bool = True) -> tuple[Session, bool]:
+        """The request's session, and whether it is new and kept (its cookie must be set). ``keep`` False: a
+        request that comes without a session gets one for itself alone (a script's read needs no cookie)."""
         s = self.dash.sessions.get(request.cookies.get(COOKIE))
         if s is not None:
             return s, False
-        return self.dash.sessions.new(), True
+        return self.dash.sessions.new(keep=keep), keep
 
     def _finish(self, request: Request, response: Response, session: Session, new: bool) -> Response:
         if new:
@@ -317,7 +318,9 @@ class App:
                      work: Callable[[Session], Awaitable[Response]]) -> Response:
         """``work`` for the request's session, its failures answered as an error page (or JSON), the session
         cookie set when the session is new."""
-        session, new = self._session(request)
+        # A page renders its forms' CSRF token and a POST checks it: those keep their session. A script's
+        # read of the API needs none kept.
+        session, new = self._session(request, keep=not api or request.method == "POST")
         try:
             resp = await work(session)
         except SignInFirst:
