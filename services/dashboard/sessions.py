@@ -36,6 +36,13 @@ class Rights:
     group_perms: dict[str, str] = field(default_factory=dict)
 
 
+    def to_json(self) -> dict[str, object]:
+        """As the API shows it (camelCase, RocketMQ's PlainAccessConfig names)."""
+        return {"admin": self.admin, "defaultTopicPerm": self.default_topic_perm,
+                "defaultGroupPerm": self.default_group_perm, "topicPerms": self.topic_perms,
+                "groupPerms": self.group_perms}
+
+
 @dataclass
 class Session:
     """One browser's session."""

@@ -413,7 +413,7 @@ class App:
         session, new = self._session(request)
         return self._finish(request, json_response({
             "csrfToken": session.csrf, "aclEnable": self.dash.config.acl_enable, "signedIn": session.signed_in,
-            "accessKey": session.account.access_key, "rights": session.rights}), session, new)
+            "accessKey": session.account.access_key, "rights": session.rights.to_json()}), session, new)
 
     async def login_page(self, request: Request) -> Response:
         session, new = self._session(request)
@@ -447,7 +447,7 @@ class App:
         fresh = self.dash.sessions.new(account, rights, signed_in=True)
         self.dash.collector.refresh()
         if api:
-            resp = json_response({"ok": True, "csrfToken": fresh.csrf, "rights": rights})
+            resp = json_response({"ok": True, "csrfToken": fresh.csrf, "rights": rights.to_json()})
         else:
             resp = RedirectResponse(_safe_next((form.get("next") or ["/"])[0]), 303)
         return self._finish(request, resp, fresh, True)
@@ -459,16 +459,16 @@ class App:
         return self.render(request, session, "login.html", {"next": "/", "error": message}, status)
 
     async def logout(self, request: Request) -> Response:
-        session, new = self._session(request)
-        try:
+        api = request.url.path.startswith("/api/")
+
+        async def work(session: Session) -> Response:
             await self._checked_form(request, session)
-        except PageError as exc:
-            return self._finish(request, self._fail(request, session, request.url.path.startswith("/api/"),
-                                                    exc.status, exc.message), session, new)
-        self.dash.sessions.drop(session.sid)
-        resp: Response = RedirectResponse("/login" if self.dash.config.acl_enable else "/", 303)
-        resp.delete_cookie(COOKIE, path="/")
-        return resp
+            self.dash.sessions.drop(session.sid)
+            resp: Response = (json_response({"ok": True}) if api
+                              else RedirectResponse("/login" if self.dash.config.acl_enable else "/", 303))
+            resp.delete_cookie(COOKIE, path="/")
+            return resp
+        return await self._serve(request, api, work)
 
 
 def _safe_next(target: str) -> str:

@@ -139,6 +139,10 @@ def test_an_account_without_the_admin_flag_cannot_delete_a_topic(mesh: Mesh, bro
     status, doc = script.call("POST", "/api/topics/delete", {"topic": "AclDashKept"})
     assert status == 403 and "no admin flag" in doc["error"], doc
     assert "AclDashKept" in mesh.topic_list()
+    # Signed out, the same session reads nothing more.
+    assert script.call("GET", "/api/overview")[0] == 200
+    assert script.call("POST", "/api/logout", {}) == (200, {"ok": True})
+    assert script.call("GET", "/api/overview")[0] == 401
 
 
 def test_an_admin_account_deletes_a_topic_from_the_browser(mesh: Mesh, browser: Browser) -> None:

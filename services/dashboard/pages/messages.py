@@ -29,7 +29,7 @@ def message_row(m: MessageExt) -> dict[str, Any]:
     """A message as a list shows it."""
     body = m.body.decode("utf-8", errors="replace")
     return {"msgId": m.unique_key or m.msg_id, "offsetMsgId": m.msg_id, "topic": m.topic, "tags": m.tags or "",
-            "keys": m.keys or "", "brokerName": m.store_host, "queueId": m.queue_id, "queueOffset": m.queue_offset,
+            "keys": m.keys or "", "storeHost": m.store_host, "queueId": m.queue_id, "queueOffset": m.queue_offset,
             "storeTimestamp": m.store_timestamp, "bornTimestamp": m.born_timestamp,
             "reconsumeTimes": m.reconsume_times, "bodySize": len(m.body),
             "preview": body[:PREVIEW_CHARS] + ("…" if len(body) > PREVIEW_CHARS else "")}
