@@ -116,7 +116,7 @@ def test_every_page_asks_for_an_account_first(mesh: Mesh, browser: Browser) -> N
 
 def test_a_wrong_secret_is_refused(mesh: Mesh, browser: Browser) -> None:
     sign_in(browser, ADMIN, secret="not-the-secret")
-    assert "signature check failed" in browser.text("#error")
+    assert browser.has("#error") and "signature check failed" in browser.text("#error"), browser.driver.page_source
     assert browser.driver.current_url.startswith(mesh.dashboard.url + "/login")
     browser.shot("login-refused")
     browser.open("/")
