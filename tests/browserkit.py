@@ -1,8 +1,9 @@
 """A real headless Chromium for the dashboard's tests: Debian's ``chromium`` driven through its
 ``chromedriver`` by selenium.
 
-``.ci/run`` installs both with apt-get when they are missing; elsewhere a machine without them fails these
-tests with the command that installs them (a page that was not rendered proves nothing).
+Run as root with apt-get, the tests install both when they are missing (:mod:`aptkit`); elsewhere a machine
+without them fails these tests with the command that installs them (a page that was not rendered proves
+nothing).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from selenium.webdriver.remote.webelement import WebElement
 from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
+from aptkit import apt_install, can_install
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 
@@ -41,8 +44,11 @@ FLAGS = ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-u
 def chromium() -> Iterator[WebDriver]:
     """A headless Chromium session with an empty profile of its own, quit at the end."""
     missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
+    if missing and can_install():
+        apt_install("chromium", "chromium-driver")
+        missing = [p for p in (CHROMIUM, CHROMEDRIVER) if not shutil.which(p)]
     assert not missing, (f"{', '.join(missing)} missing: the dashboard's tests drive Debian's Chromium; "
-                         "install it with  apt-get install -y chromium chromium-driver  (.ci/run does)")
+                         "install it with  apt-get install -y chromium chromium-driver  (as root the tests do)")
     profile = tempfile.mkdtemp(prefix="rocketmesh-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM

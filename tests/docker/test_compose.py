@@ -36,6 +36,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from aptkit import apt_install, can_install
 from procs import stop_process, wait_for
 from rocketmesh import Admin, LocalTransactionState, Message, Producer, PushConsumer, TransactionProducer
 from rocketmesh.remoting import RequestCode
@@ -80,13 +81,6 @@ NO_ENGINE = ("no Docker engine: `docker info` fails and there is no dockerd this
              "run the tests as root with dockerd installed)")
 
 
-def _apt_install() -> None:
-    """A machine without the engine: Debian's docker.io, docker-compose and debootstrap."""
-    env = {"DEBIAN_FRONTEND": "noninteractive"}
-    _run("apt-get", "update", "-q", timeout=300, env=env)
-    _run("apt-get", "install", "-y", "-q", *APT_PACKAGES, timeout=600, env=env)
-
-
 def _start_dockerd() -> subprocess.Popen:
     log = open("/tmp/rocketmesh-test-dockerd.log", "ab")
     proc = subprocess.Popen(["dockerd", "--data-root", "/tmp/dockerdata", "--exec-root", "/tmp/dockerexec",
@@ -106,10 +100,8 @@ def engine() -> Iterator[None]:
     if _engine_answers():
         yield
         return
-    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    if is_root and shutil.which("apt-get") and not all(map(shutil.which, ("dockerd", "docker-compose",
-                                                                           "debootstrap"))):
-        _apt_install()
+    if can_install() and not all(map(shutil.which, ("dockerd", "docker-compose", "debootstrap"))):
+        apt_install(*APT_PACKAGES)  # a machine without the engine: Debian's
     if not _can_start_dockerd():
         pytest.fail(f"{NO_ENGINE}; the compose tests must run (as root with apt-get, they install docker.io, "
                     "docker-compose and debootstrap first)")
