@@ -45,7 +45,9 @@ class DashboardServer:
             print(warning, file=sys.stderr, flush=True)
         host = self.config.listen_address
         family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP named: asyncio turns Nagle off (TCP_NODELAY) only on a socket that says it is TCP, and
+        # with Nagle on an answer on a kept-alive connection waits ~40 ms for the client's delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host.strip("[]"), self.config.listen_port))
         sock.listen(128)

@@ -12,6 +12,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from .accounts import NOBODY, Account
@@ -69,7 +70,8 @@ class Sessions:
         self.timeout_s = timeout_s
         self.max_sessions = max_sessions
         self._lock = threading.Lock()
-        self._sessions: dict[str, Session] = {}
+        #: Least recently used first: expiry and eviction take from the front, each use moves to the end.
+        self._sessions: OrderedDict[str, Session] = OrderedDict()
 
     def get(self, sid: str | None) -> Session | None:
         """The live session ``sid`` (its use recorded), or None."""
@@ -84,6 +86,7 @@ class Sessions:
                 del self._sessions[sid]
                 return None
             s.last_used = now
+            self._sessions.move_to_end(sid)
             return s
 
     def new(self, account: Account = NOBODY, rights: Rights | None = None, signed_in: bool = False,
@@ -95,7 +98,7 @@ class Sessions:
             with self._lock:
                 self._expire(time.monotonic())
                 while len(self._sessions) >= self.max_sessions:
-                    del self._sessions[min(self._sessions, key=lambda sid: self._sessions[sid].last_used)]
+                    self._sessions.popitem(last=False)
                 self._sessions[s.sid] = s
         return s
 
@@ -117,5 +120,10 @@ class Sessions:
         return max(live, key=lambda s: s.last_used).account if live else None
 
     def _expire(self, now: float) -> None:
-        for sid in [sid for sid, s in self._sessions.items() if now - s.last_used > self.timeout_s]:
+        """Drop the sessions unused for the timeout: the oldest are at the front, so this stops at the first
+        one still in use."""
+        while self._sessions:
+            sid, oldest = next(iter(self._sessions.items()))
+            if now - oldest.last_used <= self.timeout_s:
+                return
             del self._sessions[sid]
