@@ -315,6 +315,17 @@ def test_messages_of_a_time_range_are_paged_to_the_last_one(mesh: Mesh, browser:
     assert browser.table("#messages") == [["no message"]]
 
 
+def test_what_a_message_carries_is_shown_as_text_never_run(mesh: Mesh, browser: Browser) -> None:
+    make_topic(mesh.admin, "DashXss", queues=1)
+    body = "<script>window.injected = 1</script><img src=x onerror='window.injected = 2'>"
+    with Producer("dash-xss-p", mesh.namesrv.addr) as p:
+        sent = p.send(Message("DashXss", body.encode(), tags="<b>tag</b>", keys="xss-key"))
+    for page in ("/messages?topic=DashXss&key=xss-key", f"/message?topic=DashXss&msgId={sent.msg_id}"):
+        browser.open(page)
+        assert browser.driver.execute_script("return window.injected") is None
+        assert body[:40] in browser.text("main") and "<b>tag</b>" in browser.text("main")
+
+
 def test_the_producers_page_lists_an_online_producer(mesh: Mesh, browser: Browser) -> None:
     with Producer("dash-producers-p", mesh.namesrv.addr, **FAST_CLIENT) as p:
         p.send(Message("DashOverview", b"heartbeat me"))
