@@ -121,8 +121,12 @@ def test_concurrent_sends_share_batches_that_fail_over_as_each_send_would(namesr
     async def main() -> tuple[list[Any], list[Any]]:
         async with AsyncProducer("aio-fail-b", namesrv.addr, send_msg_timeout_ms=3000, auto_batch=AutoBatch.ASYNC,
                                  **FAST_CLIENT) as producer:
-            before = await asyncio.gather(*(producer.send(Message("AioFailB", f"b{i}".encode()))
-                                            for i in range(300)))
+            # In four rounds: each makes at least one batch, and four batches in a row take four queues in
+            # turn, both brokers' (one round of 300 may fit in two batches, both to one broker's queues).
+            before = []
+            for r in range(4):
+                before += await asyncio.gather(*(producer.send(Message("AioFailB", f"b{r}-{i}".encode()))
+                                                 for i in range(75)))
             freeze(broker.pid)
             try:
                 after = await asyncio.gather(*(producer.send(Message("AioFailB", f"a{i}".encode()))
