@@ -20,13 +20,12 @@ from selenium import webdriver
 from selenium.common.exceptions import (
     NoAlertPresentException,
     NoSuchElementException,
-    StaleElementReferenceException,
+    WebDriverException,
 )
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.expected_conditions import staleness_of
 from selenium.webdriver.support.wait import WebDriverWait
 
 from aptkit import apt_install, can_install
@@ -127,15 +126,17 @@ class Browser:
             break
         if asked and not accept:
             return
-        WebDriverWait(self.driver, timeout_s).until(staleness_of(page))
+        WebDriverWait(self.driver, timeout_s).until(lambda _: self._is_stale(page))
         WebDriverWait(self.driver, timeout_s).until(
             lambda d: d.execute_script("return document.readyState") == "complete")
 
     @staticmethod
     def _is_stale(element: WebElement) -> bool:
+        """True once ``element``'s page has been replaced (Chromium says so as a stale reference or, caught
+        mid-navigation, as a node that no longer belongs to the document)."""
         try:
             element.is_enabled()
-        except StaleElementReferenceException:
+        except WebDriverException:
             return True
         return False
 
@@ -150,8 +151,8 @@ class Browser:
         while True:
             try:
                 value = check()
-            except NoSuchElementException:
-                value = None
+            except WebDriverException:
+                value = None  # the page was being replaced under the check (a reload): look again
             if value:
                 return value
             if time.monotonic() >= deadline:

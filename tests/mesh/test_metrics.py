@@ -180,10 +180,15 @@ def test_ha_serves_replication_lag(namesrv, start_broker, start_ha):
 
 
 def test_up_serves_the_broker_s_metrics_and_prints_the_urls(tmp_path):
-    ns_port, broker_port, metrics_port = free_port(), free_port(), free_port()
+    ns_port, broker_port, scheduler_port, checker_port = free_port(), free_port(), free_port(), free_port()
+    # The name server's metrics serve one below the broker's and the other services' above it: none of those
+    # may be a port given to a service.
+    metrics_port = free_port()
+    while {ns_port, broker_port, scheduler_port, checker_port} & set(range(metrics_port - 1, metrics_port + 4)):
+        metrics_port = free_port()
     up = subprocess.Popen([*cli_command(), "up", "--data-dir", str(tmp_path / "mesh"), "--namesrv-port", str(ns_port),
-                           "--no-remoting", "--broker-port", str(broker_port), "--scheduler-port", str(free_port()),
-                           "--txn-checker-port", str(free_port()), "--metrics-port", str(metrics_port),
+                           "--no-remoting", "--broker-port", str(broker_port), "--scheduler-port", str(scheduler_port),
+                           "--txn-checker-port", str(checker_port), "--metrics-port", str(metrics_port),
                            "--no-dashboard", "--set", "mappedFileSizeCommitLog=4194304"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
