@@ -344,8 +344,8 @@ def test_up_reports_a_service_that_cannot_start(tmp_path):
     assert "namesrv" in result.stderr and "log" in result.stderr
 
 
-#: ``rocketmesh up`` where the dashboard extra is not installed (``pip install '.[server]'``, the README's first
-#: command): its starlette cannot be found.
+#: ``rocketmesh up`` where the dashboard extra is not installed (``pip install '.[server]'``): its starlette
+#: cannot be found.
 WITHOUT_STARLETTE = [sys.executable, "-P", "-c", "import sys; sys.modules['starlette'] = None; "
                      "from rocketmesh.cli import main; sys.exit(main(sys.argv[1:]))"]
 
