@@ -7,8 +7,10 @@ SIGKILL. It is rocketmesh.testing's ServiceProcess (the one the test kit's
 LocalMesh runs), on rocketmesh.runtime.launcher as ``rocketmesh up``; the
 command lines, ports and readiness probes are the test kit's too. Here it
 adds what only these tests need: a ready check given at construction, the
-ACL account a process signs with, ``kill()`` for crash tests. Failures are
-AssertionErrors carrying the process's output.
+ACL account a process signs with, ``kill()`` for crash tests, and ``netns``:
+the process run in a network namespace (a simulated host of
+tests/faults/netkit.py, its services on that host's ``host`` address).
+Failures are AssertionErrors carrying the process's output.
 
     proc = ServiceProcess("namesrv", ["-p", str(port)], data_dir, ready=remoting_probe(addr))
     proc.start()
@@ -18,6 +20,7 @@ AssertionErrors carrying the process's output.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import signal
@@ -47,8 +50,9 @@ from rocketmesh.testing.probes import answers, broker_registered, probe_client
 __all__ = ["FAST_BROKER", "FAST_CHECKER", "FAST_SCHEDULER", "TEST_STORE_CONFIG", "BrokerProcess", "DashboardProcess",
            "HaProcess",
            "NamesrvProcess", "SchedulerProcess", "ServiceProcess", "SystemServiceProcess", "TxnCheckerProcess",
-           "child_pids", "cli_command", "cpu_seconds", "free_port", "freeze", "probe_client", "read_until_up",
-           "remoting_probe", "run_cli", "stdout_line", "stop_process", "thaw", "wait_for"]
+           "child_pids", "cli_command", "cpu_seconds", "free_port", "freeze", "netns_exec",
+           "probe_client", "read_until_up", "remoting_probe", "run_cli", "stdout_line", "stop_process", "thaw",
+           "wait_for"]
 
 #: Ready check: returns True once the process serves.
 ReadyCheck = Callable[["ServiceProcess"], bool]
@@ -135,6 +139,12 @@ def read_until_up(up: subprocess.Popen) -> str:
     return "".join(lines)
 
 
+def netns_exec(netns: str | None) -> list[str]:
+    """What runs a command in the network namespace ``netns`` (``ip netns exec NAME``; it execs the command,
+    so the pid started is the command's own); nothing for None or '' (this process's namespace)."""
+    return ["ip", "netns", "exec", netns] if netns else []
+
+
 def remoting_probe(addr: str, code: int = RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER) -> ReadyCheck:
     """Ready when a request with ``code`` to ``addr`` gets any response (even an error code: NO_PERMISSION
     from a server checking ACL says it serves as well); signed with the process's ``credentials``."""
@@ -155,7 +165,7 @@ class ServiceProcess(kit.ServiceProcess):
     """One service run as ``python -P -m rocketmesh.<module> <args>`` (as ``rocketmesh up`` runs it), or as
     ``command`` followed by ``args`` (the console script, say). ``credentials``: the ACL account it signs its
     own requests with, handed over in its environment as ``rocketmesh up`` does; the tests' probes of it sign
-    with it too."""
+    with it too. ``netns``: run in that network namespace (``ip netns exec NAME`` before the command)."""
 
     def __init__(
         self,
@@ -167,9 +177,12 @@ class ServiceProcess(kit.ServiceProcess):
         name: str | None = None,
         command: Sequence[str] | None = None,
         credentials: SessionCredentials | None = None,
+        netns: str | None = None,
     ) -> None:
         self.module = module
-        self.command = list(command) if command is not None else python_module_argv(f"rocketmesh.{module}")
+        self.netns = netns
+        self.command = [*netns_exec(netns),
+                        *(command if command is not None else python_module_argv(f"rocketmesh.{module}"))]
         self.args = list(args)
         self.ready = ready
         self.credentials = credentials
@@ -213,17 +226,19 @@ def _door(config: dict[str, object], door: bool) -> str | None:
 
 
 class NamesrvProcess(ServiceProcess):
-    """A name server on a free loopback port; ``addr`` is its ``host:port``; ``env`` adds to its environment
-    (the CurveZMQ key file, say); ``door``: it opens the TCP door too, at ``door_addr`` (the name server
-    address of a RocketMQ client)."""
+    """A name server on a free loopback port (or on ``host`` in network namespace ``netns``); ``addr`` is its
+    ``host:port``; ``env`` adds to its environment (the CurveZMQ key file, say); ``door``: it opens the TCP
+    door too, at ``door_addr`` (the name server address of a RocketMQ client)."""
 
     def __init__(self, data_dir: Path, port: int | None = None, name: str = "namesrv",
-                 env: dict[str, str] | None = None, door: bool = False, **config: object) -> None:
+                 env: dict[str, str] | None = None, door: bool = False, host: str = "127.0.0.1",
+                 netns: str | None = None, **config: object) -> None:
         self.port = port or free_port()
-        self.addr = f"127.0.0.1:{self.port}"
+        self.addr = f"{host}:{self.port}"
         self.door_addr = _door(config, door)
-        args = namesrv_args(self.port, str(Path(data_dir) / "kvConfig.json"), config)
-        super().__init__("namesrv", args, data_dir, ready=remoting_probe(self.addr), env=env, name=name)
+        args = namesrv_args(self.port, str(Path(data_dir) / "kvConfig.json"), config, host)
+        super().__init__("namesrv", args, data_dir, ready=remoting_probe(self.addr), env=env, name=name,
+                         netns=netns)
 
 
 #: Broker settings under which a client that left (its connection closed or silent) is let go within seconds.
@@ -231,21 +246,36 @@ FAST_BROKER = dict(channelExpiredTimeout=3000, clientScanInterval=500)
 
 
 class BrokerProcess(ServiceProcess):
-    """A broker on a free loopback port, registered with ``namesrv`` ("host:port;host:port"); ``env`` adds to
-    its environment; ``door``: it opens the TCP door too, at ``door_addr``."""
+    """A broker on a free loopback port (or on ``host`` in network namespace ``netns``, its brokerIP1),
+    registered with ``namesrv`` ("host:port;host:port"); ``env`` adds to its environment; ``door``: it opens
+    the TCP door too, at ``door_addr``."""
 
     def __init__(self, data_dir: Path, namesrv: str, port: int | None = None, name: str = "broker-a",
                  cluster: str = "DefaultCluster", env: dict[str, str] | None = None,
-                 credentials: SessionCredentials | None = None, door: bool = False, **config: object) -> None:
+                 credentials: SessionCredentials | None = None, door: bool = False, host: str = "127.0.0.1",
+                 netns: str | None = None, **config: object) -> None:
         self.port = port or free_port()
-        self.addr = f"127.0.0.1:{self.port}"
+        self.addr = f"{host}:{self.port}"
         self.door_addr = _door(config, door)
         self.broker_name = name
         self.namesrv_addr = namesrv.split(";")[0]
         self.store_dir = Path(data_dir) / "store"
-        args = broker_args(namesrv, self.port, str(self.store_dir), name, cluster, config)
+        args = broker_args(namesrv, self.port, str(self.store_dir), name, cluster, config, host)
         super().__init__("broker", args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
-                         credentials=credentials)
+                         credentials=credentials, netns=netns)
+
+    def commitlog_digest(self, upto: int) -> str:
+        """SHA-256 of this broker's commitlog bytes below ``upto`` (read from its files: a master's and its
+        slave's compare equal once the slave holds the master's bytes, with no gap and nothing twice)."""
+        h = hashlib.sha256()
+        left = upto
+        for path in sorted((self.store_dir / "commitlog").iterdir()):
+            if left <= 0:
+                break
+            data = path.read_bytes()[:left]
+            h.update(data)
+            left -= len(data)
+        return h.hexdigest()
 
     def wait_registered(self, timeout_s: float = 10.0) -> None:
         """Until the (first) name server lists this broker in its cluster table (asked with the broker's
@@ -259,19 +289,20 @@ class BrokerProcess(ServiceProcess):
 
 class SystemServiceProcess(ServiceProcess):
     """A replica of a system-group service (scheduler, txn-checker) serving the brokers known to ``namesrv``;
-    ``addr`` is its status port."""
+    ``addr`` is its status port (on loopback, or on ``host`` in network namespace ``netns``)."""
 
     module = ""
 
     def __init__(self, data_dir: Path, namesrv: str, port: int | None = None, name: str = "",
                  command: Sequence[str] | None = None, env: dict[str, str] | None = None,
-                 credentials: SessionCredentials | None = None, **config: object) -> None:
+                 credentials: SessionCredentials | None = None, host: str = "127.0.0.1", netns: str | None = None,
+                 **config: object) -> None:
         self.port = port or free_port()
-        self.addr = f"127.0.0.1:{self.port}"
+        self.addr = f"{host}:{self.port}"
         name = name or self.module
-        args = system_service_args(namesrv, self.port, name, config)
+        args = system_service_args(namesrv, self.port, name, config, host)
         super().__init__(self.module, args, data_dir, ready=stdout_line(r"listening on"), env=env, name=name,
-                         command=command, credentials=credentials)
+                         command=command, credentials=credentials, netns=netns)
 
     def status(self, timeout_ms: int = 3000) -> dict:
         """Its GET_CONSUMER_RUNNING_INFO answer: owned queues and what it did."""

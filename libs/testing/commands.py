@@ -2,7 +2,8 @@
 
 Each function gives what follows ``python -m rocketmesh.<service>`` (the launcher runs it, as
 ``rocketmesh up`` does): RocketMQ's key names through ``--set``, every service bound to the loopback
-interface, the broker's files under its own folder.
+interface (or to ``host``, an address of a simulated host of its own), the broker's files under its own
+folder.
 """
 
 from __future__ import annotations
@@ -39,25 +40,26 @@ def set_args(config: Mapping[str, object]) -> list[str]:
     return [arg for key, value in config.items() for arg in ("--set", f"{key}={value}")]
 
 
-def namesrv_args(port: int, kv_config_path: str, config: Mapping[str, object] | None = None) -> list[str]:
-    """A name server on ``127.0.0.1:port`` keeping its KV config at ``kv_config_path``."""
-    return ["-p", str(port), "--listen-address", "127.0.0.1", "--kv-config-path", kv_config_path,
+def namesrv_args(port: int, kv_config_path: str, config: Mapping[str, object] | None = None,
+                 host: str = "127.0.0.1") -> list[str]:
+    """A name server on ``host:port`` keeping its KV config at ``kv_config_path``."""
+    return ["-p", str(port), "--listen-address", host, "--kv-config-path", kv_config_path,
             *set_args(config or {})]
 
 
 def broker_args(namesrv: str, port: int, store_dir: str, name: str = "broker-a", cluster: str = "DefaultCluster",
-                config: Mapping[str, object] | None = None) -> list[str]:
-    """A broker on ``127.0.0.1:port`` (0: a free one, named on its ready line) registered with ``namesrv``
-    (``host:port;host:port``), its store in ``store_dir`` with :data:`TEST_STORE_CONFIG`'s small files unless
-    ``config`` says otherwise."""
+                config: Mapping[str, object] | None = None, host: str = "127.0.0.1") -> list[str]:
+    """A broker on ``host:port`` (port 0: a free one, named on its ready line) registered with ``namesrv``
+    (``host:port;host:port``) under that address (brokerIP1), its store in ``store_dir`` with
+    :data:`TEST_STORE_CONFIG`'s small files unless ``config`` says otherwise."""
     return ["-n", namesrv, "--listen-port", str(port), "--store-dir", store_dir, "--broker-name", name,
-            "--cluster", cluster, "--set", "listenAddress=127.0.0.1", "--set", "brokerIP1=127.0.0.1",
+            "--cluster", cluster, "--set", f"listenAddress={host}", "--set", f"brokerIP1={host}",
             *set_args({**TEST_STORE_CONFIG, **(config or {})})]
 
 
 def system_service_args(namesrv: str, port: int, instance_name: str,
-                        config: Mapping[str, object] | None = None) -> list[str]:
+                        config: Mapping[str, object] | None = None, host: str = "127.0.0.1") -> list[str]:
     """A replica of a system-group service (scheduler, txn-checker, ha) serving the brokers ``namesrv`` knows,
-    its status port on ``127.0.0.1:port`` (0: a free one)."""
-    return ["-n", namesrv, "--listen-port", str(port), "--set", "listenAddress=127.0.0.1",
+    its status port on ``host:port`` (port 0: a free one)."""
+    return ["-n", namesrv, "--listen-port", str(port), "--set", f"listenAddress={host}",
             "--set", f"instanceName={instance_name}", *set_args(config or {})]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,19 +13,6 @@ from rocketmesh.remoting import RemotingClient, RequestCode, ResponseCode, reque
 from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader
 
 TOPIC = "HaTopic"
-
-
-def commitlog_digest(broker: BrokerProcess, upto: int) -> str:
-    """SHA-256 of a broker's commitlog bytes below ``upto``."""
-    h = hashlib.sha256()
-    left = upto
-    for path in sorted((broker.store_dir / "commitlog").iterdir()):
-        if left <= 0:
-            break
-        data = path.read_bytes()[:left]
-        h.update(data)
-        left -= len(data)
-    return h.hexdigest()
 
 
 def runtime(client: RemotingClient, broker: BrokerProcess) -> dict:
@@ -91,7 +77,7 @@ def test_an_async_master_s_commitlog_reaches_the_slave_byte_for_byte(namesrv, re
     end = runtime(remoting_client, master)["commitLogMaxOffset"]
     wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end, 15,
              what="the slave's commitlog at the master's end")
-    assert commitlog_digest(slave, end) == commitlog_digest(master, end)
+    assert slave.commitlog_digest(end) == master.commitlog_digest(end)
     # The slave's consume queues answer the same pulls, once it knows the topic (metadata sync).
     wait_for(lambda: pull_all(remoting_client, slave, TOPIC, 0) == pull_all(remoting_client, master, TOPIC, 0)
              and pull_all(remoting_client, slave, TOPIC, 1) == pull_all(remoting_client, master, TOPIC, 1), 15,
@@ -172,7 +158,7 @@ def test_sync_master_without_its_ha_service_says_so_and_the_restarted_service_re
                  what="SEND_OK again with the ha service back")
     end = runtime(remoting_client, master)["commitLogMaxOffset"]
     wait_for(lambda: runtime(remoting_client, slave)["commitLogMaxOffset"] == end, 15, what="the slave caught up")
-    assert commitlog_digest(slave, end) == commitlog_digest(master, end)
+    assert slave.commitlog_digest(end) == master.commitlog_digest(end)
 
 
 def test_up_with_ha_runs_a_synchronous_group_the_admin_commands_show(tmp_path: Path) -> None:
@@ -234,7 +220,7 @@ def test_a_slave_started_empty_beside_a_master_with_100_mb_catches_up(namesrv, r
     slave = start_broker(namesrv.addr, name="broker-a", brokerId=1, brokerRole="SLAVE")
     ha = start_ha(namesrv.addr, brokerName="broker-a")
     wait_for(lambda: ha.status()["slaveOffset"] == end, 120, what="the empty slave at the master's end")
-    assert commitlog_digest(slave, end) == commitlog_digest(master, end)
+    assert slave.commitlog_digest(end) == master.commitlog_digest(end)
     assert ha.status()["resyncs"] == 0
 
 
