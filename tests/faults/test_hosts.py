@@ -1,0 +1,339 @@
+"""Many hosts: the mesh across simulated machines, and what SYNC_MASTER keeps when master and slave are cut apart.
+
+Each service runs in a host of its own: a network namespace with its own address on a private bridge
+(netkit.py), the address the service listens on and, for a broker, the one it registers (brokerIP1). The
+test process is the client host: its producer and consumer reach the services over that bridge only.
+
+- Deployment: two name servers, broker-a's master and its slave (with the slave's ha service) and a
+  scheduler on five hosts. Both name servers route the topic to the brokers' host addresses; a message sent
+  from the client host is consumed there, its store host the master's address and its born host the
+  client's; a delayed message comes through the scheduler on its own host.
+- Master cut off from its slave under SYNC_MASTER: a symmetric partition between their hosts (the ha
+  service sits on the slave's host, so it is cut from the master too). Every send answers within
+  syncFlushTimeout, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE, and any SEND_OK is one the slave holds;
+  after the heal the slave catches up to the master's commitlog byte for byte (no gap, nothing twice) and
+  every SEND_OK message is consumed.
+- The hosts themselves: each fault of netkit.py cuts what it says and its heal undoes it; what a dead run
+  left is removed.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import orjson
+from faultload import consume_all, view_at
+from netkit import Net
+
+from clientkit import FAST_CLIENT
+from procs import (
+    FAST_SCHEDULER,
+    BrokerProcess,
+    HaProcess,
+    NamesrvProcess,
+    SchedulerProcess,
+    ServiceProcess,
+    wait_for,
+)
+from reliability import ReliabilityRecorder
+from rocketmesh import Admin, Message, Producer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketmesh.client.results import SendStatus
+from rocketmesh.model.message import MessageExt
+from rocketmesh.remoting import RemotingClient, RequestCode, request
+from rocketmesh.testing.probes import broker_registered
+
+TOPIC = "HostsTopic"
+SYNC_FLUSH_TIMEOUT_MS = 1000
+#: A slave whose ha service has not asked for 2 s counts as gone: sends then answer SLAVE_NOT_AVAILABLE at once.
+HOUSEKEEPING_MS = 2000
+#: How long master and slave stay cut apart: past the housekeeping interval, so both answers are seen.
+PARTITION_S = 3.5
+#: What an answer may take beyond syncFlushTimeout on a busy two-core machine.
+SLACK_S = 1.0
+
+
+@dataclass
+class Group:
+    """broker-a across hosts: its name servers, master, slave and the slave's ha service."""
+
+    namesrvs: list[NamesrvProcess]
+    master: BrokerProcess
+    slave: BrokerProcess
+    ha: HaProcess
+
+    @property
+    def namesrv(self) -> str:
+        return ";".join(n.addr for n in self.namesrvs)
+
+
+def start_group(net: Net, start_on: Callable[..., ServiceProcess]) -> Group:
+    """Name servers on ns1 and ns2, broker-a's SYNC_MASTER on master, its slave and ha service on slave; returns
+    once both brokers are registered with both name servers and the master sees its slave."""
+    namesrvs = [start_on(net[h], NamesrvProcess, name=h, launch=True) for h in ("ns1", "ns2")]
+    for n in namesrvs:
+        n.wait_ready(30)
+    addrs = ";".join(n.addr for n in namesrvs)
+    common = dict(registerNameServerPeriod=1000, syncFlushTimeout=SYNC_FLUSH_TIMEOUT_MS,
+                  haHousekeepingInterval=HOUSEKEEPING_MS)
+    master = start_on(net["master"], BrokerProcess, addrs, name="broker-a", launch=True, brokerRole="SYNC_MASTER",
+                      **common)
+    slave = start_on(net["slave"], BrokerProcess, addrs, name="broker-a", launch=True, brokerId=1,
+                     brokerRole="SLAVE", slaveSyncIntervalMills=500, **common)
+    for b in (master, slave):
+        b.wait_ready(30)
+    for n in namesrvs:
+        for b in (master, slave):
+            wait_for(lambda n=n, b=b: broker_registered(n.addr, "broker-a", b.addr), 15,
+                     what=f"{b.addr} registered with {n.addr}")
+    # Back to the master within a second of the heal: short request timeouts and retry backoff.
+    ha = start_on(net["slave"], HaProcess, addrs, name="ha", brokerName="broker-a", requestTimeoutMillis=1000,
+                  retryMaxDelayMillis=500)
+    with RemotingClient(name="hosts-test") as client:
+        wait_for(lambda: any(s["connected"] for s in runtime(client, master)["haSlaves"]), 15,
+                 what="the master seeing its slave connected")
+    with Admin(addrs) as admin:
+        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
+        admin.wait_topic_route(TOPIC)
+    return Group(namesrvs, master, slave, ha)
+
+
+def runtime(client: RemotingClient, broker: BrokerProcess) -> dict:
+    resp = client.invoke_sync(broker.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 3000)
+    return orjson.loads(resp.body)["table"]
+
+
+def test_a_mesh_across_hosts_routes_by_their_addresses_and_delivers_to_the_client_host(
+        make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess],
+        reliability: ReliabilityRecorder) -> None:
+    net = make_net("ns1", "ns2", "master", "slave", "sched")
+    began = time.monotonic()
+    g = start_group(net, start_on)
+    start_on(net["sched"], SchedulerProcess, g.namesrv, name="scheduler0", **FAST_SCHEDULER)
+    up_s = time.monotonic() - began
+    # Each name server on its own: the route names the brokers by their hosts' addresses (brokerIP1).
+    for n in g.namesrvs:
+        with Admin(n.addr) as admin:
+            route = admin.wait_topic_route(TOPIC)
+        assert [(bd.broker_name, bd.broker_addrs) for bd in route.broker_datas] == \
+            [("broker-a", {0: g.master.addr, 1: g.slave.addr})], n.addr
+    assert g.master.addr.startswith(net["master"].addr + ":") and g.slave.addr.startswith(net["slave"].addr + ":")
+
+    lock = threading.Lock()
+    got: dict[str, list[tuple[str, str, float]]] = {}
+
+    def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
+        with lock:
+            for m in msgs:
+                got.setdefault(m.body.decode(), []).append((m.store_host, m.born_host, time.monotonic()))
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("hosts-group", g.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(listener)
+    bodies = [f"h{i}" for i in range(20)]
+    with consumer, Producer("hosts-producer", g.namesrv, **FAST_CLIENT) as producer:
+        statuses = [producer.send(Message(TOPIC, b)).send_status for b in bodies]
+        sent_later = time.monotonic()
+        delayed = producer.send(Message(TOPIC, "later", delay_level=1))  # 1 s
+        assert statuses == [SendStatus.SEND_OK] * len(bodies) and delayed.send_status is SendStatus.SEND_OK
+        wait_for(lambda: set(got) >= {*bodies, "later"}, 30, what="every message consumed on the client host")
+    later_s = got["later"][0][2] - sent_later
+    for body in bodies:
+        store_host, born_host, _ = got[body][0]
+        assert store_host == g.master.addr, store_host
+        assert born_host.rsplit(":", 1)[0] == net.local.addr, born_host
+    assert later_s >= 0.9, f"the delay-level-1 message came after {later_s:.2f} s"
+    duplicated = sum(len(v) - 1 for v in got.values())
+    reliability.fault(
+        "Hosts: deployment on 5 hosts (2 name servers, SYNC_MASTER + slave + ha, scheduler)", cycles=0,
+        sent=len(bodies) + 1, acknowledged=len(bodies) + 1, lost=0, duplicated=duplicated,
+        note=f"network namespaces on a private bridge, the client on a sixth; routes from both name servers carry "
+             f"the hosts' addresses, store host the master's, born host the client's; the delayed message came "
+             f"after {later_s:.1f} s; mesh up in {up_s:.1f} s")
+
+
+def test_sync_master_cut_off_from_its_slave_claims_nothing_the_slave_lacks_and_the_slave_catches_up(
+        make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess], remoting_client: RemotingClient,
+        reliability: ReliabilityRecorder) -> None:
+    net = make_net("ns1", "ns2", "master", "slave")
+    g = start_group(net, start_on)
+    sent = 0
+    acked: list[str] = []
+    answers: dict[SendStatus, int] = {}
+    slowest = 0.0
+    with Producer("hosts-sync-producer", g.namesrv, send_msg_timeout_ms=5000, **FAST_CLIENT) as producer:
+
+        def send(body: str) -> SendStatus:
+            nonlocal sent, slowest
+            sent += 1
+            t = time.monotonic()
+            r = producer.send(Message(TOPIC, body))
+            slowest = max(slowest, time.monotonic() - t) if cut else slowest
+            answers[r.send_status] = answers.get(r.send_status, 0) + 1
+            if r.send_status is SendStatus.SEND_OK:
+                acked.append(body)
+                if cut:  # SEND_OK under SYNC_MASTER: the slave must hold it, cut off or not
+                    assert view_at(remoting_client, g.slave.addr, r.offset_msg_id) == body.encode(), \
+                        f"{body} answered SEND_OK, not on the slave"
+            return r.send_status
+
+        cut = False
+        for i in range(20):
+            assert send(f"before{i}") is SendStatus.SEND_OK
+        partition = net.partition("master", "slave")
+        cut = True
+        ends = time.monotonic() + PARTITION_S
+        i = 0
+        while time.monotonic() < ends:
+            send(f"cut{i}")
+            i += 1
+            time.sleep(0.02)  # SLAVE_NOT_AVAILABLE comes back at once: a few dozen of them are enough
+        during = dict(answers)
+        partition.heal()
+        cut = False
+        healed = time.monotonic()
+        i = 0
+        while send(f"after{i}") is not SendStatus.SEND_OK:
+            i += 1
+            assert time.monotonic() - healed < 30, f"no SEND_OK within 30 s of the heal: {answers}"
+            time.sleep(0.05)
+        first_ok_s = time.monotonic() - healed
+    assert set(during) - {SendStatus.SEND_OK} == {SendStatus.FLUSH_SLAVE_TIMEOUT, SendStatus.SLAVE_NOT_AVAILABLE}, \
+        during
+    assert during[SendStatus.SEND_OK] == 20, f"SEND_OK while cut off: {during}"
+    assert slowest <= SYNC_FLUSH_TIMEOUT_MS / 1000 + SLACK_S, f"a send took {slowest:.2f} s while cut off"
+    end = runtime(remoting_client, g.master)["commitLogMaxOffset"]
+    wait_for(lambda: runtime(remoting_client, g.slave)["commitLogMaxOffset"] >= end, 30,
+             what="the slave at the master's end")
+    caught_up_s = time.monotonic() - healed
+    assert g.slave.commitlog_digest(end) == g.master.commitlog_digest(end)
+    got = consume_all(g.namesrv, "hosts-sync-check", TOPIC, acked, timeout_s=30, quiet_s=0.5)
+    lost = len(got.missing(acked))
+    status = g.ha.status()
+    reliability.fault(
+        "Hosts: SYNC_MASTER cut off from its slave (symmetric partition)", cycles=1, sent=sent,
+        acknowledged=len(acked), lost=lost, duplicated=got.duplicated(), recovery_s=[caught_up_s],
+        note=f"{PARTITION_S} s partition between the master's host and the slave's (its ha service there); "
+             f"answers while cut off: {during[SendStatus.FLUSH_SLAVE_TIMEOUT]} FLUSH_SLAVE_TIMEOUT, "
+             f"{during[SendStatus.SLAVE_NOT_AVAILABLE]} SLAVE_NOT_AVAILABLE, no SEND_OK, slowest {slowest:.2f} s "
+             f"(syncFlushTimeout {SYNC_FLUSH_TIMEOUT_MS} ms); after the heal the first SEND_OK in "
+             f"{first_ok_s:.2f} s, the slave's commitlog equal to the master's to its end ({end} bytes) in "
+             f"{caught_up_s:.2f} s (recovery); ha resyncs {status['resyncs']}")
+    assert lost == 0, got.missing(acked)[:10]
+
+
+#: A TCP listener that reads each connection to its end, and a UDP socket printing each datagram, on ADDR.
+PEER = """
+import socket, sys, threading
+addr = sys.argv[1]
+tcp = socket.create_server((addr, 7000))
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind((addr, 7001))
+def serve():
+    while True:
+        conn, _ = tcp.accept()
+        while conn.recv(65536):
+            pass
+        conn.close()
+threading.Thread(target=serve, daemon=True).start()
+print("ready", flush=True)
+while True:
+    print(udp.recv(100).decode(), flush=True)
+"""
+
+#: Run in a host: connect to ADDR:7000 and send N bytes (exit 1 when that fails within 3 s), or send COUNT
+#: datagrams to ADDR:7001.
+CLIENT = """
+import socket, sys
+addr, what, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+if what == "tcp":
+    try:
+        with socket.create_connection((addr, 7000), timeout=0.5) as s:
+            s.settimeout(3)
+            s.sendall(b"x" * n)
+            s.shutdown(socket.SHUT_WR)
+            s.recv(1)
+    except OSError:
+        sys.exit(1)
+else:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for i in range(n):
+            s.sendto(str(i).encode(), (addr, 7001))
+"""
+
+
+def test_the_hosts_faults_cut_what_they_say_and_heal(make_net: Callable[..., Net], tmp_path) -> None:
+    import itertools
+    import socket
+    import subprocess
+    import sys
+
+    from netkit import PREFIX
+
+    # What a run killed before its teardown left (its pid dead) goes when the next net is made.
+    probe = subprocess.Popen(["true"])
+    probe.wait()
+    leftover = f"{PREFIX}-{probe.pid}-0-old"
+    subprocess.run(["ip", "netns", "add", leftover], check=True)
+    net = make_net("a", "b")
+    assert leftover not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    a, b = net["a"], net["b"]
+    out = tmp_path / "peer.out"
+    with open(out, "w") as f:
+        peer = subprocess.Popen(b.exec_argv(sys.executable, "-I", "-S", "-c", PEER, b.addr), stdout=f)
+    try:
+        wait_for(lambda: "ready" in out.read_text(), 10, what="the peer listening in host b")
+
+        def tcp(size: int = 1) -> float | None:
+            """Seconds host a took to send ``size`` bytes to host b over TCP; None when it could not."""
+            t = time.monotonic()
+            done = subprocess.run(a.exec_argv(sys.executable, "-I", "-S", "-c", CLIENT, b.addr, "tcp", str(size)))
+            return time.monotonic() - t if done.returncode == 0 else None
+
+        marks = itertools.count()
+
+        def datagrams(n: int) -> int:
+            """How many of ``n`` datagrams from host a reached host b: those b printed before the mark this
+            process sends it afterwards (over its own leg, never faulted)."""
+            before = len(out.read_text().splitlines())
+            subprocess.run(a.exec_argv(sys.executable, "-I", "-S", "-c", CLIENT, b.addr, "udp", str(n)), check=True)
+            mark = f"mark{next(marks)}"
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                s.sendto(mark.encode(), (b.addr, 7001))
+            lines = wait_for(lambda: (lines := out.read_text().splitlines()) and mark in lines and lines, 10,
+                             what=f"{mark} printed by the peer")
+            return lines.index(mark) - before
+
+        def local_reaches_b() -> bool:
+            try:
+                socket.create_connection((b.addr, 7000), timeout=0.5).close()
+            except OSError:
+                return False
+            return True
+
+        assert tcp() is not None and local_reaches_b() and datagrams(5) == 5
+        with net.partition("a", "b"):
+            assert tcp() is None and datagrams(5) == 0
+            assert local_reaches_b()  # only a and b are cut apart
+        assert tcp() is not None
+        with net.one_way("a", "b"):  # b deaf to a
+            assert datagrams(5) == 0
+        with net.one_way("b", "a"):  # a deaf to b: what a sends still arrives
+            assert datagrams(5) == 5 and tcp() is None  # (b's answers to a's SYN do not)
+        with net.loss("b", 50, peers=["a"]):
+            assert 50 <= datagrams(200) <= 150
+        assert datagrams(20) == 20
+        with net.link_down("b"):
+            assert tcp() is None and not local_reaches_b()
+        assert tcp() is not None and local_reaches_b()
+        with net.bandwidth("a", "1mbit", burst="8kb"):
+            slow = tcp(128 * 1024)  # at 1 Mbit: a second
+        unlimited = tcp(1024 * 1024)  # at 1 Mbit it would take eight
+        assert slow is not None and unlimited is not None and slow >= 0.8 and unlimited < 4, (slow, unlimited)
+    finally:
+        peer.kill()
+        peer.wait()
