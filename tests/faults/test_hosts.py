@@ -274,12 +274,13 @@ def test_the_hosts_faults_cut_what_they_say_and_heal(make_net: Callable[..., Net
 
     from netkit import PREFIX
 
+    net = make_net("a", "b")
     # What a run killed before its teardown left (its pid dead) goes when the next net is made.
     probe = subprocess.Popen(["true"])
     probe.wait()
     leftover = f"{PREFIX}-{probe.pid}-0-old"
     subprocess.run(["ip", "netns", "add", leftover], check=True)
-    net = make_net("a", "b")
+    make_net("c")
     assert leftover not in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     a, b = net["a"], net["b"]
     out = tmp_path / "peer.out"
