@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from rocketmesh.spark.jobs.common import add_source_args, run, session, source_options, trigger
+from rocketmesh.spark.jobs.common import add_source_args, job_conf, run, session, source_options, trigger
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -20,7 +20,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     add_source_args(parser, topic="Orders", group="spark-archive")
     parser.add_argument("--output", required=True, help="parquet directory")
     args = parser.parse_args(argv)
-    spark = session("rocketmesh-archive", args.master)
+    spark = session("rocketmesh-archive", args.master, job_conf(args))
     messages = spark.readStream.format("rocketmesh").options(**source_options(args)).load()
     query = (messages.writeStream.format("parquet").option("path", args.output)
              .option("checkpointLocation", args.checkpoint).trigger(**trigger(args)).start())

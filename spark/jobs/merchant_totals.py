@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pyspark.sql import DataFrame, SparkSession, functions as F
 from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-from rocketmesh.spark.jobs.common import add_source_args, run, session, source_options, trigger
+from rocketmesh.spark.jobs.common import add_source_args, job_conf, run, session, source_options, trigger
 
 EVENT = StructType([
     StructField("order_id", StringType()),
@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--window", default="1 minute")
     parser.add_argument("--watermark", default="10 seconds", help="how late an event may come")
     args = parser.parse_args(argv)
-    spark = session("rocketmesh-merchant-totals", args.master)
+    spark = session("rocketmesh-merchant-totals", args.master, job_conf(args))
 
     totals = merchant_totals(spark, source_options(args), args.window, args.watermark)
     to_parquet = (totals.writeStream.format("parquet").outputMode("append").option("path", args.output)

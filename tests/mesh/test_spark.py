@@ -74,11 +74,11 @@ def admin(ns) -> Iterator[Admin]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    session = (SparkSession.builder.master("local[2,2]").appName("test_spark")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-               .config("spark.sql.streaming.noDataProgressEventInterval", "1000").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    rocketmesh.spark.register(session)
+    """The jobs' session (their defaults: shuffle partitions fitted to the two cores, no UI, no progress bars)."""
+    from rocketmesh.spark.jobs.common import session as job_session
+
+    session = job_session("test_spark", "local[2,2]", {"spark.sql.streaming.noDataProgressEventInterval": "1000",
+                                                       "spark.log.level": "ERROR"})
     yield session
     session.stop()
 
@@ -414,6 +414,36 @@ def test_stream_writer_and_overwrite_refused(spark, ns, admin, tagged, tmp_path)
 
 
 # --- the jobs ----------------------------------------------------------------------------------------------
+
+def test_the_jobs_session_fits_the_cores_and_the_users_settings_win(spark):
+    import argparse
+
+    from rocketmesh.spark.jobs import common
+
+    # The module's session is the jobs' (see the fixture): Spark's 200 shuffle partitions would be 200 tasks
+    # and state stores each micro-batch on these two cores.
+    conf = spark.sparkContext.getConf()
+    assert spark.conf.get("spark.sql.shuffle.partitions") == str(spark.sparkContext.defaultParallelism) == "2"
+    assert conf.get("spark.ui.showConsoleProgress") == "false" and conf.get("spark.ui.enabled") == "false"
+    assert conf.get("spark.log.level") == "ERROR"  # the fixture's, over the jobs' WARN
+
+    parser = argparse.ArgumentParser()
+    common.add_source_args(parser, topic="Orders", group="g")
+    args = parser.parse_args(["--checkpoint", "cp", "--shuffle-partitions", "3",
+                              "--conf", "spark.sql.streaming.stateStore.minDeltasForSnapshot=4"])
+    assert common.job_conf(args) == {"spark.sql.shuffle.partitions": "3",
+                                     "spark.sql.streaming.stateStore.minDeltasForSnapshot": "4"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--checkpoint", "cp", "--conf", "no-value"])
+    try:
+        job = common.session("test_spark", "local[2,2]", common.job_conf(args))
+        assert job.conf.get("spark.sql.shuffle.partitions") == "3"
+        assert job.conf.get("spark.sql.streaming.stateStore.minDeltasForSnapshot") == "4"
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        spark.conf.unset("spark.sql.streaming.stateStore.minDeltasForSnapshot")
+        spark.sparkContext.setLogLevel("ERROR")
+
 
 def test_merchant_totals_job_writes_closed_windows_and_alerts(spark, ns, admin, tmp_path):
     from rocketmesh.spark.jobs import merchant_totals
