@@ -34,7 +34,7 @@ from rocketmesh.remoting.addr import reachable_addr, reachable_host
 from rocketmesh.remoting.transport.curve import SECRET_KEY_ENV, SERVER_KEY_ENV
 from rocketmesh.runtime.help import HelpFormatter
 from rocketmesh.runtime.python_process import python_module_argv
-from rocketmesh.server.extra import missing_server_modules, require_server_extra
+from rocketmesh.server.extra import missing_extra_line, missing_server_modules, require_server_extra
 
 SERVICES = {"namesrv": "rocketmesh.namesrv", "broker": "rocketmesh.broker", "scheduler": "rocketmesh.scheduler",
             "txn-checker": "rocketmesh.txn_checker", "ha": "rocketmesh.ha", "dashboard": "rocketmesh.dashboard"}
@@ -90,9 +90,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     missing = missing_server_modules("dashboard") if dashboard_port is not None else []
     if missing:
         # The mesh runs without it: `pip install '.[server]' && rocketmesh up` is the README's first command.
-        print(f"rocketmesh up: no dashboard: it needs the dashboard extra's dependencies (missing: "
-              f"{', '.join(missing)}): pip install 'rocketmesh[dashboard]' (--no-dashboard: none wanted)",
-              file=sys.stderr, flush=True)
+        print(missing_extra_line("rocketmesh up: no dashboard: it", "dashboard", missing)
+              + " (--no-dashboard: none wanted)", file=sys.stderr, flush=True)
         dashboard_port = None
     spec = MeshSpec(data_dir=data, host=host, namesrv_ports=(args.namesrv_port,), broker_port=args.broker_port,
                     scheduler_port=args.scheduler_port, txn_checker_port=args.txn_checker_port, ha=args.ha,

@@ -49,13 +49,17 @@ def missing_server_modules(extra: str = "server") -> list[str]:
     return missing
 
 
+def missing_extra_line(what: str, extra: str, missing: list[str]) -> str:
+    """The one line that says ``what`` needs ``extra``'s ``missing`` modules, and what to install."""
+    hint = INSTALL_HINT if extra == "server" else f"pip install 'rocketmesh[{extra}]'"
+    return f"{what} needs the {extra} extra's dependencies (missing: {', '.join(missing)}): {hint}"
+
+
 def require_server_extra(what: str, extra: str = "server") -> None:
     """Exit with one line on stderr naming the extra to install when ``what`` (``broker``, ``rocketmesh up``
     ...) cannot run here for want of that extra's dependencies (the server's, or the ``dashboard``'s);
     return otherwise."""
     missing = missing_server_modules(extra)
     if missing:
-        hint = INSTALL_HINT if extra == "server" else f"pip install 'rocketmesh[{extra}]'"
-        print(f"{what} needs the {extra} extra's dependencies (missing: {', '.join(missing)}): {hint}",
-              file=sys.stderr, flush=True)
+        print(missing_extra_line(what, extra, missing), file=sys.stderr, flush=True)
         raise SystemExit(EXIT_MISSING)

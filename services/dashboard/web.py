@@ -307,10 +307,12 @@ class App:
         return self.templates.TemplateResponse(request, template, context, status_code=status)
 
     def _fail(self, request: Request, session: Session, api: bool, status: int, message: str,
-              code: int | None = None) -> Response:
+              code: int | None = None, template: str = "error.html") -> Response:
+        """A failure as JSON (``error``, ``responseCode``) or as ``template`` (the error page, or the sign-in form
+        again) with ``status``."""
         if api:
             return json_response({"error": message, "responseCode": code}, status)
-        return self.render(request, session, "error.html", {"status": status, "message": message}, status)
+        return self.render(request, session, template, {"status": status, "message": message, "next": "/"}, status)
 
     # -- pages and actions -------------------------------------------------------
 
@@ -436,12 +438,12 @@ class App:
             account = Account(ak, sk)
             rights = await run_in_threadpool(account_rights, self.dash.accounts.admin(account))
         except PageError as exc:
-            return self._finish(request, self._login_failed(request, session, api, exc.status, exc.message),
-                                session, new)
+            return self._finish(request, self._fail(request, session, api, exc.status, exc.message,
+                                                    template="login.html"), session, new)
         except MQError as exc:
             status, message, code = error_text(exc)
-            return self._finish(request, self._login_failed(request, session, api, status,
-                                                            f"sign-in refused: {message}", code), session, new)
+            return self._finish(request, self._fail(request, session, api, status, f"sign-in refused: {message}",
+                                                    code, template="login.html"), session, new)
         # A new session id at sign-in: an id planted before it is worth nothing after.
         self.dash.sessions.drop(session.sid)
         fresh = self.dash.sessions.new(account, rights, signed_in=True)
@@ -451,12 +453,6 @@ class App:
         else:
             resp = RedirectResponse(_safe_next((form.get("next") or ["/"])[0]), 303)
         return self._finish(request, resp, fresh, True)
-
-    def _login_failed(self, request: Request, session: Session, api: bool, status: int, message: str,
-                      code: int | None = None) -> Response:
-        if api:
-            return json_response({"error": message, "responseCode": code}, status)
-        return self.render(request, session, "login.html", {"next": "/", "error": message}, status)
 
     async def logout(self, request: Request) -> Response:
         api = request.url.path.startswith("/api/")
