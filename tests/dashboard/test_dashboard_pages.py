@@ -143,6 +143,15 @@ def test_a_topic_created_in_the_browser_is_in_the_topic_list(mesh: Mesh, browser
     assert "DashCreated" in topic_list(mesh)
     route = mesh.cli("topic-route", "-t", "DashCreated")
     assert "broker-a" in route and "3" in route
+    # Updated from its page: more queues.
+    browser.find("#update-topic-form input[name=readQueueNums]").clear()
+    browser.find("#update-topic-form input[name=readQueueNums]").send_keys("4")
+    browser.find("#update-topic-form input[name=writeQueueNums]").clear()
+    browser.find("#update-topic-form input[name=writeQueueNums]").send_keys("4")
+    browser.submit("#update-topic-form button")
+    assert "topic DashCreated written to" in browser.text("#flash")
+    wait_for(lambda: [r[1] for r in browser.open("/topic?topic=DashCreated").table("#queues")] == ["0", "1", "2", "3"],
+             20, what="the topic with 4 queues")
     browser.open("/topics?kind=normal&q=dashcreated")
     assert [r[0] for r in browser.table("#topics")] == ["DashCreated"]
     browser.open("/topics")
@@ -275,6 +284,11 @@ def test_a_dead_letter_resent_from_the_page_is_consumed(mesh: Mesh, browser: Bro
         browser.submit("#resend-selected")
         assert "resent 1 of 1 dead letters of dash-dlq-g" in browser.text("#flash")
         wait_for(lambda: [m.body for m in got] == [b"poison pill"], 30, what="the resent message consumed")
+        # The dead-lettered copy stays (the log is append-only): "resend all" sends it once more.
+        browser.open("/dlq?group=dash-dlq-g")
+        browser.submit("#resend-all")
+        assert "resent 1 of 1 dead letters of dash-dlq-g" in browser.text("#flash")
+        wait_for(lambda: [m.body for m in got] == [b"poison pill"] * 2, 30, what="the second resend consumed")
         # The message's history: the original, then its dead-lettered copy.
         browser.open(f"/message?topic=DashDlq&msgId={row[1]}")  # row[0]: the checkbox
         topics = [r[1] for r in browser.table("#retry-history")]
@@ -403,3 +417,7 @@ def test_the_overview_ranks_the_groups_furthest_behind(mesh: Mesh, browser: Brow
     assert top[0][:2] == ["dash-reset-g", str(diff)]
     assert browser.all("svg.chart polyline")  # the rates chart has its lines
     browser.shot("overview-after")
+    # The groups list by rate: consumed/s never rises down the list.
+    browser.open("/groups?sort=tps")
+    rates = [float(r[2]) for r in browser.table("#groups")]
+    assert rates and rates == sorted(rates, reverse=True)
