@@ -75,6 +75,17 @@ def fill(mount: Path, leave: int) -> Path:
     return filler
 
 
+def file_sizes(folder: Path) -> list[int]:
+    """The sizes of the files in ``folder`` still there when looked at (another thread may remove one)."""
+    sizes = []
+    for p in folder.iterdir():
+        try:
+            sizes.append(p.stat().st_size)
+        except FileNotFoundError:
+            continue
+    return sizes
+
+
 def test_a_full_disk_refuses_sends_clearly_keeps_reads_and_recovers(
         namesrv: NamesrvProcess, disk_broker: BrokerProcess, small_store: Path, reliability) -> None:
     acked: list[str] = []
@@ -148,10 +159,17 @@ def test_no_room_for_the_next_commitlog_file_refuses_the_put_and_stops_writes(tm
     # The check's limit is out of the way (100%): the store must still neither map a file the full
     # filesystem cannot back (a store into it would be SIGBUS) nor leave a half-made file behind.
     with tmpfs(tmp_path / "store", "4m") as mount:
-        store = open_store(mount, mapped_file_size_commit_log=1024 * 1024, disk_space_warning_level_ratio=100)
+        size = 1024 * 1024
+        store = open_store(mount, mapped_file_size_commit_log=size, disk_space_warning_level_ratio=100)
+        commitlog = mount / "commitlog"
         try:
-            filler = fill(mount, 1024 * 1024 + 512 * 1024)  # room for the first file's successor, not for a third
-            statuses = []
+            assert store.put_message(msg(body=b"first", keys="first")).ok
+            # The first file and its successor, made ahead of need, hold their blocks before the filler
+            # takes the rest: the roll to the successor then finds no room for a third.
+            wait_for(lambda: sum(p.stat().st_blocks * 512 for p in commitlog.iterdir()) == 2 * size,
+                     10, "the commitlog's next file made ahead of need")
+            filler = fill(mount, 512 * 1024)
+            statuses = [PutMessageStatus.PUT_OK]
             for i in range(4000):
                 r = store.put_message(msg(body=b"e" * 1024, keys=f"e{i}"))
                 statuses.append(r.status)
@@ -165,8 +183,9 @@ def test_no_room_for_the_next_commitlog_file_refuses_the_put_and_stops_writes(tm
             stored = len(statuses) - 1
             again = store.put_message(msg(body=b"e"))
             assert again.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and "disk is full" in again.remark
-            names = sorted(os.listdir(mount / "commitlog"))
-            assert all(os.path.getsize(mount / "commitlog" / n) == 1024 * 1024 for n in names), names
+            # A third file being made ahead of need when the disk filled is removed by its maker.
+            wait_for(lambda: all(n == size for n in file_sizes(commitlog)), 10,
+                     "no half-made commitlog file left")
             got = store.get_message("g", "TopicTest", 0, 0, 32)
             assert got.status is GetMessageStatus.FOUND
             os.unlink(filler)

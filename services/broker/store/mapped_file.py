@@ -41,6 +41,21 @@ def allocate(fd: int, size: int) -> None:
         os.ftruncate(fd, size)
 
 
+def reserve(fd: int, offset: int, length: int) -> None:
+    """Reserve the blocks of ``[offset, offset + length)`` of a file already sized.
+
+    For files written through their mapping out of order (the index's hash slots): a
+    store into a page the filesystem cannot back would kill the process (SIGBUS), so
+    the pages are reserved before they are written and a full disk raises OSError
+    (ENOSPC) here instead. Filesystems without fallocate are left sparse.
+    """
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise
+
+
 #: warm()'s read size: under glibc's default mmap threshold (128 KiB).
 _WARM_CHUNK = 64 * 1024
 

@@ -26,7 +26,7 @@ import time
 import zlib
 from datetime import datetime
 
-from rocketmesh.broker.store.mapped_file import release_mapping, unlink_quietly
+from rocketmesh.broker.store.mapped_file import release_mapping, reserve, unlink_quietly
 from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="index")
@@ -37,6 +37,8 @@ SLOT = struct.Struct(">i")
 SLOT_SIZE = 4
 ENTRY = struct.Struct(">iqii")
 ENTRY_SIZE = 20
+#: Entries whose blocks are reserved ahead of the one being written (1 MiB of them).
+RESERVE_AHEAD_ENTRIES = 1024 * 1024 // ENTRY_SIZE
 
 
 def key_hash(key: bytes) -> int:
@@ -54,14 +56,24 @@ class IndexFile:
         self.file_size = HEADER_SIZE + hash_slot_num * SLOT_SIZE + index_num * ENTRY_SIZE
         exists = os.path.exists(path)
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        if not exists or os.fstat(self.fd).st_size != self.file_size:
-            # Sparse, as RocketMQ maps it: blocks are taken as slots and entries are written
-            # (only the commitlog reserves its files).
-            os.ftruncate(self.fd, self.file_size)
+        try:
+            if not exists or os.fstat(self.fd).st_size != self.file_size:
+                os.ftruncate(self.fd, self.file_size)
+            # The file is written through its mapping, where a page a full disk cannot back is SIGBUS,
+            # not an error: the header and the slots (written anywhere) get their blocks now, the
+            # entries (written in order) a run at a time ahead of use, so a new file takes the disk
+            # its slots need, not the whole of its entries (400 MB at RocketMQ's defaults).
+            self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
+            reserve(self.fd, 0, self._entries_base)
+            self._reserved_entries = 0
+        except OSError:
+            os.close(self.fd)
+            if not exists:
+                unlink_quietly(path)
+            raise
         self.mm = mmap.mmap(self.fd, self.file_size, mmap.MAP_SHARED)
         if exists:
             self._read_header()
-            self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
             self._repair_tail()
         else:
             self.begin_timestamp = 0
@@ -71,7 +83,6 @@ class IndexFile:
             self.hash_slot_count = 0
             self.index_count = 1
             self._write_header()
-        self._entries_base = HEADER_SIZE + hash_slot_num * SLOT_SIZE
 
     def _read_header(self) -> None:
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
@@ -103,6 +114,7 @@ class IndexFile:
             return 0
         if len(items) > room:
             items = items[:room]
+        self._reserve_entries(self.index_count + len(items))
         mm = self.mm
         slots = self.hash_slot_num
         base = self._entries_base
@@ -130,6 +142,15 @@ class IndexFile:
         self.hash_slot_count = slot_count
         self._write_header()
         return count - start
+
+    def _reserve_entries(self, upto: int) -> None:
+        """Reserve the blocks of entries below ``upto`` and a run beyond (OSError when the disk is full)."""
+        if upto <= self._reserved_entries:
+            return
+        end = min(self.index_num, upto + RESERVE_AHEAD_ENTRIES)
+        start = self._reserved_entries
+        reserve(self.fd, self._entries_base + start * ENTRY_SIZE, (end - start) * ENTRY_SIZE)
+        self._reserved_entries = end
 
     def _repair_tail(self) -> None:
         """Count entries written after the header was last written (a crash in between)."""
