@@ -22,88 +22,27 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
-import orjson
 from faultload import consume_all, view_at
+from hostkit import SYNC_FLUSH_TIMEOUT_MS, runtime, start_mesh
 from netkit import Net
 
 from clientkit import FAST_CLIENT
-from procs import (
-    FAST_SCHEDULER,
-    BrokerProcess,
-    HaProcess,
-    NamesrvProcess,
-    SchedulerProcess,
-    ServiceProcess,
-    wait_for,
-)
+from procs import FAST_SCHEDULER, SchedulerProcess, ServiceProcess, wait_for
 from reliability import ReliabilityRecorder
 from rocketmesh import Admin, Message, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.client.results import SendStatus
 from rocketmesh.model.message import MessageExt
-from rocketmesh.remoting import RemotingClient, RequestCode, request
-from rocketmesh.testing.probes import broker_registered
+from rocketmesh.remoting import RemotingClient
 
 TOPIC = "HostsTopic"
-SYNC_FLUSH_TIMEOUT_MS = 1000
-#: A slave whose ha service has not asked for 2 s counts as gone: sends then answer SLAVE_NOT_AVAILABLE at once.
-HOUSEKEEPING_MS = 2000
+#: Master and slave of broker-a on hosts of their own, name servers on two more.
+GROUP_A = {"namesrv": ("ns1", "ns2"), "groups": {"broker-a": ("master", "slave")}}
 #: How long master and slave stay cut apart: past the housekeeping interval, so both answers are seen.
 PARTITION_S = 3.5
 #: What an answer may take beyond syncFlushTimeout on a busy two-core machine.
 SLACK_S = 1.0
-
-
-@dataclass
-class Group:
-    """broker-a across hosts: its name servers, master, slave and the slave's ha service."""
-
-    namesrvs: list[NamesrvProcess]
-    master: BrokerProcess
-    slave: BrokerProcess
-    ha: HaProcess
-
-    @property
-    def namesrv(self) -> str:
-        return ";".join(n.addr for n in self.namesrvs)
-
-
-def start_group(net: Net, start_on: Callable[..., ServiceProcess]) -> Group:
-    """Name servers on ns1 and ns2, broker-a's SYNC_MASTER on master, its slave and ha service on slave; returns
-    once both brokers are registered with both name servers and the master sees its slave."""
-    namesrvs = [start_on(net[h], NamesrvProcess, name=h, launch=True) for h in ("ns1", "ns2")]
-    for n in namesrvs:
-        n.wait_ready(30)
-    addrs = ";".join(n.addr for n in namesrvs)
-    common = dict(registerNameServerPeriod=1000, syncFlushTimeout=SYNC_FLUSH_TIMEOUT_MS,
-                  haHousekeepingInterval=HOUSEKEEPING_MS)
-    master = start_on(net["master"], BrokerProcess, addrs, name="broker-a", launch=True, brokerRole="SYNC_MASTER",
-                      **common)
-    slave = start_on(net["slave"], BrokerProcess, addrs, name="broker-a", launch=True, brokerId=1,
-                     brokerRole="SLAVE", slaveSyncIntervalMills=500, **common)
-    for b in (master, slave):
-        b.wait_ready(30)
-    for n in namesrvs:
-        for b in (master, slave):
-            wait_for(lambda n=n, b=b: broker_registered(n.addr, "broker-a", b.addr), 15,
-                     what=f"{b.addr} registered with {n.addr}")
-    # Back to the master within a second of the heal: short request timeouts and retry backoff.
-    ha = start_on(net["slave"], HaProcess, addrs, name="ha", brokerName="broker-a", requestTimeoutMillis=1000,
-                  retryMaxDelayMillis=500)
-    with RemotingClient(name="hosts-test") as client:
-        wait_for(lambda: any(s["connected"] for s in runtime(client, master)["haSlaves"]), 15,
-                 what="the master seeing its slave connected")
-    with Admin(addrs) as admin:
-        admin.create_topic(TOPIC, read_queue_nums=2, write_queue_nums=2)
-        admin.wait_topic_route(TOPIC)
-    return Group(namesrvs, master, slave, ha)
-
-
-def runtime(client: RemotingClient, broker: BrokerProcess) -> dict:
-    resp = client.invoke_sync(broker.addr, request(RequestCode.GET_BROKER_RUNTIME_INFO), 3000)
-    return orjson.loads(resp.body)["table"]
 
 
 def test_a_mesh_across_hosts_routes_by_their_addresses_and_delivers_to_the_client_host(
@@ -111,11 +50,12 @@ def test_a_mesh_across_hosts_routes_by_their_addresses_and_delivers_to_the_clien
         reliability: ReliabilityRecorder) -> None:
     net = make_net("ns1", "ns2", "master", "slave", "sched")
     began = time.monotonic()
-    g = start_group(net, start_on)
-    start_on(net["sched"], SchedulerProcess, g.namesrv, name="scheduler0", **FAST_SCHEDULER)
+    mesh = start_mesh(net, start_on, GROUP_A)
+    g = mesh.groups["broker-a"]
+    start_on(net["sched"], SchedulerProcess, mesh.namesrv, name="scheduler0", **FAST_SCHEDULER)
     up_s = time.monotonic() - began
     # Each name server on its own: the route names the brokers by their hosts' addresses (brokerIP1).
-    for n in g.namesrvs:
+    for n in mesh.namesrvs:
         with Admin(n.addr) as admin:
             route = admin.wait_topic_route(TOPIC)
         assert [(bd.broker_name, bd.broker_addrs) for bd in route.broker_datas] == \
@@ -131,11 +71,11 @@ def test_a_mesh_across_hosts_routes_by_their_addresses_and_delivers_to_the_clien
                 got.setdefault(m.body.decode(), []).append((m.store_host, m.born_host, time.monotonic()))
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-    consumer = PushConsumer("hosts-group", g.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
+    consumer = PushConsumer("hosts-group", mesh.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
     consumer.subscribe(TOPIC, "*")
     consumer.register_listener(listener)
     bodies = [f"h{i}" for i in range(20)]
-    with consumer, Producer("hosts-producer", g.namesrv, **FAST_CLIENT) as producer:
+    with consumer, Producer("hosts-producer", mesh.namesrv, **FAST_CLIENT) as producer:
         statuses = [producer.send(Message(TOPIC, b)).send_status for b in bodies]
         sent_later = time.monotonic()
         delayed = producer.send(Message(TOPIC, "later", delay_level=1))  # 1 s
@@ -160,12 +100,13 @@ def test_sync_master_cut_off_from_its_slave_claims_nothing_the_slave_lacks_and_t
         make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess], remoting_client: RemotingClient,
         reliability: ReliabilityRecorder) -> None:
     net = make_net("ns1", "ns2", "master", "slave")
-    g = start_group(net, start_on)
+    mesh = start_mesh(net, start_on, GROUP_A)
+    g = mesh.groups["broker-a"]
     sent = 0
     acked: list[str] = []
     answers: dict[SendStatus, int] = {}
     slowest = 0.0
-    with Producer("hosts-sync-producer", g.namesrv, send_msg_timeout_ms=5000, **FAST_CLIENT) as producer:
+    with Producer("hosts-sync-producer", mesh.namesrv, send_msg_timeout_ms=5000, **FAST_CLIENT) as producer:
 
         def send(body: str) -> SendStatus:
             nonlocal sent, slowest
@@ -211,7 +152,7 @@ def test_sync_master_cut_off_from_its_slave_claims_nothing_the_slave_lacks_and_t
              what="the slave at the master's end")
     caught_up_s = time.monotonic() - healed
     assert g.slave.commitlog_digest(end) == g.master.commitlog_digest(end)
-    got = consume_all(g.namesrv, "hosts-sync-check", TOPIC, acked, timeout_s=30, quiet_s=0.5)
+    got = consume_all(mesh.namesrv, "hosts-sync-check", TOPIC, acked, timeout_s=30, quiet_s=0.5)
     lost = len(got.missing(acked))
     status = g.ha.status()
     reliability.fault(
