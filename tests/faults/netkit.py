@@ -16,9 +16,10 @@ routed beyond the bridge: traffic never leaves these namespaces.
 Faults use what this kernel has (no ``sch_netem`` is assumed; :func:`netem_available` says whether it is
 there): nftables rules in the receiving host's input hook for partitions (symmetric or one-way: packets
 leave and vanish, as on a cut link, so senders time out rather than hear an error) and for random loss
-(``numgen random mod 100 < N``), a tbf qdisc on a host's egress for bandwidth, and the host's cable
-pulled (its port on the bridge down) for a link down. Each returns a :class:`Fault` whose ``heal()``
-takes it back.
+(``numgen random mod 100 < N``); rules in one host's input and output hooks both where the other side
+has no namespace to hold rules (:meth:`Net.cut_off`, :meth:`Net.mute`: this process's leg); a tbf qdisc
+on a host's egress for bandwidth; and the host's cable pulled (its port on the bridge down) for a link
+down. Each returns a :class:`Fault` whose ``heal()`` takes it back.
 
 Names: every namespace is ``rmk-<pid>-<subnet>-<host>`` and the one interface in this process's namespace
 ``rmk<pid>-<subnet>`` (15 characters at most), so two pytest workers never collide (the /24 is chosen
@@ -296,20 +297,22 @@ class Net:
         for fault in list(self._faults):
             fault.heal()
 
-    def _drop_in(self, host: Host, match: str) -> Callable[[], None]:
-        """A rule in ``host``'s input hook dropping the packets that ``match``; returns what deletes it."""
+    def _drop_in(self, host: Host, match: str, hook: str = "input") -> Callable[[], None]:
+        """A rule in ``host``'s ``hook`` (input: what arrives; output: what it sends) dropping the packets that
+        ``match``; returns what deletes it."""
         if host.netns not in self._tables:
-            chain = "chain input { type filter hook input priority 0; policy accept; }"
-            host.run("nft", "-f", "-", stdin=f"table inet {TABLE} {{\n{chain}\n}}\n")
+            chains = "\n".join(f"chain {h} {{ type filter hook {h} priority 0; policy accept; }}"
+                               for h in ("input", "output"))
+            host.run("nft", "-f", "-", stdin=f"table inet {TABLE} {{\n{chains}\n}}\n")
             self._tables.add(host.netns)
-        out = host.run("nft", "--echo", "--handle", "add", "rule", "inet", TABLE, "input", *match.split(), "drop")
+        out = host.run("nft", "--echo", "--handle", "add", "rule", "inet", TABLE, hook, *match.split(), "drop")
         m = _HANDLE.search(out)
         if m is None:
             raise RuntimeError(f"nft gave no handle for the rule ({match}) in {host.name}: {out!r}")
         handle = m.group(1)
 
         def delete() -> None:
-            host.run("nft", "delete", "rule", "inet", TABLE, "input", "handle", handle)
+            host.run("nft", "delete", "rule", "inet", TABLE, hook, "handle", handle)
         return delete
 
     def partition(self, a: str, b: str) -> Fault:
@@ -321,6 +324,23 @@ class Net:
     def one_way(self, src: str, dst: str) -> Fault:
         """``dst`` does not hear ``src`` (drops what comes from it); ``src`` still hears ``dst``."""
         return self._fault(f"{dst} deaf to {src}", [self._drop_in(self[dst], f"ip saddr {self[src].addr}")])
+
+    def cut_off(self, host: str, peers: Sequence[str]) -> Fault:
+        """``host`` and each of ``peers`` cannot hear each other, with the rules in ``host`` alone (both ways),
+        so a peer may be ``"local"``: this process's leg, which has no namespace of its own to hold rules."""
+        h = self[host]
+        addrs = [self.local.addr if p == "local" and self.local else self[p].addr for p in peers]
+        heals = [self._drop_in(h, f"ip saddr {a}") for a in addrs] + \
+                [self._drop_in(h, f"ip daddr {a}", hook="output") for a in addrs]
+        return self._fault(f"{host} cut off from {', '.join(peers)}", heals)
+
+    def mute(self, host: str, peers: Sequence[str]) -> Fault:
+        """What ``host`` sends to each of ``peers`` is lost (rules in ``host``'s output hook); it still hears
+        them. A peer may be ``"local"``, as for :meth:`cut_off`."""
+        h = self[host]
+        addrs = [self.local.addr if p == "local" and self.local else self[p].addr for p in peers]
+        return self._fault(f"{', '.join(peers)} deaf to {host}",
+                           [self._drop_in(h, f"ip daddr {a}", hook="output") for a in addrs])
 
     def loss(self, host: str, percent: int, peers: Sequence[str] = ()) -> Fault:
         """``host`` drops ``percent`` % of the packets that come to it (from ``peers``, or from anyone), at random."""
