@@ -230,11 +230,14 @@ class PlainAccessValidator:
             stamp = ext.get(TIMESTAMP)
             if not isinstance(stamp, int) or isinstance(stamp, bool):
                 raise AclDenied(f"[{self.service}] ACL refused {what} for accessKey={access_key}: no Timestamp")
-            skew_ms = int(self._clock() * 1000) - stamp
+            skew_ms = stamp - int(self._clock() * 1000)
             if abs(skew_ms) > REPLAY_WINDOW_MS:
+                # Which way, in words: a signed figure read one way or the other would have an operator set
+                # the client's clock the wrong way.
+                way = "ahead of" if skew_ms > 0 else "behind"
                 raise AclDenied(f"[{self.service}] ACL refused {what} for accessKey={access_key}: Timestamp is "
-                                f"{skew_ms / 1000:+.1f} s off this server's clock, outside the replay window of "
-                                f"±{REPLAY_WINDOW_MS // 1000} s")
+                                f"{abs(skew_ms) / 1000:.1f} s {way} this server's clock, outside the replay "
+                                f"window of ±{REPLAY_WINDOW_MS // 1000} s")
             expected = signature(account.secret_key, cmd.code, ext, cmd.body)
         given = ext.get(SIGNATURE)
         if not isinstance(given, str) or not hmac.compare_digest(given, expected):
