@@ -18,15 +18,30 @@ there): nftables rules in the receiving host's input hook for partitions (symmet
 leave and vanish, as on a cut link, so senders time out rather than hear an error) and for random loss
 (``numgen random mod 100 < N``); rules in one host's input and output hooks both where the other side
 has no namespace to hold rules (:meth:`Net.cut_off`, :meth:`Net.mute`: this process's leg); a tbf qdisc
-on a host's egress for bandwidth; and the host's cable pulled (its port on the bridge down) for a link
-down. Each returns a :class:`Fault` whose ``heal()`` takes it back.
+on a host's egress for bandwidth; the host's cable pulled (its port on the bridge down) for a link down;
+and for delay, jitter and reordering (``net.delay(host, 50, jitter_ms=20)``: every packet to and from
+the host held 30 to 70 ms, each drawn on its own, so later packets overtake earlier ones) a netem qdisc
+at both ends of the host's cable where the kernel has netem, else the host's relay. Each returns a
+:class:`Fault` whose ``heal()`` takes it back.
+
+The relay: a host named in ``Net(hosts, relayed=[...])`` may be delayed. Without netem its cable runs
+through a namespace of its own, ``...-<host>.relay``: the host's eth0 is paired with ``r0`` there, and
+``r1`` there with the host's port on the bridge. A small process of this module (``python netkit.py r0
+r1``) moves every frame between the two with AF_PACKET sockets, holding each for its delay (a heap by
+due time; none set, it forwards at once). The sockets carry a virtio-net header (PACKET_VNET_HDR), so a
+TCP segment the veth hands over unsegmented (TSO/GSO, up to 64 KiB, its checksum left to the "hardware")
+goes on as it is, checksum and segmentation still to do: nothing larger than the MTU has to be sent
+whole, no offload needs turning off (no ethtool needed). The test process sets the delay through the
+relay's stdin; when that closes (the net closed, or the test process died) the relay exits, and deleting
+its namespace kills it in any case. Hosts not named pay nothing.
 
 Names: every namespace is ``rmk-<pid>-<subnet>-<host>`` and the one interface in this process's namespace
 ``rmk<pid>-<subnet>`` (15 characters at most), so two pytest workers never collide (the /24 is chosen
 under a machine-wide lock among those no live run and no route of this namespace uses), and what a run
 killed before its teardown left is found and removed by the next run (its pid is dead).
 
-Needs root and ``ip`` (iproute2); ``nft`` for the partitions and loss, ``tc`` for bandwidth.
+Needs root and ``ip`` (iproute2); ``nft`` for the partitions and loss, ``tc`` for bandwidth (and for delay
+where the kernel has netem).
 :class:`NetkitUnavailable` says why a net cannot be made here.
 """
 
@@ -35,16 +50,23 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import heapq
 import ipaddress
 import os
+import random
 import re
+import select
 import shutil
 import signal
+import socket
 import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["PREFIX", "Fault", "Host", "Net", "NetkitUnavailable", "netem_available", "reap_leftovers"]
+__all__ = ["PREFIX", "Fault", "Host", "Net", "NetkitUnavailable", "Relay", "netem_available",
+           "reap_leftovers"]
 
 #: Every namespace this kit makes starts with it (and the interface in this process's namespace).
 PREFIX = "rmk"
@@ -56,6 +78,8 @@ LOCK = "/tmp/rocketmesh-netkit.lock"
 TABLE = "rmk_faults"
 #: The host part of this process's leg on the bridge.
 ROOT_HOST = 254
+#: A relay holds at most this many bytes of frames; beyond, it drops what comes (a router's full queue).
+RELAY_HOLD_BYTES = 64 << 20
 
 _NAME = re.compile(rf"^{PREFIX}-(\d+)-(\d+)-")
 _HANDLE = re.compile(r"# handle (\d+)")
@@ -193,10 +217,19 @@ class Net:
     that makes them on entry and removes them on exit. ``net[name]`` is a :class:`Host`; ``net.local`` is this
     process's leg (a host without a namespace of its own)."""
 
-    def __init__(self, hosts: Iterable[str]) -> None:
+    def __init__(self, hosts: Iterable[str], relayed: Iterable[str] = ()) -> None:
         self.names = list(hosts)
         if len(set(self.names)) != len(self.names) or not self.names or len(self.names) >= ROOT_HOST:
             raise ValueError(f"host names must be distinct, 1 to {ROOT_HOST - 1} of them: {self.names}")
+        #: The hosts :meth:`delay` may slow down (each gets a relay where the kernel has no netem).
+        self.relayed = list(relayed)
+        if not set(self.relayed) <= set(self.names):
+            raise ValueError(f"relayed hosts must be hosts of the net: {self.relayed} (hosts {self.names})")
+        #: Whether delays are netem qdiscs (the kernel has netem) rather than relays; known once open.
+        self.netem = False
+        #: The relay of each relayed host (none where netem does the delaying).
+        self.relays: dict[str, Relay] = {}
+        self._delayed: set[str] = set()
         self.hosts: dict[str, Host] = {}
         self.subnet = ""
         self.bridge_ns = ""
@@ -246,10 +279,14 @@ class Net:
         br = self.bridge_ns
         _run(["ip", "-n", br, "link", "add", "br0", "type", "bridge"])
         _run(["ip", "-n", br, "link", "set", "br0", "up"])
+        self.netem = bool(self.relayed) and _netem_on(br, "br0")
         for i, name in enumerate(self.names, start=1):
             netns = self._namespace(f"{base}-{name}")
             port = f"h{i}"
-            _run(["ip", "-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", netns])
+            if name in self.relayed and not self.netem:
+                self.relays[name] = self._relay(f"{base}-{name}.relay", netns, port)
+            else:
+                _run(["ip", "-n", br, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", netns])
             _run(["ip", "-n", br, "link", "set", port, "master", "br0", "up"])
             addr = f"10.77.{octet}.{i}"
             _run(["ip", "-n", netns, "addr", "add", f"{addr}/24", "dev", "eth0"])
@@ -265,10 +302,24 @@ class Net:
         _run(["ip", "link", "set", leg, "up"])
         self.local = Host("local", "", addr, "local")
 
+    def _relay(self, relay_ns: str, host_ns: str, port: str) -> Relay:
+        """The cable of the host in ``host_ns`` through a relay namespace: its eth0 paired with r0 there, r1
+        with ``port`` (left in the bridge's namespace, not yet on the bridge), the relay moving frames between
+        r0 and r1."""
+        self._namespace(relay_ns)
+        _run(["ip", "-n", relay_ns, "link", "add", "r0", "type", "veth", "peer", "name", "eth0", "netns", host_ns])
+        _run(["ip", "-n", self.bridge_ns, "link", "add", port, "type", "veth", "peer", "name", "r1",
+              "netns", relay_ns])
+        for dev in ("r0", "r1"):
+            _run(["ip", "-n", relay_ns, "link", "set", dev, "up"])
+        return Relay(relay_ns)
+
     def close(self) -> None:
-        """Remove everything this net made (the processes still running in its hosts are killed first). Safe
-        to call twice."""
+        """Remove everything this net made (its relays stopped, the processes still running in its hosts
+        killed first). Safe to call twice."""
         atexit.unregister(self.close)
+        for relay in self.relays.values():
+            relay.stop()
         made, self._made = self._made, []
         for netns in reversed(made):
             _delete_namespace(netns)
@@ -370,12 +421,191 @@ class Net:
         set_port("down")
         return self._fault(f"{host} link down", [lambda: set_port("up")])
 
+    def delay(self, host: str, ms: float, jitter_ms: float = 0) -> Fault:
+        """Every packet to and from ``host`` is held ``ms`` +/- ``jitter_ms`` (uniform, drawn for each packet on
+        its own, so packets overtake each other: reordering; a round trip with an undelayed host takes twice
+        ``ms`` on average). A netem qdisc at each end of the host's cable where the kernel has netem, else the
+        host's relay (``host`` must be among ``relayed``). One delay per host at a time."""
+        if not 0 <= jitter_ms <= ms:
+            raise ValueError(f"delay needs 0 <= jitter_ms <= ms: {ms} ms +/- {jitter_ms} ms")
+        if host not in self.relayed:
+            raise ValueError(f"{host} is not relayed: Net(..., relayed=[{host!r}]) may delay it")
+        if host in self._delayed:
+            raise ValueError(f"{host} is delayed already: heal that first")
+        h = self[host]
+        if self.netem:
+            ends = [(h.netns, "eth0"), (self.bridge_ns, h.port)]  # what the host sends, what comes to it
+            for netns, dev in ends:
+                _run(_in(netns, "tc", "qdisc", "replace", "dev", dev, "root", "netem", "limit", "100000",
+                         "delay", f"{ms}ms", f"{jitter_ms}ms"))
+
+            def undo() -> None:
+                for netns, dev in ends:
+                    _run(_in(netns, "tc", "qdisc", "del", "dev", dev, "root"))
+        else:
+            relay = self.relays[host]
+            relay.set(ms, jitter_ms)
+
+            def undo() -> None:
+                relay.set(0, 0)
+        self._delayed.add(host)
+
+        def heal() -> None:
+            self._delayed.discard(host)
+            undo()
+        return self._fault(f"{host} delayed {ms} ms +/- {jitter_ms} ms", [heal])
+
+
+class Relay:
+    """The relay process of one host's cable (see the module's docstring), started in ``netns`` between its
+    ``r0`` and ``r1``; :meth:`set` changes its delay, :meth:`stop` ends it."""
+
+    def __init__(self, netns: str, timeout_s: float = 10.0) -> None:
+        self.netns = netns
+        self.proc = subprocess.Popen(_in(netns, sys.executable, "-I", "-S", os.path.abspath(__file__), "r0", "r1"),
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self._answer("ready", timeout_s)
+
+    @property
+    def pid(self) -> int:
+        """The relay's pid (``ip netns exec`` execs it: the pid started is the relay's own)."""
+        return self.proc.pid
+
+    def _answer(self, word: str, timeout_s: float) -> list[int]:
+        """The figures of the relay's next line, which must start with ``word``; RuntimeError otherwise."""
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        line = self.proc.stdout.readline() if ready else ""
+        if not line.startswith(word):
+            self.stop()
+            raise RuntimeError(f"the relay in {self.netns} did not answer {word!r} within {timeout_s} s "
+                               f"(got {line!r}, exit code {self.proc.poll()})")
+        return [int(f) for f in line.split()[1:]]
+
+    def set(self, ms: float, jitter_ms: float = 0, timeout_s: float = 10.0) -> dict[str, int]:
+        """Hold every frame from now on ``ms`` +/- ``jitter_ms`` (0: forward at once); returns once the relay
+        has it, with what it moved so far: frames ``forwarded``, ``dropped`` (its hold full or a send
+        refused), and the most bytes it ever ``held`` at once."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{ms} {jitter_ms}\n")
+        self.proc.stdin.flush()
+        forwarded, dropped, held = self._answer("ok", timeout_s)
+        return {"forwarded": forwarded, "dropped": dropped, "held": held}
+
+    def stop(self) -> None:
+        """End the relay: its stdin closed (it exits at that), killed if it has not within 2 s."""
+        with contextlib.suppress(OSError):
+            if self.proc.stdin is not None:
+                self.proc.stdin.close()
+        try:
+            self.proc.wait(2)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+def _netem_on(netns: str, dev: str) -> bool:
+    """Whether a netem qdisc can be put on ``dev`` in ``netns`` (it is removed again)."""
+    try:
+        _run(_in(netns, "tc", "qdisc", "add", "dev", dev, "root", "netem", "delay", "1ms"))
+    except RuntimeError:
+        return False
+    _run(_in(netns, "tc", "qdisc", "del", "dev", dev, "root"))
+    return True
+
 
 def netem_available(host: Host) -> bool:
     """Whether this kernel has ``sch_netem`` (a netem qdisc can be put on ``host``'s eth0; it is removed again)."""
-    try:
-        host.run("tc", "qdisc", "add", "dev", "eth0", "root", "netem", "delay", "1ms")
-    except RuntimeError:
-        return False
-    host.run("tc", "qdisc", "del", "dev", "eth0", "root")
-    return True
+    return _netem_on(host.netns, "eth0")
+
+
+# -- the relay process: ``python netkit.py IF_A IF_B`` in a relay namespace (the standard library only) -------
+
+_SOL_PACKET = 263
+_PACKET_VNET_HDR = 15
+_PACKET_IGNORE_OUTGOING = 23
+_ETH_P_ALL = 3
+
+
+def _relay_main(a: str, b: str) -> int:
+    """Move frames between interfaces ``a`` and ``b`` both ways, each held for the delay in force when it came
+    (a line ``ms jitter_ms`` on stdin sets it, answered ``ok forwarded dropped most-bytes-held``); ends when
+    stdin closes."""
+    # Only what the hosts send crosses the cable: this namespace's own IPv6 (router solicitations, duplicate
+    # address probes) is off before its interfaces could send any.
+    for conf in ("all", "default", a, b):
+        with contextlib.suppress(OSError), open(f"/proc/sys/net/ipv6/conf/{conf}/disable_ipv6", "w") as f:
+            f.write("1")
+    socks: list[socket.socket] = []
+    for ifname in (a, b):
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(_ETH_P_ALL))
+        s.setsockopt(_SOL_PACKET, _PACKET_VNET_HDR, 1)  # offloaded frames pass whole (the module's docstring)
+        s.setsockopt(_SOL_PACKET, _PACKET_IGNORE_OUTGOING, 1)  # not the frames this relay sends itself
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
+        s.bind((ifname, 0))
+        socks.append(s)
+    across = {socks[0].fileno(): (socks[0], socks[1]), socks[1].fileno(): (socks[1], socks[0])}
+    poll = select.epoll()
+    for fd in across:
+        poll.register(fd, select.EPOLLIN)
+    control = sys.stdin.fileno()
+    poll.register(control, select.EPOLLIN)
+    delay_s = jitter_s = 0.0
+    held: list[tuple[float, int, socket.socket, bytes]] = []  # (due, arrival number, out, frame)
+    held_bytes = most_held = forwarded = dropped = arrivals = 0
+    pending = b""
+    buf = bytearray(1 << 18)  # a GSO frame is 64 KiB at most, with its 10-byte header
+    view = memoryview(buf)
+
+    def send(out: socket.socket, frame: bytes) -> None:
+        nonlocal forwarded, dropped
+        try:
+            out.send(frame)
+            forwarded += 1
+        except OSError:  # the other side down (a pulled cable) or its queue full: lost, as on a wire
+            dropped += 1
+
+    print("ready", flush=True)
+    while True:
+        timeout = max(0.0, held[0][0] - time.monotonic()) if held else -1
+        for fd, _ in poll.poll(timeout):
+            if fd == control:
+                chunk = os.read(control, 4096)
+                if not chunk:
+                    return 0
+                pending += chunk
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    ms, jitter_ms = (float(x) for x in line.split())
+                    delay_s, jitter_s = ms / 1000, jitter_ms / 1000
+                    print(f"ok {forwarded} {dropped} {most_held}", flush=True)
+                continue
+            sock, out = across[fd]
+            for _ in range(64):  # a bounded batch, then the frames due and the other side get their turn
+                try:
+                    n = sock.recv_into(buf, len(buf), socket.MSG_DONTWAIT)
+                except BlockingIOError:
+                    break
+                frame = bytes(view[:n])
+                if not delay_s:
+                    send(out, frame)
+                elif held_bytes + n > RELAY_HOLD_BYTES:
+                    dropped += 1
+                else:
+                    arrivals += 1
+                    due = time.monotonic() + max(0.0, delay_s + random.uniform(-jitter_s, jitter_s))
+                    heapq.heappush(held, (due, arrivals, out, frame))
+                    held_bytes += n
+                    most_held = max(most_held, held_bytes)
+        now = time.monotonic()
+        while held and held[0][0] <= now:
+            _, _, out, frame = heapq.heappop(held)
+            held_bytes -= len(frame)
+            send(out, frame)
+
+
+if __name__ == "__main__":
+    sys.exit(_relay_main(sys.argv[1], sys.argv[2]))
