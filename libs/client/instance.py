@@ -456,15 +456,25 @@ class ClientInstance:
         findBrokerAddressInAdmin): broker ``broker_id`` of its group when the routes list it, else the
         master, else any slave, so consumption goes on from a slave while the master is gone.
 
+        A master this client cannot reach (its heartbeats fail: a network cut between this host and
+        the master's, while the master still registers with the name servers and so stays in the
+        routes) is passed over for a slave of its group until a heartbeat reaches it again; RocketMQ's
+        client keeps asking such a master until the name servers drop it, which they never do while
+        the master reaches them.
+
         Raises MQClientError (BROKER_NOT_EXIST_EXCEPTION) when no route names any broker of the group.
         """
-        addr = self.broker_addr(mq.broker_name, broker_id)
+        name = mq.broker_name
+        addr = self.broker_addr(name, broker_id)
         if addr is None:
             self.update_topic_route(mq.topic)
-            addr = self.broker_addr(mq.broker_name, broker_id)
+            addr = self.broker_addr(name, broker_id)
         if addr is None:
-            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} is in no route of this client",
+            raise MQClientError(f"the broker {name!r} of {mq} is in no route of this client",
                                 ClientErrorCode.BROKER_NOT_EXIST_EXCEPTION)
+        addrs = self._broker_addrs.get(name, {})
+        if addrs.get(MASTER_ID) == addr and len(addrs) > 1 and not self.unreachable.is_available(name):
+            return addrs[min(i for i in addrs if i != MASTER_ID)]
         return addr
 
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:

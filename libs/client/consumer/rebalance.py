@@ -113,7 +113,10 @@ class Rebalance:
 
     def find_consumer_ids(self, topic: str) -> list[str]:
         """The group's client ids, asked of a broker serving ``topic``."""
-        names = sorted({mq.broker_name for mq in subscribe_queues(self.instance, topic)})
+        # Brokers this client cannot reach are asked last: each would cost a timeout first.
+        reachable = self.instance.unreachable.is_available
+        names = sorted({mq.broker_name for mq in subscribe_queues(self.instance, topic)},
+                       key=lambda n: (not reachable(n), n))
         for name in names:
             addr = self.instance.broker_addr(name)  # the master, or a slave while it is gone
             if addr is None:
