@@ -19,6 +19,7 @@ import orjson
 from netkit import Net
 
 from procs import (
+    FAST_CHECKER,
     FAST_SCHEDULER,
     BrokerProcess,
     HaProcess,
@@ -130,8 +131,7 @@ def start_mesh(net: Net, start_on: StartOn, layout: Mapping[str, object], *, rol
     system_host = layout.get("system")
     if system_host:
         mesh.system.append(start_on(net[system_host], SchedulerProcess, addrs, name="scheduler0", **FAST_SCHEDULER))
-        mesh.system.append(start_on(net[system_host], TxnCheckerProcess, addrs, name="txn-checker0",
-                                    transactionCheckInterval=1000, transactionTimeOut=1000))
+        mesh.system.append(start_on(net[system_host], TxnCheckerProcess, addrs, name="txn-checker0", **FAST_CHECKER))
     with Admin(addrs) as admin:
         for topic, queues in (topics if topics is not None else {"HostsTopic": 2}).items():
             admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)

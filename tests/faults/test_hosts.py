@@ -4,10 +4,13 @@ Each service runs in a host of its own: a network namespace with its own address
 (netkit.py), the address the service listens on and, for a broker, the one it registers (brokerIP1). The
 test process is the client host: its producer and consumer reach the services over that bridge only.
 
-- Deployment: two name servers, broker-a's master and its slave (with the slave's ha service) and a
-  scheduler on five hosts. Both name servers route the topic to the brokers' host addresses; a message sent
-  from the client host is consumed there, its store host the master's address and its born host the
-  client's; a delayed message comes through the scheduler on its own host.
+- Deployment: two name servers, broker-a and broker-b (each a SYNC_MASTER and its slave with the slave's ha
+  service), the scheduler and the txn-checker on five hosts (RocketMQ's 2m-2s layout: a name server beside
+  each master), clients on two more. Both name servers route both groups to the hosts' addresses; from the
+  second client host (its own process) sends, a batch, an order's steps, a delayed message and two
+  transactions (one committed, one left unknown and checked back by the txn-checker); all of it consumed on
+  the first client host (the test process), the order in order, each born host its client's; a message found
+  by key.
 - Master cut off from its slave under SYNC_MASTER: a symmetric partition between their hosts (the ha
   service sits on the slave's host, so it is cut from the master too). Every send answers within
   syncFlushTimeout, FLUSH_SLAVE_TIMEOUT or SLAVE_NOT_AVAILABLE, and any SEND_OK is one the slave holds;
@@ -19,24 +22,29 @@ test process is the client host: its producer and consumer reach the services ov
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
+import orjson
 from faultload import consume_all, view_at
-from hostkit import SYNC_FLUSH_TIMEOUT_MS, runtime, start_mesh
+from hostkit import FIVE_HOSTS, SYNC_FLUSH_TIMEOUT_MS, runtime, start_mesh
 from netkit import Net
 
 from clientkit import FAST_CLIENT
-from procs import FAST_SCHEDULER, SchedulerProcess, ServiceProcess, wait_for
+from procs import ServiceProcess, wait_for
 from reliability import ReliabilityRecorder
 from rocketmesh import Admin, Message, Producer
-from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
+from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus, PushConsumer
 from rocketmesh.client.results import SendStatus
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient
 
 TOPIC = "HostsTopic"
+ORDER_TOPIC = "HostsOrderTopic"
 #: Master and slave of broker-a on hosts of their own, name servers on two more.
 GROUP_A = {"namesrv": ("ns1", "ns2"), "groups": {"broker-a": ("master", "slave")}}
 #: How long master and slave stay cut apart: past the housekeeping interval, so both answers are seen.
@@ -45,55 +53,132 @@ PARTITION_S = 3.5
 SLACK_S = 1.0
 
 
-def test_a_mesh_across_hosts_routes_by_their_addresses_and_delivers_to_the_client_host(
-        make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess],
+#: Run in the second client host: a producer that sends each kind of message the mesh takes, and prints one JSON
+#: line per send ({"body", "status", "broker", "msg_id"}), then "checked" when the txn-checker asks about the
+#: transaction left unknown, and "done".
+SECOND_CLIENT = """
+import sys, threading, orjson
+from rocketmesh import LocalTransactionState, Message, Producer, TransactionProducer
+from rocketmesh.client.producer.selector import SelectMessageQueueByHash
+namesrv, topic, order_topic = sys.argv[1:4]
+fast = dict(heartbeat_broker_interval_ms=1000, poll_name_server_interval_ms=1000)
+def say(**kw):
+    print(orjson.dumps(kw).decode(), flush=True)
+def said(body, r):
+    say(body=body, status=r.send_status.name, broker=r.message_queue.broker_name, msg_id=r.msg_id)
+with Producer("hosts-second-client", namesrv, **fast) as p:
+    for i in range(10):
+        said(f"c2-{i}", p.send(Message(topic, f"c2-{i}", keys=f"c2-{i}")))
+    r = p.send_batch([Message(topic, f"c2-batch{i}") for i in range(8)])
+    for i in range(8):
+        said(f"c2-batch{i}", r)
+    for step in ("created", "paid", "shipped", "delivered"):
+        said(f"order-7 {step}", p.send(Message(order_topic, f"order-7 {step}"), selector=SelectMessageQueueByHash(),
+                                      arg="order-7"))
+    said("c2-later", p.send(Message(topic, "c2-later", delay_level=1)))
+checked = threading.Event()
+class Listener:
+    def execute_local_transaction(self, msg, arg):
+        return LocalTransactionState.UNKNOW if msg.body == b"c2-tx-unknown" else LocalTransactionState.COMMIT_MESSAGE
+    def check_local_transaction(self, msg):
+        checked.set()
+        return LocalTransactionState.COMMIT_MESSAGE
+with TransactionProducer("hosts-second-tx", namesrv, Listener(), **fast) as tp:
+    for body in ("c2-tx-commit", "c2-tx-unknown"):
+        said(body, tp.send_message_in_transaction(Message(topic, body), arg=None))
+    if checked.wait(30):
+        print("checked", flush=True)
+print("done", flush=True)
+"""
+
+
+def test_a_mesh_on_five_hosts_serves_clients_on_two_more_with_every_kind_of_message(
+        make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess], tmp_path: Path,
         reliability: ReliabilityRecorder) -> None:
-    net = make_net("ns1", "ns2", "master", "slave", "sched")
+    net = make_net("a", "b", "a-slave", "b-slave", "sys", "client2")
     began = time.monotonic()
-    mesh = start_mesh(net, start_on, GROUP_A)
-    g = mesh.groups["broker-a"]
-    start_on(net["sched"], SchedulerProcess, mesh.namesrv, name="scheduler0", **FAST_SCHEDULER)
+    mesh = start_mesh(net, start_on, FIVE_HOSTS, topics={TOPIC: 2, ORDER_TOPIC: 2})
     up_s = time.monotonic() - began
-    # Each name server on its own: the route names the brokers by their hosts' addresses (brokerIP1).
+    # Each name server on its own routes both groups by their hosts' addresses (brokerIP1, listenAddress).
+    expected = {name: {0: g.master.addr, 1: g.slave.addr} for name, g in mesh.groups.items()}
+    for name, (master_host, slave_host) in FIVE_HOSTS["groups"].items():  # type: ignore[attr-defined]
+        assert expected[name][0].split(":")[0] == net[master_host].addr
+        assert expected[name][1].split(":")[0] == net[slave_host].addr
     for n in mesh.namesrvs:
         with Admin(n.addr) as admin:
             route = admin.wait_topic_route(TOPIC)
-        assert [(bd.broker_name, bd.broker_addrs) for bd in route.broker_datas] == \
-            [("broker-a", {0: g.master.addr, 1: g.slave.addr})], n.addr
-    assert g.master.addr.startswith(net["master"].addr + ":") and g.slave.addr.startswith(net["slave"].addr + ":")
+        assert {bd.broker_name: bd.broker_addrs for bd in route.broker_datas} == expected, n.addr
 
     lock = threading.Lock()
-    got: dict[str, list[tuple[str, str, float]]] = {}
+    got: dict[str, list[MessageExt]] = {}
+    arrived: dict[str, float] = {}
+    ordered: list[str] = []
 
     def listener(msgs: list[MessageExt]) -> ConsumeConcurrentlyStatus:
         with lock:
             for m in msgs:
-                got.setdefault(m.body.decode(), []).append((m.store_host, m.born_host, time.monotonic()))
+                got.setdefault(m.body.decode(), []).append(m)
+                arrived.setdefault(m.body.decode(), time.monotonic())
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def in_order(msgs: list[MessageExt]) -> ConsumeOrderlyStatus:
+        ordered.extend(m.body.decode() for m in msgs)
+        return ConsumeOrderlyStatus.SUCCESS
 
     consumer = PushConsumer("hosts-group", mesh.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET", **FAST_CLIENT)
     consumer.subscribe(TOPIC, "*")
     consumer.register_listener(listener)
+    orderly = PushConsumer("hosts-order-group", mesh.namesrv, consume_from="CONSUME_FROM_FIRST_OFFSET",
+                           **FAST_CLIENT)
+    orderly.subscribe(ORDER_TOPIC, "*")
+    orderly.register_listener(in_order, orderly=True)
     bodies = [f"h{i}" for i in range(20)]
-    with consumer, Producer("hosts-producer", mesh.namesrv, **FAST_CLIENT) as producer:
-        statuses = [producer.send(Message(TOPIC, b)).send_status for b in bodies]
-        sent_later = time.monotonic()
-        delayed = producer.send(Message(TOPIC, "later", delay_level=1))  # 1 s
-        assert statuses == [SendStatus.SEND_OK] * len(bodies) and delayed.send_status is SendStatus.SEND_OK
-        wait_for(lambda: set(got) >= {*bodies, "later"}, 30, what="every message consumed on the client host")
-    later_s = got["later"][0][2] - sent_later
+    with consumer, orderly:
+        # The first client host: the test process.
+        with Producer("hosts-producer", mesh.namesrv, **FAST_CLIENT) as producer:
+            results = [producer.send(Message(TOPIC, b, keys=b)) for b in bodies]
+        assert [r.send_status for r in results] == [SendStatus.SEND_OK] * len(bodies)
+        assert {r.message_queue.broker_name for r in results} == {"broker-a", "broker-b"}
+        # The second: its own process on its own host.
+        second = tmp_path / "client2.out"
+        with open(second, "w") as out:
+            run = subprocess.run(net["client2"].exec_argv(sys.executable, "-c", SECOND_CLIENT, mesh.namesrv, TOPIC,
+                                                          ORDER_TOPIC), stdout=out, stderr=subprocess.STDOUT,
+                                 timeout=90, check=False)
+        lines = second.read_text().splitlines()
+        assert run.returncode == 0 and lines[-2:] == ["checked", "done"], "\n".join(lines[-30:])
+        sent2 = [orjson.loads(line) for line in lines if line.startswith("{")]
+        assert all(s["status"] == "SEND_OK" for s in sent2 if not s["body"].startswith("c2-tx")), sent2
+        bodies2 = [s["body"] for s in sent2]
+        everything = bodies + [b for b in bodies2 if b != "c2-tx-unknown" and not b.startswith("order-")] + \
+            ["c2-tx-unknown"]
+        wait_for(lambda: set(got) >= set(everything), 60, what="every message consumed on the first client host")
+        wait_for(lambda: len(ordered) >= 4, 30, what="the order's four steps")
+    assert ordered[:4] == [f"order-7 {s}" for s in ("created", "paid", "shipped", "delivered")], ordered
     for body in bodies:
-        store_host, born_host, _ = got[body][0]
-        assert store_host == g.master.addr, store_host
-        assert born_host.rsplit(":", 1)[0] == net.local.addr, born_host
-    assert later_s >= 0.9, f"the delay-level-1 message came after {later_s:.2f} s"
+        m = got[body][0]
+        assert m.store_host in (mesh.groups["broker-a"].master.addr, mesh.groups["broker-b"].master.addr)
+        assert m.born_host.rsplit(":", 1)[0] == net.local.addr, m.born_host
+    for body in bodies2:
+        if body in got:
+            assert got[body][0].born_host.rsplit(":", 1)[0] == net["client2"].addr, (body, got[body][0].born_host)
+    later = got["c2-later"][0]
+    assert later.store_timestamp - later.born_timestamp >= 900, "the delay-level-1 message was not delayed"
+    # Found by key from the first client host, wherever it was stored.
+    with Admin(mesh.namesrv) as admin:
+        found = admin.query_msg_by_key(TOPIC, "c2-3")
+    assert [m.body for m in found] == [b"c2-3"]
     duplicated = sum(len(v) - 1 for v in got.values())
+    sent = len(bodies) + len(bodies2)
     reliability.fault(
-        "Hosts: deployment on 5 hosts (2 name servers, SYNC_MASTER + slave + ha, scheduler)", cycles=0,
-        sent=len(bodies) + 1, acknowledged=len(bodies) + 1, lost=0, duplicated=duplicated,
-        note=f"network namespaces on a private bridge, the client on a sixth; routes from both name servers carry "
-             f"the hosts' addresses, store host the master's, born host the client's; the delayed message came "
-             f"after {later_s:.1f} s; mesh up in {up_s:.1f} s")
+        "Hosts: deployment on 5 hosts (2 name servers, broker-a and broker-b as SYNC_MASTER + slave + ha, "
+        "scheduler, txn-checker), clients on 2 more", cycles=0, sent=sent, acknowledged=sent, lost=0,
+        duplicated=duplicated,
+        note=f"network namespaces on a private bridge; routes from both name servers carry the hosts' addresses; "
+             f"sends, a batch, an order's steps in order, a delayed message (through the scheduler's host), a "
+             f"committed and a checked-back transaction (through the txn-checker's host) from the second client "
+             f"host, all consumed on the first with each born host its client's; a message found by key; mesh up "
+             f"in {up_s:.1f} s")
 
 
 def test_sync_master_cut_off_from_its_slave_claims_nothing_the_slave_lacks_and_the_slave_catches_up(
