@@ -586,9 +586,12 @@ def _relay_main(a: str, b: str) -> int:
             sock, out = across[fd]
             for _ in range(64):  # a bounded batch, then the frames due and the other side get their turn
                 try:
-                    n = sock.recv_into(buf, len(buf), socket.MSG_DONTWAIT)
+                    n = sock.recv_into(buf, len(buf), socket.MSG_DONTWAIT | socket.MSG_TRUNC)
                 except BlockingIOError:
                     break
+                if n > len(buf):  # larger than any frame a veth hands over: not sent cut short
+                    dropped += 1
+                    continue
                 frame = bytes(view[:n])
                 if not delay_s:
                     send(out, frame)
