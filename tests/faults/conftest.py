@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -28,18 +28,18 @@ def _unavailable(why: str) -> None:
 @pytest.fixture
 def make_net() -> Iterator[Callable[..., Net]]:
     """Factory: ``make_net("ns1", "master", "slave")`` makes those hosts (netkit.Net, opened) on one private
-    bridge, this process a host on it too; each is removed at teardown, also after a failure. Where network
-    namespaces cannot be made the test skips (fails under CI=true); a missing ``nft`` is installed from
-    Debian's nftables where this process may."""
+    bridge, this process a host on it too; each is removed at teardown, also after a failure. ``relayed=[...]``
+    names the hosts whose link may be delayed (``Net.delay``). Where network namespaces cannot be made the test
+    skips (fails under CI=true); a missing ``nft`` is installed from Debian's nftables where this process may."""
     nets: list[Net] = []
 
-    def make(*hosts: str) -> Net:
+    def make(*hosts: str, relayed: Sequence[str] = ()) -> Net:
         if shutil.which("nft") is None and can_install():
             apt_install("nftables")
         if shutil.which("nft") is None:
             _unavailable("no nft (Debian's nftables) for the faults, and no root with apt-get to install it")
         try:
-            net = Net(hosts).open()
+            net = Net(hosts, relayed=relayed).open()
         except NetkitUnavailable as exc:
             _unavailable(str(exc))
         nets.append(net)

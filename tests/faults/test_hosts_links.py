@@ -21,21 +21,19 @@ import contextlib
 import hashlib
 import math
 import os
-import shutil
 import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hostkit import Mesh, runtime, start_mesh
-from netkit import Net, NetkitUnavailable
+from netkit import Net
 
-from aptkit import apt_install, can_install
 from clientkit import FAST_CLIENT
 from procs import ServiceProcess, wait_for
 from reliability import ReliabilityRecorder
@@ -43,39 +41,6 @@ from rocketmesh import Admin, Message, MQError, Producer
 from rocketmesh.client.consumer import ConsumeConcurrentlyStatus, PushConsumer
 from rocketmesh.model.message import MessageExt
 from rocketmesh.remoting import RemotingClient, RemotingError
-
-
-def _unavailable(why: str) -> None:
-    """Skip with one line; fail under CI=true, where the hosts must be there (as tests/faults/conftest.py)."""
-    line = f"simulated hosts (network namespaces) unavailable: {why}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(line, pytrace=False)
-    pytest.skip(line)
-
-
-@pytest.fixture
-def make_net() -> Iterator[Callable[..., Net]]:
-    """tests/faults/conftest.py's ``make_net`` with ``relayed=``: ``make_net("ns1", "client",
-    relayed=["client"])`` makes hosts of which those named may be delayed (netkit.Net). ``start_on`` uses this
-    one in this module, so its services stop before these hosts go."""
-    nets: list[Net] = []
-
-    def make(*hosts: str, relayed: tuple[str, ...] | list[str] = ()) -> Net:
-        if shutil.which("nft") is None and can_install():
-            apt_install("nftables")
-        if shutil.which("nft") is None:
-            _unavailable("no nft (Debian's nftables) for the faults, and no root with apt-get to install it")
-        try:
-            net = Net(hosts, relayed=relayed).open()
-        except NetkitUnavailable as exc:
-            _unavailable(str(exc))
-        nets.append(net)
-        return net
-
-    yield make
-    for net in nets:
-        net.close()
-
 
 # -- the delay itself ----------------------------------------------------------------------------------------
 
