@@ -7,6 +7,7 @@ topic_status and offset look-ups, and messages read back by id and key.
 from __future__ import annotations
 
 import collections
+import re
 import time
 from collections.abc import Callable, Iterator
 
@@ -14,7 +15,16 @@ import pytest
 
 from clientkit import make_topic
 from procs import BrokerProcess, freeze, thaw, wait_for
-from rocketmesh import Admin, Message, MQBrokerError, MQClientError, Producer, RequestTimeoutError, SendStatus
+from rocketmesh import (
+    Admin,
+    Message,
+    MQBrokerError,
+    MQClientError,
+    Producer,
+    PullConsumer,
+    RequestTimeoutError,
+    SendStatus,
+)
 from rocketmesh.client import ClientErrorCode, ResponseCode, SelectMessageQueueByHash
 from rocketmesh.model.message import MessageQueue
 
@@ -234,6 +244,29 @@ def test_broker_errors_carry_response_codes(start_broker: StartBroker, namesrv, 
     with pytest.raises(MQBrokerError) as ei:
         producer.send(Message("ReadOnlyT", b"x"))
     assert ei.value.response_code == ResponseCode.NO_PERMISSION
+
+
+def test_a_hung_name_server_is_given_up_on_after_the_client_api_timeout(namesrv) -> None:
+    # RocketMQ's mqClientApiTimeout bounds route look-ups (and heartbeats, offset requests): a name server that
+    # does not answer costs a client that much, not the default 3 s.
+    freeze(namesrv.pid)
+    try:
+        with Producer("api-timeout-producer", namesrv.addr, mq_client_api_timeout_ms=400) as producer:
+            with pytest.raises(MQClientError) as ei:
+                producer.send(Message("ApiTimeoutT", b"x"))
+        waited = re.search(r"within (\d+) ms", str(ei.value))
+        assert waited is not None and int(waited.group(1)) <= 400, str(ei.value)
+        with PullConsumer("api-timeout-group", namesrv.addr, mq_client_api_timeout_ms=400) as consumer:
+            t0 = time.monotonic()
+            assert consumer.fetch_message_queues("ApiTimeoutT") == []  # no route: none to assign
+            took = time.monotonic() - t0
+        assert took < 2.5, f"the consumer's route look-up waited {took:.2f} s"
+        for make in (lambda: Producer("api-timeout-producer", namesrv.addr, mq_client_api_timeout_ms=0),
+                     lambda: PullConsumer("api-timeout-group", namesrv.addr, mq_client_api_timeout_ms=0)):
+            with pytest.raises(MQClientError, match="mq_client_api_timeout_ms"):
+                make()
+    finally:
+        thaw(namesrv.pid)
 
 
 def test_timeout_when_broker_hangs(start_broker: StartBroker, namesrv, admin: Admin, producer: Producer) -> None:

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rocketmesh.client.api import DEFAULT_TIMEOUT_MS
 from rocketmesh.client.consumer.allocate import AllocateAveragely, AllocateStrategy, strategy_by_name
 from rocketmesh.client.consumer.types import ConsumeFromWhere, MessageModel
 from rocketmesh.client.errors import MQClientError
@@ -67,8 +68,13 @@ class ConsumerOptions:
     #: Where a broadcasting consumer keeps its offsets (default ~/.rocketmesh_offsets).
     offset_store_dir: str | None = None
     instance_name: str | None = None
+    #: The address in this client's id (RocketMQ's clientIP); None: this host's outward IPv4 address.
+    client_ip: str | None = None
     heartbeat_broker_interval_ms: int = 30_000
     poll_name_server_interval_ms: int = 30_000
+    #: How long route look-ups, heartbeats and offset requests wait for an answer (RocketMQ's
+    #: mqClientApiTimeout); pulls have their own (``consumer_timeout_ms_when_suspend``, ``poll_timeout_ms``).
+    mq_client_api_timeout_ms: int = DEFAULT_TIMEOUT_MS
     #: Record RocketMQ's message trace (SubBefore / SubAfter of each consumed message) into ``trace_topic``
     #: (None: RMQ_SYS_TRACE_TOPIC); see rocketmesh.client.trace.msg_trace.
     enable_msg_trace: bool = False
@@ -94,6 +100,7 @@ class ConsumerOptions:
         _within("persist_consumer_offset_interval_ms", self.persist_consumer_offset_interval_ms, 1)
         _within("rebalance_interval_ms", self.rebalance_interval_ms, 1)
         _within("broker_suspend_max_time_ms", self.broker_suspend_max_time_ms, 1)
+        _within("mq_client_api_timeout_ms", self.mq_client_api_timeout_ms, 1)
         if self.broker_suspend_max_time_ms >= self.consumer_timeout_ms_when_suspend:
             raise MQClientError("broker_suspend_max_time_ms must be less than consumer_timeout_ms_when_suspend")
         if not isinstance(self.enable_msg_trace, bool):
@@ -103,8 +110,10 @@ class ConsumerOptions:
 
     def instance_options(self) -> dict[str, Any]:
         """The settings of the shared client instance (ClientInstance.acquire's keywords)."""
-        return dict(instance_name=self.instance_name, heartbeat_broker_interval_ms=self.heartbeat_broker_interval_ms,
+        return dict(instance_name=self.instance_name, client_ip=self.client_ip,
+                    heartbeat_broker_interval_ms=self.heartbeat_broker_interval_ms,
                     poll_name_server_interval_ms=self.poll_name_server_interval_ms,
+                    request_timeout_ms=self.mq_client_api_timeout_ms,
                     access_key=self.access_key, secret_key=self.secret_key)
 
     def replace(self, **changes: Any) -> ConsumerOptions:

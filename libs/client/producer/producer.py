@@ -29,7 +29,7 @@ from concurrent.futures import Future, InvalidStateError, TimeoutError as Future
 from typing import Any, cast
 
 from rocketmesh.client import exit_hooks
-from rocketmesh.client.api import ClientAPI
+from rocketmesh.client.api import DEFAULT_TIMEOUT_MS, ClientAPI
 from rocketmesh.client.errors import (
     ClientErrorCode,
     MQBrokerError,
@@ -169,6 +169,7 @@ class Producer:
         client_ip: str | None = None,
         poll_name_server_interval_ms: int = 30_000,
         heartbeat_broker_interval_ms: int = 30_000,
+        mq_client_api_timeout_ms: int = DEFAULT_TIMEOUT_MS,
         auto_batch: AutoBatch | bool = AutoBatch.ASYNC,
         batch_max_delay_ms: int = 10,
         batch_max_bytes: int = 32 * 1024,
@@ -193,6 +194,7 @@ class Producer:
             ("default_topic_queue_nums", default_topic_queue_nums, 1, None),
             ("poll_name_server_interval_ms", poll_name_server_interval_ms, 1, None),
             ("heartbeat_broker_interval_ms", heartbeat_broker_interval_ms, 1, None),
+            ("mq_client_api_timeout_ms", mq_client_api_timeout_ms, 1, None),
             # RocketMQ 5's bounds: batchMaxDelayMs 1 ms .. 30 s, batchMaxBytes 1 B .. 2 MiB.
             ("batch_max_delay_ms", batch_max_delay_ms, 1, 30_000),
             ("batch_max_bytes", batch_max_bytes, 1, 2 * 1024 * 1024),
@@ -233,6 +235,7 @@ class Producer:
             client_ip=client_ip,
             poll_name_server_interval_ms=poll_name_server_interval_ms,
             heartbeat_broker_interval_ms=heartbeat_broker_interval_ms,
+            request_timeout_ms=mq_client_api_timeout_ms,
             access_key=access_key,
             secret_key=secret_key,
         )
