@@ -8,7 +8,14 @@ import time
 from collections import deque
 
 from rocketmesh.remoting import RemotingCommand, split_addr
-from rocketmesh.remoting.protocol.rocketmq_wire import Decoded, FrameDecoder, SerializeType, encode
+from rocketmesh.remoting.protocol.rocketmq_wire import (
+    SERVER_VERSION,
+    Decoded,
+    FrameDecoder,
+    LanguageCode,
+    SerializeType,
+    encode,
+)
 
 
 class RawClient:
@@ -32,8 +39,10 @@ class RawClient:
         host, port = self.sock.getsockname()[:2]
         return f"tcp:{host}:{port}".encode()
 
-    def send(self, cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> None:
-        self.sock.sendall(encode(cmd, serialize_type))
+    def send(self, cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON,
+             language: LanguageCode = LanguageCode.JAVA, version: int = SERVER_VERSION) -> None:
+        """Write ``cmd`` as a client in ``language`` at ``version`` (RocketMQ's version code) would."""
+        self.sock.sendall(encode(cmd, serialize_type, language, version))
 
     def recv(self, timeout_s: float = 5.0) -> Decoded:
         """The next frame from the door; fails the test after ``timeout_s``."""
@@ -52,9 +61,10 @@ class RawClient:
             self.ready.extend(self.decoder.feed(data))
         return self.ready.popleft()
 
-    def call(self, cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> Decoded:
+    def call(self, cmd: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON,
+             language: LanguageCode = LanguageCode.JAVA, version: int = SERVER_VERSION) -> Decoded:
         """Send ``cmd`` and return its response; requests the server sends meanwhile go to ``pushed``."""
-        self.send(cmd, serialize_type)
+        self.send(cmd, serialize_type, language, version)
         while True:
             frame = self.recv()
             if frame[0].is_response:

@@ -15,14 +15,14 @@ import pytest
 
 from clientkit import FAST_CLIENT
 from procs import FAST_BROKER, BrokerProcess, NamesrvProcess, free_port, wait_for
-from rocketmesh.client import Admin, CMResult, MQBrokerError, MQClientError
+from rocketmesh.client import Admin, CMResult, MQBrokerError, MQClientError, Producer
 from rocketmesh.client.consumer import PullConsumer
 from rocketmesh.model.codec import decode_message_id, decode_record, decode_records, encode_batch
 from rocketmesh.model.fields import encode_properties
 from rocketmesh.model.message import Message, MessageQueue
 from rocketmesh.remoting import RemotingClient, RemotingCommand, RequestCode, ResponseCode, request
 from rocketmesh.remoting.protocol.command import ONEWAY_FLAG, RESPONSE_FLAG
-from rocketmesh.remoting.protocol.rocketmq_wire import SerializeType
+from rocketmesh.remoting.protocol.rocketmq_wire import LanguageCode, SerializeType
 from tcpkit import RawClient, cmd
 
 TOPIC = "DoorTopic"
@@ -254,13 +254,26 @@ def test_the_connection_and_progress_queries_of_mqadmin_at_the_door(mesh: Mesh) 
                                       "subscriptionDataSet": [{"topic": TOPIC, "subString": "*"}]}]}
     client = RawClient(mesh.broker_door)
     try:
-        resp, _ = client.call(cmd(RequestCode.HEART_BEAT, 1, {}, orjson.dumps(heartbeat)))
+        # A C++ client's heartbeat, in RocketMQ's binary header with its language and version code.
+        resp, _ = client.call(cmd(RequestCode.HEART_BEAT, 1, {}, orjson.dumps(heartbeat)), SerializeType.ROCKETMQ,
+                              LanguageCode.CPP, 373)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         resp, _ = client.call(cmd(RequestCode.GET_PRODUCER_CONNECTION_LIST, 2, {"producerGroup": "door-pg"}))
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         [conn] = orjson.loads(resp.body)["connectionSet"]
         assert {"clientId", "clientAddr", "language", "version"} <= set(conn)
-        assert conn["clientId"] == "127.0.0.1@4343#java" and isinstance(conn["version"], int)
+        # What the client said of itself, as RocketMQ's console shows it.
+        assert (conn["clientId"], conn["language"], conn["version"]) == ("127.0.0.1@4343#java", "CPP", 373)
+        with Producer("door-sdk-pg", mesh.namesrv.addr, **FAST_CLIENT) as sdk:
+            assert sdk.send(Message(TOPIC, b"from the SDK")).ok  # its route names the broker it heartbeats
+
+            def sdk_connections() -> list[Any]:
+                try:
+                    return mesh.admin.producer_connection("door-sdk-pg").connections
+                except MQBrokerError:
+                    return []  # no heartbeat yet
+            [mine] = wait_for(sdk_connections, 10, what="the SDK producer's heartbeat")
+        assert mine.language == "PYTHON", mine
         resp, _ = client.call(cmd(RequestCode.GET_PRODUCER_CONNECTION_LIST, 3, {"producerGroup": "door-nobody"}))
         assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the producer group[door-nobody] not exist")
 

@@ -113,6 +113,17 @@ class RequestContext:
     #: client with the addresses it can reach (the brokers' TCP doors, not their ZeroMQ sockets).
     over_tcp: ClassVar[bool] = False
 
+    @property
+    def peer_language(self) -> str | None:
+        """The language the requester said it is written in (RocketMQ's LanguageCode name), None when its
+        protocol does not say (the mesh's own ZeroMQ requests: the SDK's)."""
+        return None
+
+    @property
+    def peer_version(self) -> int | None:
+        """The RocketMQ version code the requester's frame carried, None when its protocol does not say."""
+        return None
+
     def backlogged_ms(self) -> float:
         """How long the I/O thread has been reading without finding the socket empty, in ms: 0 while
         it keeps up with its clients, growing under sustained load (infinite when asked off the I/O

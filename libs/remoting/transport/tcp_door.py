@@ -49,6 +49,7 @@ from rocketmesh.remoting.protocol.rocketmq_wire import (
     Decoded,
     FrameDecoder,
     SerializeType,
+    WireInfo,
     encode,
 )
 from rocketmesh.remoting.transport.mailbox import Mailbox
@@ -121,18 +122,30 @@ def _send_some(conn: _Connection, data: bytes | bytearray) -> int:
 class TcpRequestContext(RequestContext):
     """A request that came through a TcpDoor: its answer goes back over the same connection."""
 
-    __slots__ = ("_conn", "_door", "_serialize_type")
+    __slots__ = ("_conn", "_door", "_wire")
     over_tcp = True
 
     def __init__(self, server: RemotingServer, request: RemotingCommand, enqueued_at: float, door: TcpDoor,
-                 conn: _Connection, serialize_type: SerializeType) -> None:
+                 conn: _Connection, wire: WireInfo) -> None:
         RequestContext.__init__(self, server, conn.identity, conn.remote, request, enqueued_at, conn.identity)
         self._door = door
         self._conn = conn
-        self._serialize_type = serialize_type
+        self._wire = wire
+
+    @property
+    def peer_language(self) -> str | None:
+        """The language the request's frame named (RocketMQ's client: JAVA, CPP ...); None for one RocketMQ
+        does not list."""
+        language = self._wire.language
+        return None if language is None else language.name
+
+    @property
+    def peer_version(self) -> int | None:
+        """The version code the request's frame carried."""
+        return self._wire.version
 
     def _send(self, response: RemotingCommand) -> None:
-        self._door._answer(self._conn, response, self._serialize_type)
+        self._door._answer(self._conn, response, self._wire.serialize_type)
 
     def backlogged_ms(self) -> float:
         """As ``RequestContext.backlogged_ms``, measured on the door's own I/O thread."""
@@ -449,11 +462,11 @@ class TcpDoor:
                     self._pending.pop(cmd.opaque)
                     settle(entry.future, cmd, None)
                 continue
-            serialize_type = conn.serialize_type = wire.serialize_type
+            conn.serialize_type = wire.serialize_type
             if not cmd.flag & ONEWAY_FLAG:
                 with conn.lock:
                     conn.owed += 1
-            dispatch(cmd, TcpRequestContext(server, cmd, now, self, conn, serialize_type))
+            dispatch(cmd, TcpRequestContext(server, cmd, now, self, conn, wire))
 
     def _flush(self, conn: _Connection) -> None:
         """Write what waits in ``conn``'s buffer, as far as the socket takes it."""

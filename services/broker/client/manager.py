@@ -28,8 +28,9 @@ _CONSUME_FROM = ("CONSUME_FROM_LAST_OFFSET", "CONSUME_FROM_LAST_OFFSET_AND_FROM_
                  "CONSUME_FROM_TIMESTAMP")
 
 
-#: The language a Connection names (see ClientChannel.connection).
-_LANGUAGE = LanguageCode.PYTHON.name
+#: The language and version a Connection names for a client whose protocol does not say (the mesh's SDK,
+#: Python, speaking RocketMQ 4.9.4's protocol).
+_SDK_LANGUAGE = LanguageCode.PYTHON.name
 
 
 def _enum_name(value: Any, names: tuple[str, ...], current: str) -> str:
@@ -51,13 +52,16 @@ class ClientChannel:
     last_update: float = field(default_factory=time.monotonic)
     #: Wall-clock time of the last heartbeat, in ms (what admin tools show).
     last_update_ms: int = field(default_factory=lambda: int(time.time() * 1000))
+    #: What the client's heartbeat said it is (a RocketMQ client at the TCP door: JAVA, CPP ... and its
+    #: version code); the mesh's SDK says nothing, and is Python.
+    language: str = _SDK_LANGUAGE
+    version: int = SERVER_VERSION
 
     def connection(self) -> dict[str, Any]:
         """RocketMQ's Connection JSON of this client, as GET_PRODUCER_CONNECTION_LIST and
-        GET_CONSUMER_CONNECTION_LIST list it. The language and version are the mesh SDK's (Python, speaking
-        RocketMQ 4.9.4's protocol): the tables do not keep what a client at the TCP door said of itself."""
-        return {"clientId": self.client_id, "clientAddr": self.remote, "language": _LANGUAGE,
-                "version": SERVER_VERSION, "lastUpdateTimestamp": self.last_update_ms}
+        GET_CONSUMER_CONNECTION_LIST list it."""
+        return {"clientId": self.client_id, "clientAddr": self.remote, "language": self.language,
+                "version": self.version, "lastUpdateTimestamp": self.last_update_ms}
 
 
 @dataclass
@@ -88,18 +92,26 @@ class ClientManager:
         #: expired) before its group is told: what it held (its orderly queue locks) is free at once.
         self.on_consumer_left: Callable[[str, str], object] | None = None
 
-    def heartbeat(self, data: dict[str, Any], identity: bytes, remote: str) -> None:
-        """Record a HEARTBEAT body (RocketMQ's HeartbeatData)."""
+    def heartbeat(self, data: dict[str, Any], identity: bytes, remote: str, language: str | None = None,
+                  version: int | None = None) -> None:
+        """Record a HEARTBEAT body (RocketMQ's HeartbeatData); ``language`` and ``version``: what the
+        request's frame said of its client, when its protocol says (RocketMQ's own clients)."""
         client_id = data.get("clientID")
         if not isinstance(client_id, str) or not client_id:
             raise ValueError("heartbeat without clientID")
         now = time.monotonic()
+        lang = language or _SDK_LANGUAGE
+        ver = SERVER_VERSION if version is None else version
+
+        def channel() -> ClientChannel:
+            return ClientChannel(client_id, identity, remote, now, language=lang, version=ver)
+
         changed = []
         with self._lock:
             for p in data.get("producerDataSet") or []:
                 group = p.get("groupName")
                 if isinstance(group, str) and group:
-                    self.producers.setdefault(group, {})[client_id] = ClientChannel(client_id, identity, remote, now)
+                    self.producers.setdefault(group, {})[client_id] = channel()
             for c in data.get("consumerDataSet") or []:
                 group = c.get("groupName")
                 if not isinstance(group, str) or not group:
@@ -115,7 +127,7 @@ class ClientManager:
                 info.subscriptions = {s["topic"]: s for s in subs if isinstance(s, dict) and "topic" in s}
                 if client_id not in info.channels:
                     changed.append(group)
-                info.channels[client_id] = ClientChannel(client_id, identity, remote, now)
+                info.channels[client_id] = channel()
                 info.last_update = now
         for group in changed:
             self._notify(group)

@@ -228,7 +228,7 @@ class AdminProcessor:
             data = orjson.loads(req.body)
             if not isinstance(data, dict):
                 raise ValueError("heartbeat body is not a JSON object")
-            self.broker.clients.heartbeat(data, ctx.identity, ctx.remote)
+            self.broker.clients.heartbeat(data, ctx.identity, ctx.remote, ctx.peer_language, ctx.peer_version)
         except (ValueError, TypeError, KeyError) as exc:
             return response_to(req, ResponseCode.SYSTEM_ERROR, f"bad heartbeat: {exc}")
         # As RocketMQ: a consumer group's retry topic exists from its first heartbeat on.
