@@ -9,8 +9,8 @@ import sys
 import pytest
 
 from procs import run_cli
-from rocketmesh import Message, Producer
-from rocketmesh.client import MQClientError
+from rocketmesh import Message, Producer, PullConsumer
+from rocketmesh.client import ClientErrorCode, MQClientError
 
 #: A broker that creates no topic by itself (as in production).
 BROKER_ARGS = dict(autoCreateTopicEnable="false")
@@ -48,3 +48,11 @@ def test_a_send_to_a_missing_topic_fails_at_once_naming_it(namesrv, broker) -> N
             producer.send(Message("GhostTopic", "lost?"))
     run = run_cli("produce", "-n", namesrv.addr, "-t", "GhostTopic", "-c", "1", timeout=30)
     assert run.returncode == 1 and "GhostTopic" in run.stderr and "autoCreateTopicEnable" in run.stderr, run.stderr
+
+
+def test_the_queues_of_a_missing_topic_are_refused_naming_it(namesrv, broker) -> None:
+    # RocketMQ's fetchMessageQueues: an error, not an empty list that would leave an assign()ed consumer idle.
+    with PullConsumer("ghost-assign-group", namesrv.addr) as consumer:
+        with pytest.raises(MQClientError, match="no name server routes topic 'GhostAssignTopic'") as ei:
+            consumer.fetch_message_queues("GhostAssignTopic")
+    assert ei.value.response_code == ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION

@@ -28,8 +28,8 @@ from rocketmesh.client.consumer.core import PULL_DELAY_WHEN_FLOW_CONTROL_MS, Con
 from rocketmesh.client.consumer.offset_store import ReadOffsetType
 from rocketmesh.client.consumer.options import PullConsumerOptions, options_from
 from rocketmesh.client.consumer.process_queue import ProcessQueue
-from rocketmesh.client.consumer.rebalance import subscribe_queues
-from rocketmesh.client.errors import MQClientError
+from rocketmesh.client.consumer.rebalance import readable_queues
+from rocketmesh.client.errors import ClientErrorCode, MQClientError
 from rocketmesh.client.producer.producer import Producer
 from rocketmesh.client.trace.msg_trace import MsgTracer
 from rocketmesh.model.message import MessageExt, MessageQueue
@@ -113,9 +113,18 @@ class PullConsumer:
             self._apply_assignment()
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
-        """The readable queues of ``topic`` (for ``assign``)."""
+        """The readable queues of ``topic`` (for ``assign``), asked of the name servers when not known yet.
+
+        Raises MQClientError as RocketMQ's fetchMessageQueues does: NOT_FOUND_TOPIC_EXCEPTION when no name
+        server routes ``topic``, and the look-up's own error when none answers within
+        ``mq_client_api_timeout_ms``.
+        """
         self._require_started()
-        return subscribe_queues(self._core.instance, topic)
+        route = self._core.instance.topic_route(topic)
+        if route is None:
+            raise MQClientError(f"no name server routes topic {topic!r}: create it first (rocketmesh admin "
+                                "update-topic), or check its name", ClientErrorCode.NOT_FOUND_TOPIC_EXCEPTION)
+        return readable_queues(topic, route)
 
     def _apply_assignment(self) -> None:
         reb = self._core.rebalance

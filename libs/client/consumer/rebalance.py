@@ -20,7 +20,7 @@ from rocketmesh.client.consumer.types import MessageModel
 from rocketmesh.client.errors import MQBrokerError, MQError
 from rocketmesh.filter import SubscriptionData
 from rocketmesh.model.message import MessageQueue
-from rocketmesh.model.route import Perm
+from rocketmesh.model.route import Perm, TopicRouteData
 from rocketmesh.remoting import ResponseCode
 from rocketmesh.runtime.log import get_logger
 
@@ -31,14 +31,18 @@ log = get_logger("client", component="rebalance")
 
 
 def subscribe_queues(instance: ClientInstance, topic: str) -> list[MessageQueue]:
-    """The readable queues of ``topic`` by its route (sorted), [] when it has no route."""
+    """The readable queues of ``topic`` by its route (sorted), [] when it has no route or none can be had
+    now (logged: rebalancing tries again at its next turn)."""
     try:
         route = instance.topic_route(topic)
     except MQError as exc:
         log.warning("route_unavailable", topic=topic, error=str(exc))
         return []
-    if route is None:
-        return []
+    return [] if route is None else readable_queues(topic, route)
+
+
+def readable_queues(topic: str, route: TopicRouteData) -> list[MessageQueue]:
+    """The readable queues of ``topic`` in ``route``, sorted."""
     out: list[MessageQueue] = []
     for qd in route.queue_datas:
         if Perm.is_readable(qd.perm):
