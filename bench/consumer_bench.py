@@ -5,6 +5,7 @@ Run::
     python bench/consumer_bench.py               # backlog of 1,000,000 1 KiB messages, e2e at 2,000 msg/s
     python bench/consumer_bench.py --modes pull --backlog 200000  # a smaller backlog, pull consumer only
     python bench/consumer_bench.py --modes e2e --rate 2000 --duration 10
+    python bench/consumer_bench.py --modes e2e --thread-cpu        # each thread's CPU and wake-ups a message
     python bench/consumer_bench.py --modes pull,e2e --acl on   # plain ACL on, every request signed (see producer_bench)
     python bench/consumer_bench.py --namesrv 127.0.0.1:9876      # use running services instead
     python bench/consumer_bench.py --modes pull,push --tracing exported   # every span exported (see producer_bench)
@@ -36,6 +37,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 # The bench and the services it starts log warnings only (ROCKETMESH_LOG_LEVEL overrides): figures stay readable.
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "WARNING")
@@ -57,6 +59,8 @@ from benchkit import (  # noqa: E402
     percentile,
     process_times,
     report_cpu,
+    report_thread_cpu,
+    thread_times,
     watched_pids,
 )
 from rocketmesh import Admin, Message, Producer  # noqa: E402
@@ -166,7 +170,11 @@ def drain_aio_push(namesrv: str, n: int, batch: int, consume_batch: int, threads
     return state["got"] / (state["last"] - state["first"])
 
 
-def e2e(namesrv: str, rate: int, duration: float, size: int, aio: bool = False) -> tuple[float, float, int]:
+def e2e(namesrv: str, rate: int, duration: float, size: int, aio: bool = False,
+        sample: Callable[[], Any] | None = None) -> tuple[float, float, int, Any, Any]:
+    """p50 and p99 send-to-listener latency (ms) and the messages counted; ``sample()``'s results (a snapshot of
+    the threads' times, say) taken as the paced sends begin and once the last message arrived, before the
+    producer and consumer stop and their threads go (None, None without it)."""
     # A topic per mode: a new group may start at offset 0 of a topic whose messages are still in memory (as in
     # RocketMQ), and would then count another mode's messages.
     topic = f"{E2E_TOPIC}-aio" if aio else E2E_TOPIC
@@ -207,6 +215,7 @@ def e2e(namesrv: str, rate: int, duration: float, size: int, aio: bool = False) 
         with lock:
             lat.clear()
         interval = 1.0 / rate
+        first = sample() if sample is not None else None
         start = time.monotonic()
         while time.monotonic() - start < duration:
             due = start + sent * interval
@@ -218,13 +227,14 @@ def e2e(namesrv: str, rate: int, duration: float, size: int, aio: bool = False) 
     deadline = time.monotonic() + 10
     while len(lat) < sent and time.monotonic() < deadline:
         time.sleep(0.1)
+    last = sample() if sample is not None else None
     if lt is not None:
         lt.run(c.stop())
         lt.close()
     else:
         c.shutdown()
     values = sorted(lat[len(lat) // 10:])  # the first tenth warms up
-    return percentile(values, 0.5), percentile(values, 0.99), len(lat)
+    return percentile(values, 0.5), percentile(values, 0.99), len(lat), first, last
 
 
 def wake(namesrv: str, n: int) -> tuple[float, float]:
@@ -262,6 +272,8 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=2000)
     ap.add_argument("--duration", type=float, default=10.0)
     ap.add_argument("--wakes", type=int, default=50)
+    ap.add_argument("--thread-cpu", action="store_true",
+                    help="e2e: each busy thread's CPU and wake-ups a message (this process and the services)")
     ap.add_argument("--namesrv")
     ap.add_argument("--set", action="append", default=[], help="broker config key=value")
     ap.add_argument("--tracing", choices=TRACING_MODES, default="off",
@@ -309,11 +321,15 @@ def main() -> None:
         for mode in ("e2e", "aio-e2e"):
             if mode in modes:
                 before = process_times(list(watched))
-                p50, p99, n = e2e(namesrv, a.rate, a.duration, a.size, aio=mode == "aio-e2e")
+                p50, p99, n, threads_before, threads_after = e2e(
+                    namesrv, a.rate, a.duration, a.size, aio=mode == "aio-e2e",
+                    sample=(lambda: thread_times(list(watched))) if a.thread_cpu else None)
                 print(f"{mode:<5} {a.rate} msg/s for {a.duration:.0f} s: p50 {p50:.2f} ms, p99 {p99:.2f} ms "
                       f"({n} messages)", flush=True)
                 # Producer and consumer both run in this process: its figure is the two sides together.
                 report_cpu(mode, cpu_per_process(before, process_times(list(watched)), n, watched))
+                if a.thread_cpu:
+                    report_thread_cpu(threads_before, threads_after, n, watched)
         if "wake" in modes:
             p50, p99 = wake(namesrv, a.wakes)
             print(f"wake  held pull answered after a send: p50 {p50:.2f} ms, p99 {p99:.2f} ms", flush=True)

@@ -85,6 +85,8 @@ from benchkit import (
     process_times,
     report,
     report_cpu,
+    report_thread_cpu,
+    thread_times,
     watched_pids,
 )
 from rocketmesh import Admin, AutoBatch, Message, Producer
@@ -111,51 +113,6 @@ def disk_use(path: str) -> int:
             except OSError:
                 pass
     return total
-
-
-def thread_times(pids: list[int]) -> dict[tuple[int, int, str], tuple[int, int, int, int]]:
-    """(pid, tid, thread name) -> (user, system clock ticks, voluntary, involuntary context switches), from
-    /proc. A voluntary switch is the thread going to sleep, so each is one wake-up of it."""
-    out = {}
-    for pid in pids:
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/comm") as f:
-                    name = f.read().strip()
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-                with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    switches = dict(line.split(":", 1) for line in f if "ctxt_switches" in line)
-            except OSError:
-                continue
-            out[(pid, int(tid), name)] = (int(fields[11]), int(fields[12]),
-                                          int(switches.get("voluntary_ctxt_switches", 0)),
-                                          int(switches.get("nonvoluntary_ctxt_switches", 0)))
-    return out
-
-
-def report_thread_cpu(before: dict, after: dict, messages: int, labels: dict[int, str]) -> None:
-    """Each thread's CPU over a mode in microseconds per message, and how often it was woken (voluntary
-    context switches) and preempted (involuntary ones) per message; threads that used no CPU left out."""
-    hz = os.sysconf("SC_CLK_TCK")
-    woken = 0.0
-    for key, (user, system, vol, invol) in sorted(after.items()):
-        if key not in before or not messages:
-            continue
-        du, ds = (user - before[key][0]) / hz, (system - before[key][1]) / hz
-        dv, di = (vol - before[key][2]) / messages, (invol - before[key][3]) / messages
-        if du + ds <= 0:
-            continue
-        woken += dv
-        pid, tid, name = key
-        print(f"    {labels.get(pid, str(pid)):<16} {name:<20} tid {tid:<7} "
-              f"user {du * 1e6 / messages:7.1f} us/msg   system {ds * 1e6 / messages:7.1f} us/msg   "
-              f"woken {dv:5.2f}/msg   preempted {di:5.2f}/msg", flush=True)
-    print(f"    wake-ups a message, all threads above: {woken:.2f}", flush=True)
 
 
 def run_sync(producer: Producer, threads: int, duration: float, body: bytes) -> tuple[int, float, list[float]]:
