@@ -15,6 +15,7 @@ import itertools
 import os
 import secrets
 import socket
+import struct
 import threading
 import time
 from collections.abc import Sequence
@@ -25,21 +26,57 @@ _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
 
 def local_ip() -> str:
-    """This host's outward IPv4 address (no packet is sent), else 127.0.0.1."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("10.255.255.255", 1))
-            ip = s.getsockname()[0]
-            if ip and ip != "0.0.0.0":
-                return ip
-    except OSError:
-        pass
+    """This host's outward IPv4 address (no packet is sent), else 127.0.0.1.
+
+    The address the host would send from towards the default route; on a host without one (a container on
+    an internal network, a network namespace), the address it has on a network it routes to directly
+    (Linux's routing table), so clients on different such hosts do not all name themselves 127.0.0.1.
+    """
+    for target in ("10.255.255.255", *_direct_network_targets()):
+        ip = _source_address(target)
+        if ip is not None:
+            return ip
     try:
         ip = socket.gethostbyname(socket.gethostname())
         socket.inet_aton(ip)
         return ip
     except OSError:
         return "127.0.0.1"
+
+
+def _source_address(target: str) -> str | None:
+    """The address a datagram to ``target`` would leave from (connect() only routes it), None when unroutable."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((target, 1))
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return ip if ip and ip != "0.0.0.0" and not ip.startswith("127.") else None
+
+
+def _direct_network_targets() -> list[str]:
+    """An address inside each network of ``/proc/net/route`` reached without a gateway, loopback left out
+    ([] where there is no such file)."""
+    try:
+        with open("/proc/net/route") as f:
+            rows = [line.split() for line in f.read().splitlines()[1:]]
+    except OSError:
+        return []
+    targets = []
+    for row in rows:
+        if len(row) < 8 or row[0] == "lo":
+            continue
+        try:
+            # Destination and mask are the in-memory words: their little-endian bytes are the address's.
+            dest, mask = struct.pack("<I", int(row[1], 16)), struct.pack("<I", int(row[7], 16))
+        except (ValueError, struct.error):
+            continue
+        if mask == b"\0\0\0\0":
+            continue  # the default route: tried first already
+        host = dest[:3] + bytes([dest[3] | 1]) if mask[3] == 0 else dest
+        targets.append(socket.inet_ntoa(host))
+    return targets
 
 
 def _month_bounds_ms(now_ms: int) -> tuple[int, int]:
