@@ -28,26 +28,21 @@ def allocate(fd: int, size: int) -> None:
 
     Reserved blocks make the first write to each page several times cheaper than
     on a sparse file (no block allocation inside the page fault), which is most
-    of a put's cost otherwise. Filesystems without fallocate get a sparse file;
-    one without the room raises OSError (ENOSPC).
+    of a put's cost otherwise. Filesystems without fallocate get a sparse file; one
+    without the room raises OSError (ENOSPC), see :func:`reserve`.
     """
-    try:
-        os.posix_fallocate(fd, 0, size)
-    except OSError as exc:
-        if exc.errno == errno.ENOSPC:
-            # A sparse file now would take its blocks only as the mapping is written, and a store into a
-            # page the full filesystem cannot back kills the process (SIGBUS): refuse the file instead.
-            raise
-        os.ftruncate(fd, size)
+    reserve(fd, 0, size)
+    os.ftruncate(fd, size)  # the size, where the filesystem has no fallocate to set it
 
 
 def reserve(fd: int, offset: int, length: int) -> None:
-    """Reserve the blocks of ``[offset, offset + length)`` of a file already sized.
+    """Reserve the blocks of ``[offset, offset + length)`` of a file (growing it to reach
+    there, where the filesystem has fallocate).
 
-    For files written through their mapping out of order (the index's hash slots): a
-    store into a page the filesystem cannot back would kill the process (SIGBUS), so
-    the pages are reserved before they are written and a full disk raises OSError
-    (ENOSPC) here instead. Filesystems without fallocate are left sparse.
+    For files written through their mapping: a store into a page the filesystem cannot
+    back would kill the process (SIGBUS), so the pages are reserved before they are
+    written and a full disk raises OSError (ENOSPC) here instead. Filesystems without
+    fallocate are left as they are.
     """
     try:
         os.posix_fallocate(fd, offset, length)
