@@ -28,11 +28,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from faultload import Deliveries, start_consumer
 from netkit import Net
 
-from aptkit import apt_install, can_install
+from aptkit import apt_install, can_install, unavailable
 from procs import BrokerProcess, NamesrvProcess, ServiceProcess, wait_for
 from reliability import ReliabilityRecorder
 from rocketmesh import Admin
@@ -116,10 +115,8 @@ def libfaketime() -> str:
     if not find() and can_install():
         apt_install("faketime")
     if not find():
-        line = "libfaketime unavailable: Debian's faketime is not installed, and no root with apt-get to install it"
-        if os.environ.get("CI") == "true":
-            pytest.fail(line, pytrace=False)
-        pytest.skip(line)
+        unavailable("libfaketime unavailable: Debian's faketime is not installed, and no root with apt-get to "
+                    "install it")
     return find()[0]
 
 

@@ -24,6 +24,7 @@ the completion of the first micro-batch planned after it (one that can use the r
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -45,6 +46,7 @@ import pytest
 from hostkit import BROKER_DEFAULTS
 from netkit import Host, Net
 
+from aptkit import unavailable
 from clientkit import FAST_CLIENT, make_topic
 from procs import BrokerProcess, NamesrvProcess, ServiceProcess, wait_for
 from reliability import ReliabilityRecorder
@@ -157,10 +159,8 @@ def spawn(tmp_path: Path, make_net: Callable[..., Net]) -> Iterator[Callable[...
 
     yield start
     for s in reversed(started):
-        try:
+        with contextlib.suppress(ProcessLookupError):  # the group ended already
             os.killpg(s.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         s.proc.wait(10)
 
 
@@ -414,10 +414,7 @@ def test_a_spark_worker_cut_off_mid_run_has_its_tasks_rescheduled_and_parquet_ho
         make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess], spawn: Callable[..., Spawned],
         reliability: ReliabilityRecorder, tmp_path: Path) -> None:
     if shutil.which("java") is None:
-        line = "Spark on hosts needs java (not on PATH)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(line, pytrace=False)
-        pytest.skip(line)
+        unavailable("Spark on hosts needs java (not on PATH)")
     began = time.monotonic()
     net = make_net("ns", "broker", "spark-master", "worker1", "worker2", "driver")
     master_host, w1, w2, driver_host = net["spark-master"], net["worker1"], net["worker2"], net["driver"]
