@@ -194,10 +194,11 @@ def master_state(master: Host) -> dict:
 
 
 def master_answers(master: Host) -> dict | None:
-    """:func:`master_state`, or None while the master does not answer."""
+    """:func:`master_state`, or None while the master does not answer, or answers /json/ with its HTML page
+    (its web UI is up before the JSON handler is, while it starts)."""
     try:
         return master_state(master)
-    except OSError:
+    except (OSError, ValueError):  # json.JSONDecodeError is a ValueError
         return None
 
 
