@@ -176,7 +176,8 @@ PATTERNS: list[tuple[re.Pattern[str], str]] = [
     # peers_bench e2e, consumer_bench e2e
     (re.compile(rf"^(?:\w+:)?(e2e)\s+\d+ msg/s for \d+ s: p50 {_NUM} ms, p99 {_NUM} ms"), "e2e"),
     # transport_floors
-    (re.compile(rf"^(tcp sync|zmq sync|zmq pipelined)\s+{_NUM} round trips/s"), "floor"),
+    (re.compile(rf"^(tcp sync|zmq sync|codec sync|zmq pipelined)\s+{_NUM} round trips/s"), "floor"),
+    (re.compile(rf"^(zmq relay) e2e\s+[\d,]+ msg/s for [\d.]+ s: p50 {_NUM} ms, p99 {_NUM} ms"), "relay"),
     # page_floor
     (re.compile(rf"^(commitlog file|anon first)\s+{_NUM} us per 4 KiB page"), "page"),
 ]
@@ -203,6 +204,9 @@ def parse(line: str) -> Iterator[tuple[str, float, str] | tuple[str, float, None
             yield "e2e-p99", number(m[3]), "ms"
         elif kind == "floor":
             yield m[1].replace(" ", "-"), number(m[2]), "round trips/s"
+        elif kind == "relay":
+            yield "zmq-relay-e2e-p50", number(m[2]), "ms"
+            yield "zmq-relay-e2e-p99", number(m[3]), "ms"
         elif kind == "page":
             yield m[1].replace(" ", "-"), number(m[2]), "us/page"
         return
@@ -275,7 +279,8 @@ def plan(a: argparse.Namespace, peers: list[str]) -> list[Command]:
     py = sys.executable
     d = f"{a.duration:g}"
     w = set(a.workloads)
-    out = [Command("floor", [py, "transport_floors.py", "-n", str(2000 if a.quick else 20_000), "--body", "1024"]),
+    out = [Command("floor", [py, "transport_floors.py", "-n", str(2000 if a.quick else 20_000), "--body", "1024",
+                            "--relay-seconds", "2" if a.quick else "5"]),
            Command("floor", [py, "page_floor.py", "--mib", str(64 if a.quick else 256)])]
     # One producer_bench a mode: a mode that fails (a broker answering SYSTEM_BUSY under load) costs only its
     # own figure, and the span its load and steal cover is its own.
