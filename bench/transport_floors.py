@@ -41,6 +41,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import zmq
 
@@ -111,28 +112,33 @@ def report(name: str, n: int, elapsed: float, lat: list[float]) -> None:
           f"p99 {percentile(lat, 0.99) * 1e6:6.0f} us", flush=True)
 
 
+def one_at_a_time(name: str, once: Callable[[int], object], n: int) -> None:
+    """Time ``n`` calls of ``once(i)`` (each a round trip) after 1,000 to warm up; report them and their CPU."""
+    for i in range(1000):
+        once(i)
+    lat = []
+    clock = time.perf_counter
+    meter = CpuMeter()
+    start = clock()
+    for i in range(n):
+        t0 = clock()
+        once(i)
+        lat.append(clock() - t0)
+    report(name, n, clock() - start, lat)
+    meter.report(name, n)
+
+
 def tcp_sync(port: int, n: int, body: bytes) -> None:
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def once() -> None:
+    def once(_: int) -> None:
         sock.sendall(body)
         got = 0
         while got < len(body):
             got += len(sock.recv(65536))
 
-    for _ in range(1000):
-        once()
-    lat = []
-    clock = time.perf_counter
-    meter = CpuMeter()
-    start = clock()
-    for _ in range(n):
-        t0 = clock()
-        once()
-        lat.append(clock() - t0)
-    report("tcp sync", n, clock() - start, lat)
-    meter.report("tcp sync", n)
+    one_at_a_time("tcp sync", once, n)
     sock.close()
 
 
@@ -148,20 +154,12 @@ def dealer(port: int) -> zmq.Socket:
 
 def zmq_sync(port: int, n: int, body: bytes) -> None:
     sock = dealer(port)
-    for _ in range(1000):
+
+    def once(_: int) -> None:
         sock.send(body)
         sock.recv()
-    lat = []
-    clock = time.perf_counter
-    meter = CpuMeter()
-    start = clock()
-    for _ in range(n):
-        t0 = clock()
-        sock.send(body)
-        sock.recv()
-        lat.append(clock() - t0)
-    report("zmq sync", n, clock() - start, lat)
-    meter.report("zmq sync", n)
+
+    one_at_a_time("zmq sync", once, n)
     sock.close(0)
 
 
@@ -183,18 +181,7 @@ def codec_sync(port: int, n: int, body: bytes) -> None:
         if answer.opaque != opaque or answer.code != ResponseCode.SUCCESS:
             raise SystemExit(f"the codec echo answered {answer}")
 
-    for i in range(1000):
-        once(i)
-    lat = []
-    clock = time.perf_counter
-    meter = CpuMeter()
-    start = clock()
-    for i in range(n):
-        t0 = clock()
-        once(i)
-        lat.append(clock() - t0)
-    report("codec sync", n, clock() - start, lat)
-    meter.report("codec sync", n)
+    one_at_a_time("codec sync", once, n)
     sock.close(0)
 
 

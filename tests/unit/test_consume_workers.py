@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 
 from rocketmesh.client.consumer.consume_service import _Workers
 
@@ -13,6 +14,25 @@ def _pool(size: int) -> _Workers:
     workers = _Workers("test", size)
     workers.start()
     return workers
+
+
+class _Held:
+    """Tasks that each say they started, then wait for ``gate`` before they record their name in ``ran``."""
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.started = threading.Semaphore(0)
+        self.ran: list[str] = []
+
+    def task(self, name: str) -> Callable[[], None]:
+        def run() -> None:
+            self.started.release()
+            self.gate.wait(5)
+            self.ran.append(name)
+        return run
+
+    def all_started(self, n: int) -> bool:
+        return all(self.started.acquire(timeout=5) for _ in range(n))
 
 
 def test_one_task_at_a_time_runs_on_the_thread_that_went_idle_last() -> None:
@@ -32,30 +52,21 @@ def test_one_task_at_a_time_runs_on_the_thread_that_went_idle_last() -> None:
 
 def test_as_many_tasks_as_threads_run_at_once_and_the_rest_wait_for_a_thread() -> None:
     workers = _pool(4)
+    held = _Held()
     try:
-        gate = threading.Event()
-        running = threading.Semaphore(0)
-        order: list[int] = []
-
-        def blocked(i: int) -> None:
-            running.release()
-            gate.wait(5)
-            order.append(i)
-
-        workers.submit_many([lambda i=i: blocked(i) for i in range(4)])
-        for _ in range(4):
-            assert running.acquire(timeout=5), "all four threads run at once"
+        workers.submit_many([held.task(str(i)) for i in range(4)])
+        assert held.all_started(4), "all four threads run at once"
         late = [threading.Event() for _ in range(3)]
         for ev in late:
             workers.submit(ev.set)
         assert workers.backlog() == 3
         assert not any(ev.is_set() for ev in late)
-        gate.set()
+        held.gate.set()
         assert all(ev.wait(5) for ev in late)
         deadline = time.monotonic() + 5
-        while len(order) < 4 and time.monotonic() < deadline:
+        while len(held.ran) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert sorted(order) == [0, 1, 2, 3]
+        assert sorted(held.ran) == ["0", "1", "2", "3"]
         assert workers.backlog() == 0
     finally:
         workers.stop(5)
@@ -77,29 +88,21 @@ def test_a_task_that_raises_leaves_its_thread_serving() -> None:
 
 def test_stop_lets_the_running_task_finish_drops_the_queued_and_ends_every_thread() -> None:
     workers = _pool(2)
-    gate = threading.Event()
-    started = threading.Semaphore(0)
-    ran: list[str] = []
-
-    def slow(name: str) -> None:
-        started.release()
-        gate.wait(5)
-        ran.append(name)
-
-    workers.submit(lambda: slow("a"))
-    workers.submit(lambda: slow("b"))
-    assert started.acquire(timeout=5) and started.acquire(timeout=5)
-    workers.submit(lambda: ran.append("queued"))
+    held = _Held()
+    workers.submit(held.task("a"))
+    workers.submit(held.task("b"))
+    assert held.all_started(2)
+    workers.submit(lambda: held.ran.append("queued"))
     stopper = threading.Thread(target=workers.stop, args=(5,))
     stopper.start()
     time.sleep(0.05)
-    gate.set()
+    held.gate.set()
     stopper.join(10)
-    assert sorted(ran) == ["a", "b"]
+    assert sorted(held.ran) == ["a", "b"]
     assert not any(t.is_alive() for t in workers._threads)
-    workers.submit(lambda: ran.append("after stop"))
+    workers.submit(lambda: held.ran.append("after stop"))
     time.sleep(0.05)
-    assert sorted(ran) == ["a", "b"]
+    assert sorted(held.ran) == ["a", "b"]
 
 
 def test_stop_ends_idle_threads_at_once() -> None:
