@@ -12,6 +12,7 @@ some modes need::
 from __future__ import annotations
 
 import collections
+import gc
 import gzip
 import os
 import shutil
@@ -402,6 +403,38 @@ def watched_pids(services: Services | None) -> dict[int, str]:
         for pid in process_tree(proc.pid):
             watched[pid] = label
     return watched
+
+
+class GcMeter:
+    """The garbage collector's collections and the CPU time they took (of the thread each ran on) in this process
+    while the meter is on (``gc.callbacks``, the collector's documented hooks; it is timed, not changed)."""
+
+    def __init__(self) -> None:
+        self.collections = [0, 0, 0]
+        self.seconds = [0.0, 0.0, 0.0]
+        self._started = 0.0
+
+    def _hook(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._started = time.thread_time()
+            return
+        gen = info["generation"]
+        self.collections[gen] += 1
+        self.seconds[gen] += time.thread_time() - self._started
+
+    def __enter__(self) -> GcMeter:
+        gc.callbacks.append(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        gc.callbacks.remove(self._hook)
+
+    def report(self, mode: str, messages: int) -> None:
+        """One line: collections by generation, their time, and that time a message."""
+        total = sum(self.seconds)
+        print(f"{mode:<8} gc: {'/'.join(map(str, self.collections))} collections (generations 0/1/2), "
+              f"{'/'.join(f'{s * 1000:.0f}' for s in self.seconds)} ms of CPU, "
+              f"{total * 1e6 / max(messages, 1):.1f} us/msg", flush=True)
 
 
 def report_cpu(mode: str, per: dict[str, float]) -> None:

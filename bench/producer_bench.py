@@ -8,6 +8,7 @@ Run::
     python bench/producer_bench.py --modes sync1 --profile     # cProfile of the client side (main thread)
     python bench/producer_bench.py --stub              # against a stub that answers at once: the client's ceiling
     python bench/producer_bench.py --modes sync1 --thread-cpu   # CPU and wake-ups per message of each busy thread
+    python bench/producer_bench.py --modes async,async-off --gc  # the garbage collector's time in this process
     python bench/producer_bench.py --ha --set brokerRole=SYNC_MASTER --modes sync1,sync16,sync64   # with a slave
     python bench/producer_bench.py --modes sync1,async --tracing exported   # every span exported (OTLP/HTTP)
     python bench/producer_bench.py --modes sync1,async --curve on   # every connection CurveZMQ-encrypted
@@ -77,6 +78,7 @@ from benchkit import (
     CLIENT_ACCOUNT,
     CURVE_MODES,
     TRACING_MODES,
+    GcMeter,
     Services,
     Tracing,
     acl_setup,
@@ -272,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile the main thread of each mode")
     ap.add_argument("--thread-cpu", action="store_true",
                     help="print each thread's CPU time per message (this process and the services it started)")
+    ap.add_argument("--gc", action="store_true",
+                    help="print the garbage collector's collections and time in this process, a message")
     ap.add_argument("--stub", action="store_true", help="a stub that answers at once instead of real services")
     ap.add_argument("--ha", action="store_true",
                     help="give the broker a slave and an ha service (--set brokerRole=SYNC_MASTER to wait for it)")
@@ -334,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                 cpu_before, proc_before = thread_times(list(watched)), process_times(list(watched))
                 if prof:
                     prof.enable()
-                n, elapsed, lat = run(producer)
+                with GcMeter() as gc_meter:
+                    n, elapsed, lat = run(producer)
                 if prof:
                     prof.disable()
                 cpu_after, proc_after = thread_times(list(watched)), process_times(list(watched))
@@ -342,6 +347,8 @@ def main(argv: list[str] | None = None) -> int:
                 report_cpu(mode, cpu_per_process(proc_before, proc_after, n, watched))
                 if args.thread_cpu:
                     report_thread_cpu(cpu_before, cpu_after, n, watched)
+                if args.gc:
+                    gc_meter.report(mode, n)
                 if prof:
                     pstats.Stats(prof).sort_stats("tottime").print_stats(20)
             if services is not None and not args.stub:
