@@ -125,6 +125,44 @@ def test_a_lone_send_goes_at_once_and_a_waiting_one_within_the_delay(namesrv, br
     assert 250 <= waited_ms <= 700, waited_ms
 
 
+def test_a_topic_whose_held_sends_gather_nothing_sends_two_at_once_before_it_holds(namesrv, broker,
+                                                                                     admin: Admin) -> None:
+    # A producer of many topics: a topic's next message rarely comes before its answer, so holding it back
+    # gathers nothing. Once a held list carried one message, the topic may have two requests in flight.
+    make_topic(admin, "AutoE")
+    with Producer("auto-e", namesrv.addr, batch_max_delay_ms=300) as p:
+        assert p.send(Message("AutoE", b"warm")).ok
+
+        def born_after(fut, sent_ms: float) -> float:
+            return admin.view_message(fut.result(5).offset_msg_id).born_timestamp - sent_ms
+
+        freeze(broker.pid)
+        try:
+            first = p.send_async(Message("AutoE", b"1"))  # nothing in flight: at once
+            sent_ms = time.time() * 1000
+            held = p.send_async(Message("AutoE", b"2"))  # one in flight, and holding may gather: held
+            time.sleep(0.6)  # past the delay: the held list leaves, alone, before the first is answered
+        finally:
+            thaw(broker.pid)
+        assert first.result(5).ok
+        assert born_after(held, sent_ms) >= 250  # left at the delay, alone: the topic gathers nothing
+        freeze(broker.pid)
+        try:
+            a = p.send_async(Message("AutoE", b"a"))
+            b_sent_ms = time.time() * 1000
+            b = p.send_async(Message("AutoE", b"b"))  # one in flight, holding gathers nothing: at once
+            c_sent_ms = time.time() * 1000
+            c = p.send_async(Message("AutoE", b"c"))  # two in flight: held again
+            time.sleep(0.6)
+        finally:
+            thaw(broker.pid)
+        assert a.result(5).ok
+        assert born_after(b, b_sent_ms) <= 50
+        assert born_after(c, c_sent_ms) >= 250
+    stored = [admin.view_message(f.result(5).offset_msg_id).body for f in (first, held, a, b, c)]
+    assert stored == [b"1", b"2", b"a", b"b", b"c"]
+
+
 def test_one_senders_async_sends_keep_their_order_in_each_queue(namesrv, admin: Admin, auto: Producer) -> None:
     # Small messages batch; every 25th is too large for a batch (or compressed) and goes alone, while the
     # small ones before it may still wait for a batch in flight: it must not overtake them.

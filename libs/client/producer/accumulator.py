@@ -5,8 +5,13 @@ A :class:`Producer` hands each batchable async send to a :class:`ProduceAccumula
 pending list per topic and sends it as one SEND_BATCH_MESSAGE. Each message still
 gets a Future of its own SendResult. A topic's pending list is sent:
 
-- at once when nothing of that topic is in flight (no added latency at low load: a list of one
-  message goes as that message's own single send);
+- at once when nothing of that topic is in flight (no added latency at low load). Such a message
+  does not enter a list at all: the producer sends it as a plain single send that counts as the
+  topic's request in flight (:meth:`ProduceAccumulator.claim_direct`), which costs no more than a send
+  with auto batching off. So does one that comes while one request of its topic is in flight, when
+  the last list held back for the topic carried a single message: holding gathers nothing for a topic
+  whose next message rarely comes before its answer (a producer of many topics), so such a topic may
+  have two requests in flight and is held again only beyond them, which tells whether gathering pays;
 - when the next message would take it over ``batch_max_bytes`` (a full batch goes at once);
 - when the last batch of the topic in flight completes (what gathered meanwhile goes next);
 - at the latest ``batch_max_delay_ms`` after its first message came (a timer thread, woken
@@ -16,13 +21,15 @@ gets a Future of its own SendResult. A topic's pending list is sent:
 
 So under load batches form by themselves while earlier ones are in flight,
 and the delay is only an upper bound. ``total_batch_max_bytes`` bounds the
-encoded bytes pending or in flight; a send that would go over waits for room,
-at most its send timeout, then fails with :class:`MQClientError`.
+encoded bytes pending or in flight (a message sent at once as a plain send holds its body's); a send
+that would go over waits for room, at most its send timeout, then fails with :class:`MQClientError`.
 
 Order: whatever leaves the accumulator (batches, and the sends of its topics that
 go alone) goes through one outbox, sent by one thread at a time in the order it
 was queued, so the requests of one sender reach the remoting client in the order
-of its calls, and a queue stores one sender's messages in the order it sent them.
+of its calls, and a queue stores one sender's messages in the order it sent them. A message sent at
+once as a plain send bypasses the outbox only while it is empty and nothing of its topic is pending, so
+it overtakes nothing.
 A batch that a completion releases is sent by the completing thread, most often
 the remoting I/O thread, with no other thread woken: the remoting client sends a
 request made there after the ones other threads handed it before.
@@ -50,6 +57,9 @@ BatchSender = Callable[[str, list[bytes], str, int, str | None], "Future[SendRes
 
 _monotonic = time.monotonic
 _TOPICS_KEPT = 1024
+#: Requests of a topic in flight before its sends are held back, for a topic whose last held list carried
+#: one message (see the module docstring); a topic that gathers holds from its first request in flight.
+_EAGER_INFLIGHT = 2
 
 
 class AutoBatch(enum.Enum):
@@ -88,6 +98,8 @@ class _Topic:
     since: float = 0.0
     inflight: int = 0
     traceparent: str | None = None
+    #: The last list held back while the topic had a request in flight gathered more than one message.
+    gathers: bool = True
 
 
 @dataclass(slots=True)
@@ -176,6 +188,46 @@ class ProduceAccumulator:
             self._drain()
         return fut
 
+    def claim_direct(self, topic: str, size: int) -> bool:
+        """True when a message of ``topic`` (``size`` bytes) is to be sent at once as a plain single send, not
+        queued: nothing of the topic is pending or waiting to leave, it has no request in flight (or one, when
+        holding gathers nothing for it), and ``size`` more bytes fit ``total_batch_max_bytes``. The send then
+        counts as in flight and holds its bytes: the caller must call :meth:`direct_done` with the same
+        ``size`` once it completed or failed. False once closed."""
+        st = self._topics.get(topic)
+        if st is not None and (st.futures or (st.inflight and st.gathers)):
+            return False  # read without the lock: a stale answer only sends the message through add()
+        with self._lock:
+            if (self._closed or self._outbox or self._draining
+                    or (self._held and self._held + size > self._total_bytes)):
+                return False
+            st = self._topics.get(topic)
+            if st is None:
+                st = self._topics[topic] = _Topic(topic)
+            elif st.futures or (st.inflight and (st.gathers or st.inflight >= _EAGER_INFLIGHT)):
+                return False
+            st.inflight += 1
+            self._held += size
+            return True
+
+    def direct_done(self, topic: str, size: int) -> None:
+        """A send :meth:`claim_direct` allowed completed: its bytes are free, and what gathered of ``topic``
+        meanwhile may go."""
+        with self._lock:
+            self._held -= size
+            st = self._topics[topic]
+            st.inflight -= 1
+            if st.futures:
+                if not st.inflight:
+                    self._outbox.append(self._release(st))
+            elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
+                del self._topics[topic]
+            if self._space_waiters:
+                self._space_cv.notify_all()
+            drain = self._claim()
+        if drain:
+            self._drain()
+
     def add_alone(self, topic: str, send: Callable[[], object]) -> None:
         """Run ``send``, a send of ``topic`` that goes alone (ordered, too large, compressed ...), after what is
         pending of ``topic`` has been sent: so a queue stores one sender's messages in the order it sent them.
@@ -233,6 +285,12 @@ class ProduceAccumulator:
             self._space_waiters -= 1
         if self._closed:
             raise MQClientError("the producer is shut down")
+
+    def _release(self, st: _Topic) -> _Batch:
+        """Lock held: take ``st``'s list, held back while the topic had a request in flight, out as a batch;
+        whether it gathered more than one message says whether holding the topic's sends pays."""
+        st.gathers = len(st.futures) > 1
+        return self._take(st)
 
     def _take(self, st: _Topic) -> _Batch:
         """Lock held: take ``st``'s pending list out as a batch in flight."""
@@ -306,7 +364,7 @@ class ProduceAccumulator:
                 self._space_cv.notify_all()
             if st.futures:
                 if not st.inflight:
-                    self._outbox.append(self._take(st))  # what gathered while this batch was in flight
+                    self._outbox.append(self._release(st))  # what gathered while this batch was in flight
             elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
                 del self._topics[st.topic]  # a producer of many topics keeps only the busy ones
             drain = self._claim()
@@ -329,7 +387,7 @@ class ProduceAccumulator:
                             continue
                         deadline = st.since + self._delay_s
                         if flush_all or deadline <= now:
-                            self._outbox.append(self._take(st))
+                            self._outbox.append(self._release(st))
                             taken = True
                         elif wake is None or deadline < wake:
                             wake = deadline

@@ -434,6 +434,9 @@ class Producer:
         """:meth:`send_async` without its message trace."""
         st = None
         if self._batch_async and queue is None and selector is None:
+            accumulator = self._accumulator
+            if accumulator is not None and accumulator.claim_direct(msg.topic, len(msg.body)):
+                return self._send_direct(msg, timeout_ms, callback, accumulator)
             fut, st = self._auto_batched(msg, self.send_msg_timeout_ms if timeout_ms is None else timeout_ms)
             if fut is not None:
                 if callback is not None:
@@ -595,6 +598,24 @@ class Producer:
         if st is not None:
             fut.add_done_callback(st.finish_future)
         return fut, None
+
+    def _send_direct(self, msg: Message, timeout_ms: int | None, callback: SendCallback | None,
+                     accumulator: ProduceAccumulator) -> Future[SendResult]:
+        """A plain async send of ``msg``, which ``accumulator.claim_direct`` let go at once (see the accumulator's
+        docstring); the accumulator hears when it is done."""
+        topic, size = msg.topic, len(msg.body)  # what claim_direct was told
+        st = None
+        try:
+            timeout, uniq, header, body, st = self._prepare(msg, timeout_ms, False, None)
+            mq = self._choose_queue(msg, None, None, None)
+            fut = self._start_async(mq, header, body, uniq, timeout, callback, st, in_order=False)
+        except BaseException as exc:
+            accumulator.direct_done(topic, size)
+            if st is not None:
+                st.finish(exc)
+            raise
+        fut.add_done_callback(lambda _: accumulator.direct_done(topic, size))
+        return fut
 
     def _route_cached(self, topic: str) -> bool:
         """True when ``topic``'s route is cached with a queue to write to (a send needs no name server call)."""
