@@ -101,6 +101,11 @@ class _Topic:
     #: The last list held back while the topic had a request in flight gathered more than one message.
     gathers: bool = True
 
+    def holds(self) -> bool:
+        """Its next message joins a list rather than go at once: one is pending, or its requests in flight
+        are as many as it may have before it holds (one while holding gathers, ``_EAGER_INFLIGHT`` while not)."""
+        return bool(self.futures) or (self.inflight > 0 and (self.gathers or self.inflight >= _EAGER_INFLIGHT))
+
 
 @dataclass(slots=True)
 class _Batch:
@@ -195,7 +200,7 @@ class ProduceAccumulator:
         counts as in flight and holds its bytes: the caller must call :meth:`direct_done` with the same
         ``size`` once it completed or failed. False once closed."""
         st = self._topics.get(topic)
-        if st is not None and (st.futures or (st.inflight and st.gathers)):
+        if st is not None and st.holds():
             return False  # read without the lock: a stale answer only sends the message through add()
         with self._lock:
             if (self._closed or self._outbox or self._draining
@@ -204,7 +209,7 @@ class ProduceAccumulator:
             st = self._topics.get(topic)
             if st is None:
                 st = self._topics[topic] = _Topic(topic)
-            elif st.futures or (st.inflight and (st.gathers or st.inflight >= _EAGER_INFLIGHT)):
+            elif st.holds():
                 return False
             st.inflight += 1
             self._held += size
@@ -214,17 +219,7 @@ class ProduceAccumulator:
         """A send :meth:`claim_direct` allowed completed: its bytes are free, and what gathered of ``topic``
         meanwhile may go."""
         with self._lock:
-            self._held -= size
-            st = self._topics[topic]
-            st.inflight -= 1
-            if st.futures:
-                if not st.inflight:
-                    self._outbox.append(self._release(st))
-            elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
-                del self._topics[topic]
-            if self._space_waiters:
-                self._space_cv.notify_all()
-            drain = self._claim()
+            drain = self._finished(self._topics[topic], size)
         if drain:
             self._drain()
 
@@ -358,18 +353,24 @@ class ProduceAccumulator:
                     pass
         st = b.topic
         with self._lock:
-            st.inflight -= 1
-            self._held -= b.size
-            if self._space_waiters:
-                self._space_cv.notify_all()
-            if st.futures:
-                if not st.inflight:
-                    self._outbox.append(self._release(st))  # what gathered while this batch was in flight
-            elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
-                del self._topics[st.topic]  # a producer of many topics keeps only the busy ones
-            drain = self._claim()
+            drain = self._finished(st, b.size)
         if drain:
             self._drain()
+
+    def _finished(self, st: _Topic, size: int) -> bool:
+        """Lock held: a request of ``st`` holding ``size`` bytes completed (a batch, or a plain send
+        :meth:`claim_direct` allowed): free its bytes, let what gathered meanwhile go; True when the caller
+        is to drain the outbox."""
+        st.inflight -= 1
+        self._held -= size
+        if self._space_waiters:
+            self._space_cv.notify_all()
+        if st.futures:
+            if not st.inflight:
+                self._outbox.append(self._release(st))  # what gathered while it was in flight
+        elif not st.inflight and len(self._topics) > _TOPICS_KEPT:
+            del self._topics[st.topic]  # a producer of many topics keeps only the busy ones
+        return self._claim()
 
     def _run(self) -> None:
         """The timer thread: sends pending lists at their deadline, or all of them when asked."""
