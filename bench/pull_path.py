@@ -26,19 +26,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
 
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "ERROR")  # the broker cannot register here, and need not say so
 
-from rocketmesh.broker.config import load_broker_config  # noqa: E402
 from rocketmesh.broker.controller import BrokerController  # noqa: E402
 from rocketmesh.broker.store import PutMessageStatus  # noqa: E402
-from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext  # noqa: E402
+from rocketmesh.remoting import RemotingCommand, RequestCode  # noqa: E402
 from rocketmesh.remoting.protocol.command import decode  # noqa: E402
 from rocketmesh.remoting.protocol.headers import PullMessageRequestHeader  # noqa: E402
-from send_path import TOPIC, request_frames  # noqa: E402
+from send_path import TOPIC, arguments, context, in_process_broker, request_frames  # noqa: E402
 
 GROUP = "pull-path-bench"
 
@@ -50,34 +47,25 @@ def pull_frames(offset: int) -> list[bytes]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=20_000, help="messages per round")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--body", type=int, default=1024, help="body bytes")
-    args = ap.parse_args()
+    args = arguments(__doc__, "messages", 20_000)
+    with in_process_broker("pull-path-") as broker:
+        measure(broker, args)
 
-    root = tempfile.mkdtemp(prefix="pull-path-")
-    config, store_config = load_broker_config(None, {
-        "storePathRootDir": root, "listenAddress": "127.0.0.1", "listenPort": 0, "namesrvAddr": "127.0.0.1:1",
-        "brokerIP1": "127.0.0.1", "mappedFileSizeCommitLog": 1024 * 1024 * 1024})
-    broker = BrokerController(config, store_config)
-    broker.start()
+
+def measure(broker: BrokerController, args: argparse.Namespace) -> None:
     server, sends, store, pulls = broker.server, broker.send, broker.store, broker.pull
     send = request_frames(os.urandom(args.body))
     clock = time.thread_time_ns
 
-    def context(cmd: RemotingCommand) -> RequestContext:
-        return RequestContext(server, b"bench", "bench@127.0.0.1:1", cmd, time.monotonic(), b"bench\x001")
-
     def put() -> None:
         """One send as the I/O thread handles it while the broker keeps up, its dispatch included."""
         cmd = decode(send)
-        sends._answer((sends._store(cmd, context(cmd), on_io_thread=True),), PutMessageStatus.PUT_OK)
+        sends._answer((sends._store(cmd, context(server, cmd), on_io_thread=True),), PutMessageStatus.PUT_OK)
         store.flush_pending()
 
     def pull(offset: int) -> RemotingCommand | None:
         cmd = decode(pull_frames(offset))
-        return pulls.handle(cmd, context(cmd))
+        return pulls.handle(cmd, context(server, cmd))
 
     def next_offset() -> int:
         return store.get_max_offset_in_queue(TOPIC, 1)
@@ -103,20 +91,16 @@ def main() -> None:
             spent[3] += t4 - t3
         return spent[0] / n / 1000, spent[1] / n / 1000, spent[2] / n / 1000, spent[3] / n / 1000
 
-    try:
-        for _ in range(2000):  # warm-up: topic auto-creation, the commitlog's first pages
-            put()
-        time.sleep(3)  # the store reads its new commitlog file into the page cache on a thread of its own
-        server.stop(0)  # answers wait in the mailbox: this thread runs alone, as the broker's I/O thread does
-        print(f"body {args.body} B, {args.n:,} messages a round", flush=True)
-        for _ in range(args.rounds):
-            alone, held, woken, found = round_(args.n)
-            print(f"send {alone:6.2f} us   send + wake {woken:6.2f} us   wake {woken - alone:6.2f} us   "
-                  f"pull held {held:6.2f} us   pull found {found:6.2f} us   a message end to end "
-                  f"{woken + held:6.2f} us", flush=True)
-    finally:
-        broker.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
+    for _ in range(2000):  # warm-up: topic auto-creation, the commitlog's first pages
+        put()
+    time.sleep(3)  # the store reads its new commitlog file into the page cache on a thread of its own
+    server.stop(0)  # answers wait in the mailbox: this thread runs alone, as the broker's I/O thread does
+    print(f"body {args.body} B, {args.n:,} messages a round", flush=True)
+    for _ in range(args.rounds):
+        alone, held, woken, found = round_(args.n)
+        print(f"send {alone:6.2f} us   send + wake {woken:6.2f} us   wake {woken - alone:6.2f} us   "
+              f"pull held {held:6.2f} us   pull found {found:6.2f} us   a message end to end "
+              f"{woken + held:6.2f} us", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,10 +28,12 @@ On a sync send, a microsecond saved here saves about two of round trip on the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 
 os.environ.setdefault("ROCKETMESH_LOG_LEVEL", "ERROR")  # the broker cannot register here, and need not say so
 
@@ -40,7 +42,7 @@ from rocketmesh.broker.controller import BrokerController  # noqa: E402
 from rocketmesh.broker.metrics import message_type_of  # noqa: E402
 from rocketmesh.broker.store import PutMessageStatus  # noqa: E402
 from rocketmesh.model.message import MessageConst  # noqa: E402
-from rocketmesh.remoting import RemotingCommand, RequestCode, RequestContext, ResponseCode  # noqa: E402
+from rocketmesh.remoting import RemotingCommand, RemotingServer, RequestCode, RequestContext, ResponseCode  # noqa: E402
 from rocketmesh.remoting.protocol.command import decode  # noqa: E402
 from rocketmesh.remoting.protocol.headers import SendMessageResponseHeader, send_header_of  # noqa: E402
 
@@ -59,25 +61,47 @@ def request_frames(body: bytes) -> list[bytes]:
     return RemotingCommand(int(RequestCode.SEND_MESSAGE), 1, 0, None, ext, body).encode()
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("-n", type=int, default=40_000, help="sends per round")
-    ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--body", type=int, default=1024, help="body bytes")
-    args = ap.parse_args()
-
-    root = tempfile.mkdtemp(prefix="send-path-")
+@contextlib.contextmanager
+def in_process_broker(prefix: str) -> Iterator[BrokerController]:
+    """A started BrokerController in this process, its store in a new temporary folder (no name server: it only
+    logs that it cannot register); shut down and its folder removed on the way out."""
+    root = tempfile.mkdtemp(prefix=prefix)
     config, store_config = load_broker_config(None, {
         "storePathRootDir": root, "listenAddress": "127.0.0.1", "listenPort": 0, "namesrvAddr": "127.0.0.1:1",
         "brokerIP1": "127.0.0.1", "mappedFileSizeCommitLog": 1024 * 1024 * 1024})
     broker = BrokerController(config, store_config)
     broker.start()
+    try:
+        yield broker
+    finally:
+        broker.shutdown()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def context(server: RemotingServer, cmd: RemotingCommand) -> RequestContext:
+    """The context the broker's I/O thread gives a request it read from one producer's connection."""
+    return RequestContext(server, b"bench", "bench@127.0.0.1:1", cmd, time.monotonic(), b"bench\x001")
+
+
+def arguments(doc: str | None, per_round: str, n: int) -> argparse.Namespace:
+    """The options of send_path and pull_path: ``-n`` (``per_round`` a round, default ``n``), rounds, body."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, default=n, help=f"{per_round} per round")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--body", type=int, default=1024, help="body bytes")
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = arguments(__doc__, "sends", 40_000)
+    with in_process_broker("send-path-") as broker:
+        measure(broker, args)
+
+
+def measure(broker: BrokerController, args: argparse.Namespace) -> None:
     server, sends, store = broker.server, broker.send, broker.store
     frames = request_frames(os.urandom(args.body))
     clock = time.thread_time_ns
-
-    def context(cmd: RemotingCommand) -> RequestContext:
-        return RequestContext(server, b"bench", "bench@127.0.0.1:1", cmd, time.monotonic(), b"bench\x001")
 
     store_one = getattr(sends, "_store", None)
 
@@ -86,12 +110,12 @@ def main() -> None:
         if store_one is None:  # a build from before the inline path had a method of its own
             for _ in range(n):
                 cmd = decode(frames)
-                sends._handle([(cmd, context(cmd))])
+                sends._handle([(cmd, context(server, cmd))])
             return (clock() - start) / n / 1000
         for _ in range(n):
             # What SendMessageProcessor.enqueue does on the I/O thread while the broker keeps up.
             cmd = decode(frames)
-            sends._answer((store_one(cmd, context(cmd), on_io_thread=True),), PutMessageStatus.PUT_OK)
+            sends._answer((store_one(cmd, context(server, cmd), on_io_thread=True),), PutMessageStatus.PUT_OK)
             store.flush_pending()
         return (clock() - start) / n / 1000
 
@@ -102,7 +126,7 @@ def main() -> None:
         for _ in range(n):
             t0 = clock()
             cmd = decode(frames)
-            ctx = context(cmd)
+            ctx = context(server, cmd)
             t1 = clock()
             header = send_header_of(cmd.ext)
             msgs = sends._build(cmd, header, ctx)
@@ -123,23 +147,19 @@ def main() -> None:
             spent[4] += t5 - t4
         return [s / n / 1000 for s in spent]
 
-    try:
-        whole(5_000)  # warm-up: topic auto-creation, the commitlog's first pages
-        time.sleep(3)  # the store reads its new commitlog file into the page cache on a thread of its own
-        # Stop the server's I/O thread: the answers then wait in its mailbox instead of waking it for each
-        # one, so this thread runs alone with the GIL, as the broker's I/O thread does when it handles a send.
-        server.stop(0)
-        print(f"body {args.body} B, {args.n:,} sends a round", flush=True)
-        for _ in range(args.rounds):
-            total = whole(args.n)
-            parts = split(args.n)
-            outside = total - parts[2]
-            print(f"handling {total:6.2f} us/send   outside the store {outside:5.2f} us   decode {parts[0]:5.2f}  "
-                  f"checks {parts[1]:5.2f}  put {parts[2]:5.2f}  tallies {parts[3]:5.2f}  answer {parts[4]:5.2f}",
-                  flush=True)
-    finally:
-        broker.shutdown()
-        shutil.rmtree(root, ignore_errors=True)
+    whole(5_000)  # warm-up: topic auto-creation, the commitlog's first pages
+    time.sleep(3)  # the store reads its new commitlog file into the page cache on a thread of its own
+    # Stop the server's I/O thread: the answers then wait in its mailbox instead of waking it for each
+    # one, so this thread runs alone with the GIL, as the broker's I/O thread does when it handles a send.
+    server.stop(0)
+    print(f"body {args.body} B, {args.n:,} sends a round", flush=True)
+    for _ in range(args.rounds):
+        total = whole(args.n)
+        parts = split(args.n)
+        outside = total - parts[2]
+        print(f"handling {total:6.2f} us/send   outside the store {outside:5.2f} us   decode {parts[0]:5.2f}  "
+              f"checks {parts[1]:5.2f}  put {parts[2]:5.2f}  tallies {parts[3]:5.2f}  answer {parts[4]:5.2f}",
+              flush=True)
 
 
 if __name__ == "__main__":
