@@ -352,8 +352,10 @@ def cpu_per_process(before: dict[int, int], after: dict[int, int], messages: int
 
 def thread_times(pids: list[int]) -> dict[tuple[int, int, str], tuple[int, int, int, int]]:
     """(pid, tid, thread name) -> (user, system clock ticks, voluntary, involuntary context switches), from
-    /proc. A voluntary switch is the thread going to sleep, so each is one wake-up of it."""
+    /proc. A voluntary switch is the thread going to sleep, so each is one wake-up of it. This process's
+    Python threads go by their Python names (the kernel knows them all as "python")."""
     out = {}
+    own = {t.native_id: t.name for t in threading.enumerate()}
     for pid in pids:
         try:
             tids = os.listdir(f"/proc/{pid}/task")
@@ -363,6 +365,8 @@ def thread_times(pids: list[int]) -> dict[tuple[int, int, str], tuple[int, int, 
             try:
                 with open(f"/proc/{pid}/task/{tid}/comm") as f:
                     name = f.read().strip()
+                if pid == os.getpid():
+                    name = own.get(int(tid), name)
                 with open(f"/proc/{pid}/task/{tid}/stat") as f:
                     fields = f.read().rsplit(")", 1)[1].split()
                 with open(f"/proc/{pid}/task/{tid}/status") as f:
@@ -389,7 +393,7 @@ def report_thread_cpu(before: dict, after: dict, messages: int, labels: dict[int
             continue
         woken += dv
         pid, tid, name = key
-        print(f"    {labels.get(pid, str(pid)):<16} {name:<20} tid {tid:<7} "
+        print(f"    {labels.get(pid, str(pid)):<16} {name[:28]:<28} tid {tid:<7} "
               f"user {du * 1e6 / messages:7.1f} us/msg   system {ds * 1e6 / messages:7.1f} us/msg   "
               f"woken {dv:5.2f}/msg   preempted {di:5.2f}/msg", flush=True)
     print(f"    wake-ups a message, all threads above: {woken:.2f}", flush=True)

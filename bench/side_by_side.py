@@ -248,8 +248,10 @@ def run(cmd: Command, rnd: int, log) -> None:  # noqa: ANN001 - a text file
         print(f"    (exited with {rc}: its figures so far are kept)", flush=True)
         cmd.failures.append(f"round {rnd}, {cmd.system}, `{' '.join(cmd.argv[1:])}`: {last}")
     for fig in cmd.figures:
-        if fig.round == rnd and fig.key in cpu:
-            fig.cpu_us = cpu[fig.key]
+        # e2e prints its CPU once, for the p50 and p99 it printed together.
+        key = fig.key.removesuffix("-p50").removesuffix("-p99")
+        if fig.round == rnd and key in cpu:
+            fig.cpu_us = cpu[key]
 
 
 def fsync_floor(seconds: float) -> Figure:

@@ -163,6 +163,8 @@ class AsyncProducer:
         st: SendTrace | None = None
         if p._batch_async and queue is None and selector is None:
             accumulator = p._accumulator
+            if accumulator is not None and accumulator.claim_direct(msg.topic, len(msg.body)):
+                return await self._send_direct(inbox, msg, timeout_ms, accumulator)
             if accumulator is not None and not accumulator.has_room(_batch_item_bound(msg)):
                 # Waiting for room is a wait on other sends' answers: a worker thread's, not the loop's.
                 batched, st = await asyncio.to_thread(p._auto_batched, msg, timeout)
@@ -179,6 +181,22 @@ class AsyncProducer:
                 plan = p.failover_plan(p._publish_info(msg.topic), header, timeout, st, p._refresh_later)
             return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent,
                                         p._accumulator, msg.topic)
+
+    async def _send_direct(self, inbox: LoopInbox, msg: Message, timeout_ms: int | None,
+                           accumulator: ProduceAccumulator) -> SendResult:
+        """A plain send of ``msg``, which ``accumulator.claim_direct`` let go at once (see the accumulator's
+        docstring); the accumulator hears when it is done. Its first attempt goes out on the remoting
+        client's socket, as batches do, so nothing of its topic sent after it overtakes it."""
+        p = self._producer
+        topic, size = msg.topic, len(msg.body)  # what claim_direct was told
+        try:
+            timeout, uniq, header, body, st = p._prepare(msg, timeout_ms, False, None)
+            with st or UNTRACED:  # the send's span ends with the send
+                plan = p.failover_plan(p._publish_info(topic), header, timeout, st, p._refresh_later)
+                return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent,
+                                            first_with_batches=True)
+        finally:
+            accumulator.direct_done(topic, size)
 
     async def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
                          timeout_ms: int | None = None) -> SendResult:
@@ -227,21 +245,26 @@ class AsyncProducer:
 
     async def _run_plan(self, inbox: LoopInbox, plan: SendPlan, header: SendMessageRequestHeader, body: bytes,
                         uniq: str, traceparent: str | None, accumulator: ProduceAccumulator | None = None,
-                        topic: str = "") -> SendResult:
+                        topic: str = "", first_with_batches: bool = False) -> SendResult:
         """Make the attempts ``plan`` asks for, awaiting each answer on the loop. With an ``accumulator``, the
         first attempt goes out after what auto batching holds of ``topic`` (a queue keeps the order of sends);
-        any other attempt goes out on the loop's own socket, so neither it nor its answer crosses a thread."""
+        with ``first_with_batches``, at once on the socket auto batching sends on. Any other attempt goes out
+        on the loop's own socket, so neither it nor its answer crosses a thread."""
         api = self._producer.instance.api
         send = api.send_message_async
         try:
             addr, mq, attempt_ms = next(plan)
             while True:
                 try:
-                    if accumulator is not None:
+                    if accumulator is not None or first_with_batches:
                         fut, done = inbox.future()
-                        accumulator.add_alone(topic, partial(_send_or_report, send, done, addr, mq, header, body,
-                                                             uniq, attempt_ms, traceparent))
-                        accumulator = None  # a retry goes at once
+                        first = partial(_send_or_report, send, done, addr, mq, header, body, uniq, attempt_ms,
+                                        traceparent)
+                        if accumulator is not None:
+                            accumulator.add_alone(topic, first)
+                        else:
+                            first()
+                        accumulator, first_with_batches = None, False  # a retry goes at once
                         result: SendResult = await fut
                     else:
                         result = await api.send_message_from_loop(addr, mq, header, body, uniq, attempt_ms,

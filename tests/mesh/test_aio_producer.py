@@ -8,11 +8,12 @@ from __future__ import annotations
 import asyncio
 import os
 import threading
+import time
 from typing import Any
 
 from aiokit import run
 from clientkit import FAST_CLIENT, make_topic, read_back
-from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, freeze, wait_for
+from procs import FAST_BROKER, FAST_CHECKER, BrokerProcess, freeze, thaw, wait_for
 from rocketmesh import AutoBatch, LocalTransactionState, Message, MQClientError, SendStatus
 from rocketmesh.aio import AsyncProducer, AsyncTransactionProducer
 from rocketmesh.client import ClientErrorCode, SelectMessageQueueByHash
@@ -91,6 +92,46 @@ def test_ordered_sends_batches_oneway_and_auto_batching(namesrv, broker, admin):
     assert all(r.send_status is SendStatus.SEND_OK for r in batched) and len({r.msg_id for r in batched}) == 300
     stored = list(read_back(namesrv, "AioOrderT", 10 + 10 + 1 + 300).values())
     assert len(stored) == 321 and sum(m.body == b"oneway" for m in stored) == 1
+
+
+def test_auto_batching_sends_a_lone_message_at_once_and_a_topic_that_gathers_nothing_two_at_once(
+        namesrv, broker, admin):
+    # As the threaded Producer: a message whose topic has nothing pending goes at once, and a topic whose held
+    # sends gathered nothing may have two requests in flight before it holds again.
+    make_topic(admin, "AioAutoE", 4)
+
+    async def main() -> tuple[list[Any], list[float]]:
+        async with AsyncProducer("aio-auto-e", namesrv.addr, auto_batch=AutoBatch.ASYNC, batch_max_delay_ms=300,
+                                 **FAST_CLIENT) as p:
+            assert (await p.send(Message("AioAutoE", b"warm"))).send_status is SendStatus.SEND_OK
+            sent_ms: list[float] = []
+
+            async def frozen_round(bodies: list[bytes]) -> list[Any]:
+                freeze(broker.pid)
+                try:
+                    tasks = []
+                    for body in bodies:
+                        sent_ms.append(time.time() * 1000)
+                        tasks.append(asyncio.create_task(p.send(Message("AioAutoE", body))))
+                        await asyncio.sleep(0.01)  # the task runs up to its send
+                    await asyncio.sleep(0.6)  # past the delay: what was held leaves, before any answer
+                finally:
+                    thaw(broker.pid)
+                return list(await asyncio.gather(*tasks))
+
+            results = await frozen_round([b"1", b"2"])  # at once; held (holding may gather)
+            results += await frozen_round([b"a", b"b", b"c"])  # at once; at once (gathers nothing); held
+            return results, sent_ms
+
+    results, sent_ms = run(main())
+    assert [r.send_status for r in results] == [SendStatus.SEND_OK] * 5
+    stored = [admin.view_message(r.offset_msg_id) for r in results]
+    assert [m.body for m in stored] == [b"1", b"2", b"a", b"b", b"c"]
+    waited = [m.born_timestamp - at for m, at in zip(stored, sent_ms, strict=True)]
+    assert waited[0] <= 50 and waited[2] <= 50  # nothing in flight: at once
+    assert waited[1] >= 250  # left at the delay, alone: the topic gathers nothing
+    assert waited[3] <= 50  # one in flight, holding gathers nothing: at once
+    assert waited[4] >= 250  # two in flight: held again
 
 
 def test_a_send_fails_over_to_the_other_broker_when_one_is_gone(namesrv, broker, start_broker, admin):

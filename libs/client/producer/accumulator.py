@@ -1,7 +1,7 @@
 """Auto batching of a producer's single sends (RocketMQ 5's ProduceAccumulator).
 
-A :class:`Producer` hands each batchable async send to a :class:`ProduceAccumulator`
-(on by default for ``send_async``, see ``Producer``'s ``auto_batch``), which keeps a
+A :class:`Producer` (and an ``AsyncProducer`` with auto batching on) hands each batchable async send to a
+:class:`ProduceAccumulator` (on by default for ``send_async``, see ``Producer``'s ``auto_batch``), which keeps a
 pending list per topic and sends it as one SEND_BATCH_MESSAGE. Each message still
 gets a Future of its own SendResult. A topic's pending list is sent:
 
