@@ -220,9 +220,10 @@ class PullMessageProcessor:
         if stopped:
             self._answer(held)
             return
-        # A message may have been stored between the read and the hold: look once more.
+        # A message may have been stored between the read and the hold: look once more. (A put after the
+        # hold finds it held and wakes it; so did every earlier hold at this queue for itself.)
         end = self.store.get_max_offset_in_queue(*key)
-        if end > self._offset_of(key):
+        if end > held.offset:
             self._wake_queue(key, end)
 
     def _compact_deadlines(self) -> None:
@@ -233,11 +234,6 @@ class PullMessageProcessor:
         heapq.heapify(live)
         self._deadlines = live
         self._compact_at = max(_COMPACT_MIN, 2 * len(live))
-
-    def _offset_of(self, key: tuple[str, int]) -> int:
-        with self._lock:
-            hs = self._held.get(key)
-            return min((h.offset for h in hs), default=1 << 62) if hs else 1 << 62
 
     def on_arriving(self, grown: list[tuple[str, int, int]]) -> None:
         """The store's arriving listener, on the putting thread: run again the pulls held at the queues
