@@ -180,7 +180,7 @@ class AsyncProducer:
             else:
                 plan = p.failover_plan(p._publish_info(msg.topic), header, timeout, st, p._refresh_later)
             return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent,
-                                        p._accumulator, msg.topic)
+                                        _after_held(p._accumulator, msg.topic))
 
     async def _send_direct(self, inbox: LoopInbox, msg: Message, timeout_ms: int | None,
                            accumulator: ProduceAccumulator) -> SendResult:
@@ -194,7 +194,7 @@ class AsyncProducer:
             with st or UNTRACED:  # the send's span ends with the send
                 plan = p.failover_plan(p._publish_info(topic), header, timeout, st, p._refresh_later)
                 return await self._run_plan(inbox, plan, header, body, uniq, None if st is None else st.traceparent,
-                                            first_with_batches=True)
+                                            _at_once)
         finally:
             accumulator.direct_done(topic, size)
 
@@ -216,7 +216,7 @@ class AsyncProducer:
                     raise MQClientError(f"the queue {queue} is not a queue of topic {topic!r}")
                 plan = p.pinned_plan(queue, header, timeout, st)
             return await self._run_plan(inbox, plan, header, body, ids, None if st is None else st.traceparent,
-                                        p._accumulator, topic)
+                                        _after_held(p._accumulator, topic))
 
     async def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None,
                           selector: SelectorLike | None = None, arg: Any = None,
@@ -244,27 +244,22 @@ class AsyncProducer:
     # -- the plan's driver -----------------------------------------------------
 
     async def _run_plan(self, inbox: LoopInbox, plan: SendPlan, header: SendMessageRequestHeader, body: bytes,
-                        uniq: str, traceparent: str | None, accumulator: ProduceAccumulator | None = None,
-                        topic: str = "", first_with_batches: bool = False) -> SendResult:
-        """Make the attempts ``plan`` asks for, awaiting each answer on the loop. With an ``accumulator``, the
-        first attempt goes out after what auto batching holds of ``topic`` (a queue keeps the order of sends);
-        with ``first_with_batches``, at once on the socket auto batching sends on. Any other attempt goes out
-        on the loop's own socket, so neither it nor its answer crosses a thread."""
+                        uniq: str, traceparent: str | None, first: FirstAttempt | None) -> SendResult:
+        """Make the attempts ``plan`` asks for, awaiting each answer on the loop. The first attempt goes out
+        through ``first`` on the socket auto batching sends on (:func:`_after_held` or :func:`_at_once`), when
+        given; any other attempt goes out on the loop's own socket, so neither it nor its answer crosses a
+        thread."""
         api = self._producer.instance.api
         send = api.send_message_async
         try:
             addr, mq, attempt_ms = next(plan)
             while True:
                 try:
-                    if accumulator is not None or first_with_batches:
+                    if first is not None:
                         fut, done = inbox.future()
-                        first = partial(_send_or_report, send, done, addr, mq, header, body, uniq, attempt_ms,
-                                        traceparent)
-                        if accumulator is not None:
-                            accumulator.add_alone(topic, first)
-                        else:
-                            first()
-                        accumulator, first_with_batches = None, False  # a retry goes at once
+                        first(partial(_send_or_report, send, done, addr, mq, header, body, uniq, attempt_ms,
+                                      traceparent))
+                        first = None  # a retry goes at once, on the loop's socket
                         result: SendResult = await fut
                     else:
                         result = await api.send_message_from_loop(addr, mq, header, body, uniq, attempt_ms,
@@ -281,6 +276,22 @@ class AsyncProducer:
 
     def __repr__(self) -> str:
         return f"AsyncProducer(group={self.group!r}, running={self.running})"
+
+
+#: How a send's first attempt leaves on the socket auto batching sends on: given the attempt, it runs it (now, or
+#: after what is held).
+FirstAttempt = Callable[[Callable[[], object]], object]
+
+
+def _after_held(accumulator: ProduceAccumulator | None, topic: str) -> FirstAttempt | None:
+    """The first attempt goes after what auto batching holds of ``topic`` (a queue keeps the order of sends);
+    None without auto batching."""
+    return None if accumulator is None else partial(accumulator.add_alone, topic)
+
+
+def _at_once(attempt: Callable[[], object]) -> None:
+    """The first attempt goes at once (a lone message that ``claim_direct`` let go: nothing is held)."""
+    attempt()
 
 
 def _send_or_report(send: Callable[..., None], done: Callable[[Any, BaseException | None], None], addr: str,
