@@ -257,9 +257,10 @@ def test_sync_master_cut_off_from_its_slave_claims_nothing_the_slave_lacks_and_t
     assert lost == 0, got.missing(acked)[:10]
 
 
-#: A TCP listener that reads each connection to its end, and a UDP socket printing each datagram, on ADDR.
+#: A TCP listener that reads each connection to its end and answers with the bytes it got, and a UDP socket
+#: printing each datagram, on ADDR.
 PEER = """
-import socket, sys, threading
+import contextlib, socket, sys, threading
 addr = sys.argv[1]
 tcp = socket.create_server((addr, 7000))
 udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -267,17 +268,19 @@ udp.bind((addr, 7001))
 def serve():
     while True:
         conn, _ = tcp.accept()
-        while conn.recv(65536):
-            pass
-        conn.close()
+        with conn, contextlib.suppress(OSError):  # a connection cut mid-way leaves the server serving
+            received = 0
+            while chunk := conn.recv(65536):
+                received += len(chunk)
+            conn.sendall(str(received).encode())  # the client checks that all it sent arrived
 threading.Thread(target=serve, daemon=True).start()
 print("ready", flush=True)
 while True:
     print(udp.recv(100).decode(), flush=True)
 """
 
-#: Run in a host: connect to ADDR:7000 and send N bytes (exit 1 when that fails within 3 s), or send COUNT
-#: datagrams to ADDR:7001.
+#: Run in a host: connect to ADDR:7000 and send N bytes (exit 1 when that fails within 3 s, or when the peer
+#: did not get all N), or send COUNT datagrams to ADDR:7001.
 CLIENT = """
 import socket, sys
 addr, what, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -287,8 +290,12 @@ if what == "tcp":
             s.settimeout(3)
             s.sendall(b"x" * n)
             s.shutdown(socket.SHUT_WR)
-            s.recv(1)
+            answer = b""
+            while chunk := s.recv(32):
+                answer += chunk
     except OSError:
+        sys.exit(1)
+    if answer != str(n).encode():
         sys.exit(1)
 else:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

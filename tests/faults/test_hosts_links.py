@@ -83,8 +83,9 @@ def _round_trips(addr: str, n: int) -> list[float]:
         for i in range(n):
             t = time.monotonic()
             s.sendto(f"p{i}".encode(), (addr, 7001))
-            while s.recv(100) != f"p{i}".encode():  # a late answer to an earlier ping
-                pass
+            while (got := s.recv(100)) != f"p{i}".encode():
+                # Only a late answer to an earlier ping may come first.
+                assert got.startswith(b"p") and int(got[1:]) < i, got
             times.append(time.monotonic() - t)
     return times
 
