@@ -105,3 +105,28 @@ def test_a_deleted_topic_starts_again_at_offset_zero(tmp_path):
         assert [decode_record(x).body for x in r.records] == [b"new"]
     finally:
         store.shutdown()
+
+
+def test_a_newest_file_created_but_never_sized_by_a_crash_is_dropped_at_start(tmp_path):
+    # A kill between creating a file and sizing it leaves it empty: the store starts, with everything written
+    # before, and writes on where it left off.
+    store = open_store(tmp_path)
+    try:
+        for i in range(5):
+            store.put_message(msg(topic="Sized", body=b"m%d" % i, queue_id=0))
+    finally:
+        store.shutdown()
+    empty = []
+    for folder, size in ((tmp_path / "consumequeue" / "Sized" / "0", store.config.mapped_file_size_consume_queue),
+                         (tmp_path / "commitlog", store.config.mapped_file_size_commit_log)):
+        last = max(int(p.name) for p in folder.iterdir())
+        empty.append(folder / f"{last + size:020d}")
+        empty[-1].touch()
+    store = open_store(tmp_path)
+    try:
+        assert not any(p.exists() for p in empty)
+        r = store.get_message("g", "Sized", 0, 0, 32)
+        assert [decode_record(x).body for x in r.records] == [b"m%d" % i for i in range(5)]
+        assert store.put_message(msg(topic="Sized", body=b"m5", queue_id=0)).first.queue_offset == 5
+    finally:
+        store.shutdown()

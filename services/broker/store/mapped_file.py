@@ -235,9 +235,16 @@ class MappedFileQueue:
 
     def load(self) -> None:
         """Map the files already in the directory (recovery sets their positions)."""
-        for name in mapped_file_names(self.store_path):
+        names = mapped_file_names(self.store_path)
+        for name in names:
             path = os.path.join(self.store_path, name)
             size = os.path.getsize(path)
+            if size == 0 and name == names[-1]:
+                # Created and never sized: the process died between the two steps of creating the newest
+                # file. It holds nothing, and the next write creates it again.
+                log.warning("unsized_file_removed", file=path)
+                os.remove(path)
+                break
             if size != self.file_size:
                 raise ValueError(
                     f"{path} is {size} bytes, config says {self.file_size}: "
