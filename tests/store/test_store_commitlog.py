@@ -2,11 +2,12 @@
 
 import os
 import struct
+import threading
 
 import pytest
 
 from rocketmesh import Message
-from rocketmesh.broker.store import MessageExtBatch, PutMessageStatus
+from rocketmesh.broker.store import MessageExtBatch, PutMessageStatus, mapped_file
 from rocketmesh.model.codec import (
     BLANK_MAGIC_CODE,
     MESSAGE_MAGIC_CODE,
@@ -49,6 +50,36 @@ def test_roll_over_writes_blank_record_and_names_files_by_offset(tmp_path):
         # Queue offsets are per queue and consecutive.
         assert [r.first.queue_offset for r in results if results.index(r) % 2 == 0] == list(range(30))
     finally:
+        store.shutdown()
+
+
+def test_a_put_that_rolls_over_takes_the_next_file_without_waiting_for_it_to_be_warm(tmp_path, monkeypatch):
+    # Warming a prepared file reads it whole, seconds for a GiB on a busy broker: a put that waited for it
+    # would hold every send behind it past waitTimeMillsInSendQueue (SYSTEM_BUSY, TIMEOUT_CLEAN_QUEUE).
+    release = threading.Event()
+    warmed: list[int] = []
+
+    def warm_until_released(fd: int, size: int) -> None:
+        warmed.append(size)
+        release.wait(30)
+
+    monkeypatch.setattr(mapped_file, "warm", warm_until_released)
+    store = open_store(tmp_path)
+    try:
+        results = []
+        done = threading.Event()
+
+        def put_across_files() -> None:
+            results.extend(store.put_message(msg(body=os.urandom(700))) for _ in range(60))
+            done.set()
+
+        threading.Thread(target=put_across_files, daemon=True).start()
+        assert done.wait(20), "a put that rolled over to the next file waited for that file's warming"
+        assert len(results) == 60 and all(r.ok for r in results)
+        assert store.commitlog.max_offset // (16 * 1024) >= 2  # two roll-overs at least
+        assert len(warmed) >= 3  # and every file made was being warmed meanwhile
+    finally:
+        release.set()
         store.shutdown()
 
 

@@ -14,6 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 from rocketmesh.runtime.log import get_logger
 
@@ -72,6 +73,26 @@ def warm(fd: int, size: int) -> None:
                 break
     except OSError:
         pass
+
+
+def warm_beside(f: MappedFile, name: str) -> None:
+    """Warm ``f`` (:func:`warm`) on a thread of its own, beside whoever writes it.
+
+    The thread reads through its own descriptor, so closing or deleting the file meanwhile never
+    has it read whatever file takes the number next; it closes that descriptor when done.
+    """
+    try:
+        fd = os.dup(f.fd)
+    except OSError:
+        return  # out of descriptors: the file is written cold, which only costs its first writes more
+
+    def run() -> None:
+        try:
+            warm(fd, f.file_size)
+        finally:
+            os.close(fd)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
 
 
 def release_mapping(mm: mmap.mmap, fd: int) -> None:
@@ -225,7 +246,8 @@ class MappedFileQueue:
         self.reserve = reserve
         #: Prepare the next file in the background (RocketMQ's AllocateMappedFileService).
         self.preallocate = preallocate
-        self._next: tuple[int, threading.Thread, list[MappedFile]] | None = None
+        #: The next file being prepared: its start offset, and the file once it is mapped (None if that failed).
+        self._next: tuple[int, Future[MappedFile | None]] | None = None
         self.files: list[MappedFile] = []
         #: Logical offset up to which data is fsynced.
         self.flushed_where = 0
@@ -275,8 +297,7 @@ class MappedFileQueue:
                            reserve=self.reserve)
             if self.preallocate:
                 # Warm it beside the writers: reading pages they are writing is harmless.
-                threading.Thread(target=warm, args=(f.fd, self.file_size), name="WarmMappedFile",
-                                 daemon=True).start()
+                warm_beside(f, "WarmMappedFile")
         with self._lock:
             self.files.append(f)
         if self.preallocate:
@@ -284,44 +305,47 @@ class MappedFileQueue:
         return f
 
     def _prepare(self, offset: int) -> None:
-        """Create, allocate and map the file at ``offset`` on a background thread.
+        """Create, allocate and map the file at ``offset`` on a background thread, and warm it.
 
-        fallocate and the warming reads run without the GIL, so a roll-over finds
-        its file ready and in memory. (MAP_POPULATE would hold the GIL throughout.)
+        fallocate and the warming reads run without the GIL, so a roll-over finds its file ready and
+        mostly in memory. (MAP_POPULATE would hold the GIL throughout.) The roll-over takes the file
+        once it is mapped and leaves the warming going: warming a file of a GiB takes seconds on a
+        busy broker, each read waiting for the GIL, and a put waiting for it would hold up every send
+        behind it for that long.
         """
-        out: list[MappedFile] = []
+        made: Future[MappedFile | None] = Future()
         path = os.path.join(self.store_path, offset_to_file_name(offset))
 
         def create() -> None:
+            f = None
             try:
                 f = MappedFile(path, self.file_size, reserve=self.reserve)
-                warm(f.fd, self.file_size)
-                out.append(f)
+                warm_beside(f, "WarmMappedFile")
             except OSError as exc:
                 log.warning("preallocate_failed", file=path, error=str(exc))
+            finally:
+                made.set_result(f)
 
-        t = threading.Thread(target=create, name="AllocateMappedFileService", daemon=True)
-        t.start()
-        self._next = (offset, t, out)
+        threading.Thread(target=create, name="AllocateMappedFileService", daemon=True).start()
+        self._next = (offset, made)
 
     def _take_prepared(self, offset: int) -> MappedFile | None:
         nxt, self._next = self._next, None
         if nxt is None:
             return None
-        at, thread, out = nxt
-        thread.join()
-        if at == offset and out:
-            return out[0]
-        for f in out:
+        at, made = nxt
+        f = made.result()
+        if f is not None and at != offset:
             f.destroy()
-        return None
+            return None
+        return f
 
     def discard_prepared(self) -> None:
         """Drop a prepared next file (shutdown, truncation)."""
         nxt, self._next = self._next, None
         if nxt is not None:
-            nxt[1].join()
-            for f in nxt[2]:
+            f = nxt[1].result()
+            if f is not None:
                 f.destroy()
 
     def find_file(self, offset: int) -> MappedFile | None:
