@@ -127,7 +127,7 @@ def main() -> None:
                 admin.wait_topic_route(topic)
             n = sum(o.max_offset - o.min_offset for o in admin.topic_status(BACKLOG_TOPIC).values())
         spark = (SparkSession.builder.master(args.master).appName("spark_bench").config("spark.ui.enabled", "false")
-                 .getOrCreate())
+                 .config("spark.ui.showConsoleProgress", "false").getOrCreate())
         spark.sparkContext.setLogLevel("ERROR")
         rocketmesh.spark.register(spark)
         # Warm-up: start the Python workers and load the modules once (a write, then a read of it).
@@ -139,11 +139,11 @@ def main() -> None:
         for mode in modes:
             if mode in ("noop", "parquet"):
                 rates = [drain(spark, namesrv, mode, n, work) for _ in range(args.runs)]
-                print(f"{mode:8} rows/s median {statistics.median(rates):,.0f}  runs "
+                print(f"{mode:8} median {statistics.median(rates):,.0f} rows/s  runs "
                       + " ".join(f"{r:,.0f}" for r in rates), flush=True)
             elif mode == "writer":
                 rates = [write(spark, namesrv, args.write_rows, args.size) for _ in range(args.runs)]
-                print(f"writer   rows/s median {statistics.median(rates):,.0f}  runs "
+                print(f"writer   median {statistics.median(rates):,.0f} rows/s  runs "
                       + " ".join(f"{r:,.0f}" for r in rates), flush=True)
             elif mode == "latency":
                 ms = sorted(latency(spark, namesrv, args.sends, work))
