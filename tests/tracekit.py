@@ -3,12 +3,15 @@ client's spans to memory (the services export theirs to an OtlpReceiver), and wa
 
 from __future__ import annotations
 
+import time
+
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from procs import wait_for
+from rocketmesh.telemetry.propagation import RECHECK_S
 
 
 def install_app_exporter() -> InMemorySpanExporter:
@@ -22,6 +25,7 @@ def install_app_exporter() -> InMemorySpanExporter:
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)
+        time.sleep(RECHECK_S)  # the client sees a provider installed after its last "no" within RECHECK_S
     return exporter
 
 

@@ -43,8 +43,10 @@ TRACEPARENT = "traceparent"
 CURRENT = "current"
 ROOT = "root"
 
-#: How long a "no tracer provider" answer of :func:`tracing_enabled` is kept before it is asked again.
-RECHECK_S = 0.001
+#: How long a "no tracer provider" answer of :func:`tracing_enabled` is kept before it is asked again: a tenth
+#: of a second, so a client sending or consuming a few thousand messages a second asks a few times a second
+#: rather than once a message.
+RECHECK_S = 0.1
 
 _PROPAGATOR = TraceContextTextMapPropagator()
 #: A version-00 ``traceparent`` as this mesh writes it; anything else goes through the propagator.

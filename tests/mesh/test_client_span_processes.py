@@ -22,6 +22,9 @@ assert msg.properties == {}, msg.properties
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 trace.set_tracer_provider(TracerProvider())
+import time
+from rocketmesh.telemetry.propagation import RECHECK_S
+time.sleep(RECHECK_S)  # a provider installed after a "no" is seen within RECHECK_S
 assert tracing.tracing_enabled()
 st = tracing.start_send("g", "T", [msg])
 assert msg.properties["traceparent"] == st.traceparent
