@@ -61,8 +61,8 @@ def warm(fd: int, size: int) -> None:
     """Read a new (allocated, all-zero) file once so its pages are in the page cache.
 
     Appends to it then take only cheap minor faults. pread runs without the GIL,
-    unlike MAP_POPULATE, so this can run beside the writers. A file closed
-    meanwhile just ends the warming.
+    unlike MAP_POPULATE, so this can run beside the writers. A read that fails
+    (``fd`` closed meanwhile) just ends the warming.
     """
     # The buffer is an anonymous mapping of its own rather than from malloc: a freed block of megabytes
     # raises glibc's mmap threshold, after which such blocks come from the thread's arena and each arena
