@@ -11,7 +11,7 @@ from __future__ import annotations
 import glob
 import os
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,12 +21,14 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from otlp_receiver import OtlpReceiver
 from procs import (
     FAST_SCHEDULER,
+    LAUNCHED,
     BrokerProcess,
     HaProcess,
     NamesrvProcess,
     SchedulerProcess,
     SystemServiceProcess,
     TxnCheckerProcess,
+    launched_output,
 )
 from reliability import LONG_ENV, REPORT_ENV, ReliabilityRecorder, merge_rows, save_rows, write_report
 from rocketmesh import Admin, Producer
@@ -234,6 +236,27 @@ def pytest_configure(config: pytest.Config) -> None:
     import rocketmesh
 
     compileall.compile_dir(os.path.dirname(rocketmesh.__file__), quiet=1)
+
+
+_LAUNCHED_BEFORE = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    item.stash[_LAUNCHED_BEFORE] = len(LAUNCHED)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport,
+                                                                                            pytest.TestReport]:
+    """A test that fails in its setup or body reports the last lines of each service it started, so a failure
+    seen once (in CI, say) shows what the services were doing."""
+    report = yield
+    if report.failed and report.when in ("setup", "call"):
+        output = launched_output(item.stash.get(_LAUNCHED_BEFORE, len(LAUNCHED)))
+        if output:
+            report.sections.append(("services the test started", output))
+    return report
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -50,7 +51,7 @@ from rocketmesh.testing.probes import answers, broker_registered, probe_client
 __all__ = ["FAST_BROKER", "FAST_CHECKER", "FAST_SCHEDULER", "TEST_STORE_CONFIG", "BrokerProcess", "DashboardProcess",
            "HaProcess",
            "NamesrvProcess", "SchedulerProcess", "ServiceProcess", "SystemServiceProcess", "TxnCheckerProcess",
-           "child_pids", "cli_command", "cpu_seconds", "free_port", "freeze", "netns_exec",
+           "child_pids", "cli_command", "cpu_seconds", "free_port", "freeze", "launched_output", "netns_exec",
            "probe_client", "read_until_up", "remoting_probe", "run_cli", "stdout_line", "stop_process", "thaw",
            "wait_for"]
 
@@ -161,6 +162,20 @@ def stdout_line(pattern: str) -> ReadyCheck:
     return check
 
 
+#: Each launch of a ServiceProcess in this test process, in order: what a failed test's report quotes.
+LAUNCHED: list[weakref.ref[ServiceProcess]] = []
+
+
+def launched_output(since: int, tail_lines: int = 40) -> str:
+    """The last lines of each service process launched since the ``since``-th launch (see LAUNCHED), once each."""
+    procs: list[ServiceProcess] = []
+    for ref in LAUNCHED[since:]:
+        proc = ref()
+        if proc is not None and proc not in procs:
+            procs.append(proc)
+    return "\n".join(proc.output(tail_lines) for proc in procs)
+
+
 class ServiceProcess(kit.ServiceProcess):
     """One service run as ``python -P -m rocketmesh.<module> <args>`` (as ``rocketmesh up`` runs it), or as
     ``command`` followed by ``args`` (the console script, say). ``credentials``: the ACL account it signs its
@@ -193,6 +208,7 @@ class ServiceProcess(kit.ServiceProcess):
     def launch(self) -> ServiceProcess:
         self.argv = [*self.command, *self.args]  # a test may have changed them for a restart
         super().launch()
+        LAUNCHED.append(weakref.ref(self))
         return self
 
     def start(self, timeout_s: float = 15.0) -> ServiceProcess:  # type: ignore[override]
