@@ -8,7 +8,9 @@ the broker stores a producer's batch), each message carrying a UNIQ_KEY as a pro
 index is built too). A put run starts on a store that has its first files (as
 a running broker has) and its clock stops when the dispatcher has built every
 consume queue and index entry. Reads go through the consume queue in
-pulls of 32. Each figure is the median of --repeat runs. The disk's sequential
+pulls of 32. A roll-over run puts lists of 32 from an empty store across two
+256 MiB commitlog files and reports its slowest put, the one that met a
+roll-over. Each figure is the median of --repeat runs. The disk's sequential
 write rate (dd, 1 MiB blocks, fdatasync at the end) is printed beside them as
 the limit.
 """
@@ -96,6 +98,23 @@ def bench_put(root: str, flush: FlushDiskType, n: int, body: bytes, batch: int, 
         store.shutdown()
 
 
+def bench_rollover(root: str, n: int, body: bytes) -> float:
+    """The slowest put (ms) of lists of 32, ASYNC_FLUSH, over ``n`` messages from an empty store: at each
+    roll-over to the next 256 MiB commitlog file a put takes the file prepared in the background."""
+    msgs = make_messages(n, body)
+    store = open_store(root, FlushDiskType.ASYNC_FLUSH)
+    try:
+        put = store.put_messages
+        worst = 0.0
+        for i in range(0, n, 32):
+            t0 = time.perf_counter()
+            put(msgs[i:i + 32])
+            worst = max(worst, time.perf_counter() - t0)
+        return worst * 1000
+    finally:
+        store.shutdown()
+
+
 def bench_read(root: str, n: int, body: bytes) -> float:
     store = open_store(root, FlushDiskType.ASYNC_FLUSH)
     try:
@@ -133,6 +152,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--count", type=int, default=200_000)
     ap.add_argument("--sync-count", type=int, default=20_000, help="messages for the SYNC_FLUSH one-by-one run")
+    ap.add_argument("--rollover-count", type=int, default=560_000,
+                    help="messages for the roll-over run (two roll-overs of 256 MiB at 1 KiB; 0: skip it)")
     ap.add_argument("--body", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "rocketmesh-bench"))
@@ -156,6 +177,10 @@ def main() -> None:
         report(name, [bench_put(args.dir, flush, n, body, batch, wire) for _ in range(args.repeat)])
     report("read through consume queue, pulls of 32", [bench_read(args.dir, args.count, body)
                                                         for _ in range(args.repeat)])
+    if args.rollover_count:
+        worst = [bench_rollover(args.dir, args.rollover_count, body) for _ in range(args.repeat)]
+        print(f"{'slowest put, lists of 32 over 2 roll-overs':48s} {statistics.median(worst):>10.1f} ms"
+              f"   (runs {min(worst):.1f} .. {max(worst):.1f})")
     print(f"{'disk sequential write (dd 1 MiB, fdatasync)':48s} {'':>10s}       {disk_write_mb_s(args.dir):>8.1f} MB/s")
     shutil.rmtree(args.dir, ignore_errors=True)
 
