@@ -93,7 +93,11 @@ def warm_beside(f: MappedFile, name: str) -> None:
         finally:
             os.close(fd)
 
-    threading.Thread(target=run, name=name, daemon=True).start()
+    try:
+        threading.Thread(target=run, name=name, daemon=True).start()
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def release_mapping(mm: mmap.mmap, fd: int) -> None:
