@@ -145,12 +145,12 @@ class BrokerController:
         topics = TopicConfigManager(
             os.path.join(config_dir, "topics.json"),
             cfg.broker_cluster_name, cfg.broker_name, cfg.auto_create_topic_enable,
-            cfg.default_topic_queue_nums, len(store.delay_levels), cfg.timer_queue_nums)
+            cfg.default_topic_queue_nums, len(store.delay_levels), cfg.timer_queue_nums, persist_in=self.executor)
         topics.load()
         offsets = ConsumerOffsetManager(os.path.join(config_dir, "consumerOffset.json"))
         offsets.load()
         groups = SubscriptionGroupManager(os.path.join(config_dir, "subscriptionGroup.json"),
-                                          cfg.auto_create_subscription_group)
+                                          cfg.auto_create_subscription_group, persist_in=self.executor)
         groups.load()
         parts = self.parts = BrokerParts(cfg, self.store_config, store, topics, offsets, groups, self.clients,
                                          self.locks, self.server, self.client)
@@ -322,6 +322,12 @@ class BrokerController:
             self.metrics.metrics.shutdown()
         if self.parts is not None:
             self.parts.offsets.persist()
+            # What was created on demand is saved on the executor, whose queued work the shutdown dropped.
+            for table in (self.parts.topics, self.parts.subscription_groups):
+                try:
+                    table.persist()
+                except OSError:
+                    self.log.exception("config_persist_failed", path=table.path)
         if self.store is not None:
             self.store.shutdown()
         self.client.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -102,6 +104,19 @@ def test_find_auto_creates_and_persists(path: str) -> None:
     assert read(path)["subscriptionGroupTable"]["G"] == cfg.to_json()
     assert m.find("G") == cfg
     assert m.data_version.counter == counter + 1
+
+
+def test_a_group_created_by_find_is_saved_by_the_executor_not_the_caller(path: str) -> None:
+    # find() runs on the remoting I/O thread (a heartbeat, a pull): a disk stall in its fsync would hold up
+    # every other request.
+    held = threading.Event()
+    with ThreadPoolExecutor(1) as executor:
+        executor.submit(held.wait, 30)  # the executor is busy until released
+        m = SubscriptionGroupManager(path, persist_in=executor)
+        assert m.find("G") == SubscriptionGroupConfig("G")
+        assert not Path(path).exists()  # the caller did not wait for the disk
+        held.set()
+    assert read(path)["subscriptionGroupTable"]["G"] == SubscriptionGroupConfig("G").to_json()
 
 
 def test_find_without_auto_create(path: str) -> None:

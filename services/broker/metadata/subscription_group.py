@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -100,9 +101,13 @@ class SubscriptionGroupConfig:
 class SubscriptionGroupManager:
     """The subscription group table; every change is saved atomically and bumps the data version."""
 
-    def __init__(self, path: str, auto_create: bool = True) -> None:
+    def __init__(self, path: str, auto_create: bool = True, persist_in: Executor | None = None) -> None:
         self.path = path
         self.auto_create = auto_create
+        #: Where a group created on demand is saved (None: at once, by the caller): a request that finds its
+        #: group missing is handled on the remoting I/O thread, and a write's fsync can take a disk stall's
+        #: hundreds of milliseconds there, holding up every other request.
+        self.persist_in = persist_in
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self.data_version = DataVersion()
         self._lock = threading.Lock()
@@ -129,7 +134,10 @@ class SubscriptionGroupManager:
             cfg = self.table[group] = SubscriptionGroupConfig(group)
             self.data_version.next()
         log.info("subscription_group_auto_created", group=group)
-        self._persist_logged()
+        if self.persist_in is None:
+            self._persist_logged()
+        else:
+            self.persist_in.submit(self._persist_logged)
         return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -48,11 +49,17 @@ class TopicConfigManager:
     """The topic table: built-in system topics, user topics, auto-created ones; saved atomically."""
 
     def __init__(self, path: str, cluster_name: str, broker_name: str, auto_create: bool,
-                 default_queue_nums: int, delay_levels: int, timer_queue_nums: int = 4) -> None:
+                 default_queue_nums: int, delay_levels: int, timer_queue_nums: int = 4,
+                 persist_in: Executor | None = None) -> None:
         self.path = path
+        #: Where a topic created on demand (by a send, or a system topic the broker needs) is saved (None: at
+        #: once, by the caller): that happens on the remoting I/O thread, where a write's fsync can take a disk
+        #: stall's hundreds of milliseconds, holding up every other request.
+        self.persist_in = persist_in
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self._lock = threading.Lock()
+        self._persist_lock = threading.Lock()
         #: Called after the table changed (the broker re-registers with namesrv).
         self.on_change: Callable[[], None] | None = None
         rw = PERM_READ_WRITE
@@ -88,9 +95,10 @@ class TopicConfigManager:
 
     def persist(self) -> None:
         """Write-then-rename, so a crash leaves the old file or the new one, never half of one."""
-        with self._lock:
-            snapshot = self.snapshot()
-        write_json_atomic(self.path, snapshot)
+        with self._persist_lock:  # held across snapshot and write: an older table never lands after a newer
+            with self._lock:
+                snapshot = self.snapshot()
+            write_json_atomic(self.path, snapshot)
 
     def snapshot(self) -> dict[str, Any]:
         """The table as RocketMQ's TopicConfigSerializeWrapper JSON."""
@@ -146,22 +154,34 @@ class TopicConfigManager:
             self.table[topic] = cfg
             self.data_version.next()
         log.info("topic_auto_created", topic=topic, queues=cfg.write_queue_nums, default_topic=default_topic)
-        self._changed()
+        self._changed(on_demand=True)
         return cfg
 
     def create_system_topic(self, topic: str, queue_nums: int, perm: int) -> TopicConfig:
         """Create a topic the broker itself needs (retry, dead-letter ...) if absent."""
-        existing = self.table.get(topic)
-        if existing is not None:
-            return existing
-        cfg = TopicConfig(topic, queue_nums, queue_nums, perm)
-        self.update(cfg)
+        with self._lock:
+            existing = self.table.get(topic)
+            if existing is not None:
+                return existing
+            cfg = self.table[topic] = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.data_version.next()
+        log.info("topic_updated", topic=topic, read=queue_nums, write=queue_nums, perm=perm)
+        self._changed(on_demand=True)
         return cfg
 
-    def _changed(self) -> None:
+    def _changed(self, on_demand: bool = False) -> None:
+        """Save the table and tell ``on_change``; ``on_demand`` (a topic created for a request): save it
+        through ``persist_in`` when there is one."""
+        if on_demand and self.persist_in is not None:
+            self.persist_in.submit(self._persist_logged)
+        else:
+            self._persist_logged()
+        if self.on_change is not None:
+            self.on_change()
+
+    def _persist_logged(self) -> None:
+        # A failed write is logged; the change stands in memory and goes with the next write.
         try:
             self.persist()
         except OSError:
             log.exception("topic_persist_failed", path=self.path)
-        if self.on_change is not None:
-            self.on_change()
