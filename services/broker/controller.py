@@ -323,11 +323,8 @@ class BrokerController:
         if self.parts is not None:
             self.parts.offsets.persist()
             # What was created on demand is saved on the executor, whose queued work the shutdown dropped.
-            for table in (self.parts.topics, self.parts.subscription_groups):
-                try:
-                    table.persist()
-                except OSError:
-                    self.log.exception("config_persist_failed", path=table.path)
+            self.parts.topics.file.save_logged()
+            self.parts.subscription_groups.file.save_logged()
         if self.store is not None:
             self.store.shutdown()
         self.client.close()

@@ -15,9 +15,10 @@ from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from rocketmesh.broker.metadata.table_file import TableFile
 from rocketmesh.broker.metadata.topic_config import DataVersion
 from rocketmesh.model.topics import SYSTEM_GROUPS, is_sys_consumer_group
-from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.jsonfile import read_json
 from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="subscription_group")
@@ -104,15 +105,12 @@ class SubscriptionGroupManager:
     def __init__(self, path: str, auto_create: bool = True, persist_in: Executor | None = None) -> None:
         self.path = path
         self.auto_create = auto_create
-        #: Where a group created on demand is saved (None: at once, by the caller): a request that finds its
-        #: group missing is handled on the remoting I/O thread, and a write's fsync can take a disk stall's
-        #: hundreds of milliseconds there, holding up every other request.
-        self.persist_in = persist_in
+        #: A group created on demand is saved through ``persist_in``: a request that finds its group missing
+        #: is handled on the remoting I/O thread.
+        self.file = TableFile(path, self.snapshot, log, "subscription_group_persist_failed", persist_in)
         self.table: dict[str, SubscriptionGroupConfig] = {g: SubscriptionGroupConfig(g) for g in SYSTEM_GROUPS}
         self.data_version = DataVersion()
         self._lock = threading.Lock()
-        # Held across snapshot and write, so an older table never lands on disk after a newer one.
-        self._persist_lock = threading.Lock()
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """``group``'s config (immutable: changes go through :meth:`update`), auto-creating a default one
@@ -134,10 +132,7 @@ class SubscriptionGroupManager:
             cfg = self.table[group] = SubscriptionGroupConfig(group)
             self.data_version.next()
         log.info("subscription_group_auto_created", group=group)
-        if self.persist_in is None:
-            self._persist_logged()
-        else:
-            self.persist_in.submit(self._persist_logged)
+        self.file.save_soon()
         return cfg
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
@@ -153,7 +148,7 @@ class SubscriptionGroupManager:
             log.info("subscription_group_created", **asdict(cfg))
         else:
             log.info("subscription_group_updated", **asdict(cfg))
-        self._persist_logged()
+        self.file.save_logged()
 
     def delete(self, group: str) -> bool:
         """Remove ``group``'s config; returns whether there was one."""
@@ -163,7 +158,7 @@ class SubscriptionGroupManager:
                 self.data_version.next()
         if existed:
             log.info("subscription_group_deleted", group=group)
-            self._persist_logged()
+            self.file.save_logged()
         else:
             log.warning("subscription_group_delete_missing", group=group)
         return existed
@@ -179,7 +174,7 @@ class SubscriptionGroupManager:
                 return False
             self.table = table
             self.data_version = version
-        self._persist_logged()
+        self.file.save_logged()
         return True
 
     def all(self) -> list[SubscriptionGroupConfig]:
@@ -213,8 +208,7 @@ class SubscriptionGroupManager:
 
     def persist(self) -> None:
         """Write the table as RocketMQ's subscriptionGroup.json (write-then-rename)."""
-        with self._persist_lock:
-            write_json_atomic(self.path, self.snapshot())
+        self.file.save()
 
     def snapshot(self) -> dict[str, Any]:
         """``{"subscriptionGroupTable": {...}, "dataVersion": {...}}``."""
@@ -222,9 +216,3 @@ class SubscriptionGroupManager:
             return {"subscriptionGroupTable": {g: c.to_json() for g, c in self.table.items()},
                     "dataVersion": asdict(self.data_version)}
 
-    def _persist_logged(self) -> None:
-        # As RocketMQ's ConfigManager: a failed write is logged, the in-memory change stands.
-        try:
-            self.persist()
-        except OSError:
-            log.exception("subscription_group_persist_failed", path=self.path)

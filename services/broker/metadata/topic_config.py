@@ -9,6 +9,7 @@ from concurrent.futures import Executor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rocketmesh.broker.metadata.table_file import TableFile
 from rocketmesh.model.route import PERM_READ_WRITE, Perm, TopicConfig
 from rocketmesh.model.topics import (
     BENCHMARK_TOPIC,
@@ -21,7 +22,7 @@ from rocketmesh.model.topics import (
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
 )
-from rocketmesh.runtime.jsonfile import read_json, write_json_atomic
+from rocketmesh.runtime.jsonfile import read_json
 from rocketmesh.runtime.log import get_logger
 
 log = get_logger("broker", component="topic_config")
@@ -52,14 +53,12 @@ class TopicConfigManager:
                  default_queue_nums: int, delay_levels: int, timer_queue_nums: int = 4,
                  persist_in: Executor | None = None) -> None:
         self.path = path
-        #: Where a topic created on demand (by a send, or a system topic the broker needs) is saved (None: at
-        #: once, by the caller): that happens on the remoting I/O thread, where a write's fsync can take a disk
-        #: stall's hundreds of milliseconds, holding up every other request.
-        self.persist_in = persist_in
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
         self._lock = threading.Lock()
-        self._persist_lock = threading.Lock()
+        #: A topic created on demand (by a send, or a system topic the broker needs) is saved through
+        #: ``persist_in``: that happens on the remoting I/O thread.
+        self.file = TableFile(path, self.snapshot, log, "topic_persist_failed", persist_in)
         #: Called after the table changed (the broker re-registers with namesrv).
         self.on_change: Callable[[], None] | None = None
         rw = PERM_READ_WRITE
@@ -95,15 +94,13 @@ class TopicConfigManager:
 
     def persist(self) -> None:
         """Write-then-rename, so a crash leaves the old file or the new one, never half of one."""
-        with self._persist_lock:  # held across snapshot and write: an older table never lands after a newer
-            with self._lock:
-                snapshot = self.snapshot()
-            write_json_atomic(self.path, snapshot)
+        self.file.save()
 
     def snapshot(self) -> dict[str, Any]:
         """The table as RocketMQ's TopicConfigSerializeWrapper JSON."""
-        return {"topicConfigTable": {n: c.to_json() for n, c in self.table.items()},
-                "dataVersion": asdict(self.data_version)}
+        with self._lock:
+            return {"topicConfigTable": {n: c.to_json() for n, c in self.table.items()},
+                    "dataVersion": asdict(self.data_version)}
 
     def get(self, topic: str) -> TopicConfig | None:
         return self.table.get(topic)
@@ -172,16 +169,9 @@ class TopicConfigManager:
     def _changed(self, on_demand: bool = False) -> None:
         """Save the table and tell ``on_change``; ``on_demand`` (a topic created for a request): save it
         through ``persist_in`` when there is one."""
-        if on_demand and self.persist_in is not None:
-            self.persist_in.submit(self._persist_logged)
+        if on_demand:
+            self.file.save_soon()
         else:
-            self._persist_logged()
+            self.file.save_logged()
         if self.on_change is not None:
             self.on_change()
-
-    def _persist_logged(self) -> None:
-        # A failed write is logged; the change stands in memory and goes with the next write.
-        try:
-            self.persist()
-        except OSError:
-            log.exception("topic_persist_failed", path=self.path)
