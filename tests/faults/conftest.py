@@ -25,7 +25,7 @@ def make_net() -> Iterator[Callable[..., Net]]:
     """Factory: ``make_net("ns1", "master", "slave")`` makes those hosts (netkit.Net, opened) on one private
     bridge, this process a host on it too; each is removed at teardown, also after a failure. ``relayed=[...]``
     names the hosts whose link may be delayed (``Net.delay``). Where network namespaces cannot be made the test
-    skips (fails under CI=true); a missing ``nft`` is installed from Debian's nftables where this process may."""
+    fails saying why; a missing ``nft`` is installed from Debian's nftables where this process may."""
     nets: list[Net] = []
 
     def make(*hosts: str, relayed: Sequence[str] = ()) -> Net:

@@ -108,7 +108,7 @@ _REMARK = re.compile(r"Timestamp is (\d+\.\d) s (ahead of|behind) this server's 
 
 def libfaketime() -> str:
     """The path of libfaketime's multi-threaded library, installed from Debian's faketime when missing and this
-    process may; without it the test skips with one line (fails under CI=true, where it must run)."""
+    process may; without it the test fails saying so."""
     def find() -> list[str]:
         return glob.glob("/usr/lib/*/faketime/libfaketimeMT.so.1") + glob.glob("/usr/lib/faketime/libfaketimeMT.so.1")
 
@@ -168,7 +168,7 @@ class SkewedClient:
 def test_a_client_host_minutes_off_is_refused_saying_so_and_works_once_its_clock_is_stepped_right(
         make_net: Callable[..., Net], start_on: Callable[..., ServiceProcess], tmp_path: Path,
         reliability: ReliabilityRecorder) -> None:
-    faketime_lib = libfaketime()  # skips before anything is started where it cannot be had
+    faketime_lib = libfaketime()  # fails before anything is started where it cannot be had
     net = make_net("server", "client")
     server, client_host = net["server"], net["client"]
     acl_file = tmp_path / "plain_acl.yml"
